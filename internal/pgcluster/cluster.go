@@ -1,0 +1,444 @@
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// Port only names the socket file (.s.PGSQL.5432); no TCP port is opened.
+	Port = 5432
+	// Database is the database created on first run and named by URL.
+	Database = "buzz"
+	// Role is the superuser initdb creates and URL connects as.
+	Role = "buzz"
+
+	// maxSocketPath keeps "<dir>/.s.PGSQL.5432.lock" under the ~107-byte
+	// limit of unix socket paths.
+	maxSocketPath = 100
+	startTimeout  = 60 * time.Second
+)
+
+// DefaultSettings are written to buzz.conf in the cluster before every start.
+// fsync stays on: the private cluster holds real data.
+var DefaultSettings = map[string]string{
+	"shared_buffers":  "128MB",
+	"max_connections": "200",
+}
+
+// Config configures Start.
+type Config struct {
+	// DataDir is BUZZ_DATA_DIR (default "./buzz-data" is applied by config,
+	// not here). The cluster lives in DataDir/pg. Required.
+	DataDir string
+	// Logger receives progress messages. Nil discards them.
+	Logger *slog.Logger
+	// BinDir, when set, is the only directory searched for initdb, pg_ctl and
+	// postgres. Otherwise initdb is looked up on PATH, then in the newest
+	// /usr/lib/postgresql/*/bin.
+	BinDir string
+	// Settings are extra server settings (name → value) applied on top of
+	// DefaultSettings at every start; tests use it to turn fsync off.
+	Settings map[string]string
+}
+
+// Cluster is a running private cluster. Its methods are safe for concurrent use.
+type Cluster struct {
+	log     *slog.Logger
+	binDir  string
+	dataDir string // PGDATA: DataDir/pg/data
+	sockDir string
+	port    int
+	owner   owner
+	started bool // this Cluster started the postmaster, so Stop stops it
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// Start makes the cluster under cfg.DataDir/pg ready and returns it: initdb
+// on first run, removal of a stale postmaster.pid left by a crash, pg_ctl
+// start, and creation of the "buzz" database. A postmaster already running
+// on the directory is reused (and Stop will not stop it). Start may be
+// called again after Stop.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("start private cluster: data dir is empty")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "pgcluster")
+	binDir, err := findBinDir(cfg.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve data dir %s: %w", cfg.DataDir, err)
+	}
+	own, err := resolveOwner()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", root, err)
+	}
+	// Serialize Start/Stop across processes sharing the data dir.
+	unlock, err := lockFile(filepath.Join(root, ".pgcluster.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	c := &Cluster{
+		log:     log,
+		binDir:  binDir,
+		dataDir: filepath.Join(root, "pg", "data"),
+		sockDir: socketDir(filepath.Join(root, "pg")),
+		port:    Port,
+		owner:   own,
+	}
+	if err := own.makeTraversable(root); err != nil {
+		return nil, err
+	}
+	if err := own.mkdirOwned(filepath.Join(root, "pg"), 0o700); err != nil {
+		return nil, err
+	}
+	if err := own.mkdirOwned(c.sockDir, 0o700); err != nil {
+		return nil, err
+	}
+	if reused, err := c.reuse(ctx); reused || err != nil {
+		return c, err
+	}
+	if err := c.initdb(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.writeSettings(cfg.Settings); err != nil {
+		return nil, err
+	}
+	if err := c.start(ctx); err != nil {
+		return nil, err
+	}
+	c.started = true
+	if err := c.ensureDatabase(ctx, c.urlFor("postgres"), 0); err != nil {
+		_ = c.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return c, nil
+}
+
+// URL is the connection URL of the "buzz" database over the unix socket.
+func (c *Cluster) URL() string {
+	return c.urlFor(Database)
+}
+
+// SocketDir is the directory holding the server's unix socket.
+func (c *Cluster) SocketDir() string { return c.sockDir }
+
+// DataDir is PGDATA, the directory initdb created.
+func (c *Cluster) DataDir() string { return c.dataDir }
+
+func (c *Cluster) urlFor(db string) string {
+	return socketURL(c.sockDir, c.port, db)
+}
+
+func socketURL(sockDir string, port int, db string) string {
+	q := url.Values{"host": {sockDir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}
+	return (&url.URL{Scheme: "postgres", User: url.User(Role), Path: "/" + db, RawQuery: q.Encode()}).String()
+}
+
+// Stop shuts the server down with pg_ctl's fast mode (open sessions are
+// rolled back, nothing committed is lost) and waits for it. It is safe to
+// call twice. A postmaster that Start reused, rather than started, keeps
+// running.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || !c.started {
+		c.stopped = true
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(c.dataDir, "postmaster.pid")); errors.Is(err, os.ErrNotExist) {
+		c.stopped = true // already gone (killed, or stopped by someone else)
+		return nil
+	}
+	if out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w", "-t", "60"); err != nil {
+		if _, _, _, alive := c.runningPostmaster(); alive {
+			return fmt.Errorf("stop private cluster: %w: %s", err, out)
+		}
+	}
+	c.stopped = true
+	c.log.Info("stopped")
+	return nil
+}
+
+// reuse adopts a postmaster that is already running on the data directory.
+// It reports false when there is none, or when it dies while we wait for it
+// (a postmaster that was just killed is still visible for a moment).
+func (c *Cluster) reuse(ctx context.Context) (bool, error) {
+	pid, sock, port, alive := c.runningPostmaster()
+	if !alive {
+		return false, nil
+	}
+	err := c.ensureDatabase(ctx, socketURL(sock, port, "postgres"), 10*time.Second)
+	if err != nil {
+		if _, _, _, alive := c.runningPostmaster(); !alive {
+			return false, nil
+		}
+		return false, fmt.Errorf("reuse running postmaster %d: %w", pid, err)
+	}
+	c.log.Info("reusing running postmaster", slog.Int("pid", pid), slog.String("socket_dir", sock))
+	c.sockDir, c.port = sock, port
+	return true, nil
+}
+
+// socketDir is clusterDir/run, or a short per-cluster dir under /tmp when
+// that path would exceed the unix socket path limit.
+func socketDir(clusterDir string) string {
+	dir := filepath.Join(clusterDir, "run")
+	if len(dir)+len("/.s.PGSQL.5432.lock") <= maxSocketPath {
+		return dir
+	}
+	sum := sha256.Sum256([]byte(clusterDir))
+	return filepath.Join("/tmp", "buzz-pg-"+hex.EncodeToString(sum[:6]))
+}
+
+func (c *Cluster) initdb(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
+		return nil
+	}
+	// A directory without PG_VERSION is an interrupted initdb: start over.
+	if err := os.RemoveAll(c.dataDir); err != nil {
+		return fmt.Errorf("remove incomplete cluster %s: %w", c.dataDir, err)
+	}
+	c.log.Info("initdb", slog.String("data_dir", c.dataDir))
+	began := time.Now()
+	out, err := c.run(ctx, "initdb", "-D", c.dataDir, "-U", Role, "-A", "trust",
+		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	if err != nil {
+		return fmt.Errorf("initdb %s: %w: %s", c.dataDir, err, out)
+	}
+	conf := filepath.Join(c.dataDir, "postgresql.conf")
+	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", conf, err)
+	}
+	_, err = f.WriteString("\n# Written by buzz-relay at every start.\ninclude_if_exists = 'buzz.conf'\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", conf, err)
+	}
+	c.log.Info("initdb done", slog.Duration("took", time.Since(began)))
+	return nil
+}
+
+// writeSettings rewrites PGDATA/buzz.conf: socket-only listening plus the
+// server settings.
+func (c *Cluster) writeSettings(extra map[string]string) error {
+	settings := map[string]string{
+		"listen_addresses":        "''",
+		"port":                    strconv.Itoa(c.port),
+		"unix_socket_directories": quoteConf(c.sockDir),
+	}
+	for k, v := range DefaultSettings {
+		settings[k] = v
+	}
+	for k, v := range extra {
+		settings[k] = v
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, settings[k])
+	}
+	return c.owner.writeOwned(filepath.Join(c.dataDir, "buzz.conf"), b.Bytes())
+}
+
+func quoteConf(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// start runs pg_ctl start, retrying while the shared memory of a killed
+// postmaster is still held by its exiting children.
+func (c *Cluster) start(ctx context.Context) error {
+	logFile := filepath.Join(filepath.Dir(c.dataDir), "postgres.log")
+	deadline := time.Now().Add(startTimeout)
+	for attempt := 1; ; attempt++ {
+		c.removeStalePid()
+		began := time.Now()
+		out, err := c.run(ctx, "pg_ctl", "start", "-D", c.dataDir, "-l", logFile, "-w", "-t", "60")
+		if err == nil {
+			c.log.Info("started", slog.String("socket_dir", c.sockDir), slog.Duration("took", time.Since(began)))
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("start private cluster (log: %s): %w: %s%s", logFile, err, out, tail(logFile))
+		}
+		c.log.Warn("start failed, retrying", slog.Int("attempt", attempt), slog.String("output", string(out)))
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// removeStalePid deletes postmaster.pid when the process it names is gone.
+func (c *Cluster) removeStalePid() {
+	pidFile := filepath.Join(c.dataDir, "postmaster.pid")
+	if _, err := os.Stat(pidFile); err != nil {
+		return
+	}
+	if pid, _, _, alive := c.runningPostmaster(); !alive {
+		c.log.Warn("removing stale postmaster.pid", slog.Int("pid", pid))
+		_ = os.Remove(pidFile)
+	}
+}
+
+// runningPostmaster reads postmaster.pid and reports whether the postmaster
+// it names is alive, with its socket directory and port.
+func (c *Cluster) runningPostmaster() (pid int, sockDir string, port int, alive bool) {
+	data, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, "", 0, false
+	}
+	// Lines: pid, data dir, start time, port, socket dir, listen addr, shmem key, status.
+	lines := strings.Split(string(data), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid <= 0 {
+		return 0, "", 0, false
+	}
+	if len(lines) > 4 {
+		port, _ = strconv.Atoi(strings.TrimSpace(lines[3]))
+		sockDir = strings.TrimSpace(lines[4])
+	}
+	if sockDir == "" || port == 0 {
+		sockDir, port = c.sockDir, c.port
+	}
+	return pid, sockDir, port, isPostgres(pid)
+}
+
+// isPostgres reports whether pid is a live (not zombie) postgres process.
+func isPostgres(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) // no procfs: trust kill(0)
+	}
+	// "pid (comm) state ..."; comm may contain spaces, so split after ')'.
+	s := string(stat)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || end+2 >= len(s) {
+		return false
+	}
+	comm, state := s[open+1:end], s[end+2]
+	return state != 'Z' && state != 'X' && strings.HasPrefix(comm, "postgres")
+}
+
+// ensureDatabase creates the "buzz" database when missing. wait > 0 retries
+// the connection for that long (a reused postmaster may still be starting).
+func (c *Cluster) ensureDatabase(ctx context.Context, adminURL string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	var conn *pgx.Conn
+	var err error
+	for {
+		conn, err = pgx.Connect(ctx, adminURL)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		if _, _, _, alive := c.runningPostmaster(); !alive {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("connect to private cluster: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", Database).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", Database, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+Database); err != nil {
+		var pgErr interface{ SQLState() string }
+		if errors.As(err, &pgErr) && pgErr.SQLState() == "42P04" { // created concurrently
+			return nil
+		}
+		return fmt.Errorf("create database %s: %w", Database, err)
+	}
+	c.log.Info("created database", slog.String("database", Database))
+	return nil
+}
+
+// run executes a PostgreSQL binary as the cluster owner, in its own process
+// group (so a terminal's Ctrl-C reaches buzz-relay, which then stops the
+// server cleanly) and without inherited PG* variables.
+func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
+	cmd.Dir = filepath.Dir(c.dataDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.owner.cred}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "LC_") && !strings.HasPrefix(kv, "LANG") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LC_ALL=C")
+	return cmd.CombinedOutput()
+}
+
+// tail returns the last lines of the server log, for error messages.
+func tail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return "\nserver log tail:\n" + string(data)
+}
+
+// lockFile takes an exclusive flock on path; the returned func releases it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,116 @@
+package pgcluster_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/pgcluster"
+)
+
+func startCluster(t *testing.T, dataDir string) *pgcluster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Config{
+		DataDir: dataDir, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Settings: map[string]string{"fsync": "off"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+func selectOne(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var one int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	require.Equal(t, 1, one)
+}
+
+func TestStart(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StartStopRestart", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "buzz-data")
+		c := startCluster(t, dir)
+		require.Contains(t, c.URL(), "/buzz?")
+		selectOne(t, c.URL())
+
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.URL())
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+		require.NoError(t, err)
+		require.NoError(t, conn.Close(ctx))
+
+		require.NoError(t, c.Stop(ctx))
+		require.NoError(t, c.Stop(ctx), "second Stop is a no-op")
+		_, err = os.Stat(filepath.Join(c.DataDir(), "postmaster.pid"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+
+		c2 := startCluster(t, dir)
+		conn, err = pgx.Connect(ctx, c2.URL())
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var v int
+		require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+		require.Equal(t, 42, v)
+	})
+
+	t.Run("ReusesRunningPostmaster", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "buzz-data")
+		c := startCluster(t, dir)
+		other := startCluster(t, dir)
+		require.Equal(t, c.URL(), other.URL())
+		require.NoError(t, other.Stop(context.Background()))
+		selectOne(t, c.URL()) // the reusing Cluster did not stop it
+	})
+
+	t.Run("RecoversFromKilledPostmaster", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "buzz-data")
+		c := startCluster(t, dir)
+		selectOne(t, c.URL())
+		data, err := os.ReadFile(filepath.Join(c.DataDir(), "postmaster.pid"))
+		require.NoError(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
+		require.NoError(t, err)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+
+		c2 := startCluster(t, dir)
+		selectOne(t, c2.URL())
+	})
+
+	t.Run("LongDataDirUsesShortSocketDir", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), strings.Repeat("long-directory-name-", 5))
+		c := startCluster(t, dir)
+		require.Less(t, len(c.SocketDir()), 60)
+		selectOne(t, c.URL())
+	})
+
+	t.Run("MissingBinaries", func(t *testing.T) {
+		t.Parallel()
+		_, err := pgcluster.Start(context.Background(), pgcluster.Config{
+			DataDir: t.TempDir(), BinDir: t.TempDir(),
+		})
+		require.ErrorIs(t, err, pgcluster.ErrBinariesMissing)
+		require.ErrorContains(t, err, "initdb, pg_ctl, postgres missing")
+		require.ErrorContains(t, err, "apt-get install -y postgresql")
+	})
+}

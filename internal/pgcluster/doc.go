@@ -1,0 +1,28 @@
+// Package pgcluster runs the private PostgreSQL cluster that buzz-relay uses
+// when DATABASE_URL is unset.
+//
+// It owns the cluster directory under BUZZ_DATA_DIR (DataDir/pg): finding the
+// server binaries (initdb, pg_ctl, postgres), initdb on first run, starting
+// and stopping the postmaster with pg_ctl, recovering from a stale
+// postmaster.pid after a crash, and creating the "buzz" database.
+//
+// The server listens only on a unix socket (listen_addresses = ”), so it
+// never clashes with a system PostgreSQL on port 5432; the fixed port number
+// only names the socket file. Local connections use trust authentication; the
+// socket directory is mode 0700, so only the cluster's owner (and root) can
+// connect.
+//
+// PostgreSQL refuses to run as root. When the process runs as root, the
+// cluster runs as the unprivileged system user "buzz-pg" (created with
+// useradd when missing): the cluster directory is chowned to it, and DataDir
+// and its ancestors are made traversable (o+x, never o+r) so that user can
+// reach it. This also applies when DataDir lives under /root.
+//
+// A postmaster that is already running on the data directory (for example the
+// server, while an operator CLI command runs) is reused, and Stop leaves it
+// running: a Cluster only stops a postmaster it started itself.
+//
+// It does NOT apply migrations (package pg does), it does NOT open a
+// connection pool, and it does NOT manage external servers given by
+// DATABASE_URL.
+package pgcluster
