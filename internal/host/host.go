@@ -47,6 +47,9 @@ func Normalize(h string) string {
 		port = ""
 	}
 	name = strings.TrimSuffix(name, ".")
+	if strings.HasSuffix(name, ".") {
+		return "" // "a.." is not a host name
+	}
 	if name == "127.0.0.1" || name == "[::1]" {
 		name = "localhost"
 	}
