@@ -1,0 +1,344 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Default values of the variables of spec 10 §10, and of the tuning knobs that
+// are not read from the environment.
+const (
+	DefaultDataDir               = "./buzz-data"
+	DefaultRelayURL              = "ws://localhost:3000"
+	DefaultBindAddr              = "0.0.0.0:3000"
+	DefaultHealthPort            = 8080
+	DefaultMetricsPort           = 9102
+	DefaultMaxConnections        = 10000
+	DefaultMaxConcurrentHandlers = 1024
+	DefaultSendBuffer            = 1000
+	DefaultMaxFrameBytes         = 524288
+	DefaultSlowClientGraceLimit  = 15
+	DefaultDBPoolSize            = 50
+	DefaultRedisPoolSize         = 16
+	DefaultLogFormat             = "auto"
+
+	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultAuthTimeout       = 5 * time.Second
+	DefaultDrainTimeout      = 30 * time.Second
+)
+
+// Config is the relay's resolved configuration. Load fills every field; a
+// zero Config is not usable. Fields are read-only after Load: share the value,
+// do not mutate it from several goroutines.
+type Config struct {
+	// DatabaseURL is the PostgreSQL 15+ connection string (DATABASE_URL), a
+	// postgres:// or postgresql:// URL or a key=value string. Default "":
+	// the relay runs its own private cluster under DataDir.
+	DatabaseURL string
+	// DataDir holds the private cluster and other local state (BUZZ_DATA_DIR).
+	// Default "./buzz-data".
+	DataDir string
+	// RelayURL is the public WebSocket URL, as given (RELAY_URL). Default
+	// "ws://localhost:3000". It must be ws:// or wss:// with a host.
+	RelayURL string
+	// RelayScheme is RelayURL's scheme, "ws" or "wss". It selects http or https
+	// for NIP-42 relay tags and NIP-98 u tags.
+	RelayScheme string
+	// RelayHost is RelayURL's authority after NormalizeHost: the host of the
+	// deployment community. Default "localhost:3000". Never empty after Load.
+	RelayHost string
+	// BindAddr is the app listener's host:port (BUZZ_BIND_ADDR). Default
+	// "0.0.0.0:3000". Port 0 asks the kernel for a free port (tests).
+	BindAddr string
+	// HealthPort is the port of /_liveness, /_readiness and /_status
+	// (BUZZ_HEALTH_PORT), 1–65535. Default 8080.
+	HealthPort int
+	// MetricsPort is the port of /metrics (BUZZ_METRICS_PORT), 1–65535.
+	// Default 9102.
+	MetricsPort int
+	// AutoMigrate applies pending migrations at start (BUZZ_AUTO_MIGRATE).
+	// Default false. Load does not know whether the private cluster will run:
+	// the caller forces it on for the private cluster.
+	AutoMigrate bool
+	// AutoMigrateSet reports whether BUZZ_AUTO_MIGRATE was set (non-empty), so
+	// the caller can tell an explicit false from the default.
+	AutoMigrateSet bool
+	// RelayPrivateKey is the relay signing key (BUZZ_RELAY_PRIVATE_KEY), 32
+	// bytes decoded from 64 hex characters (nsec is not accepted). Default nil:
+	// the caller generates a key at boot and does not advertise it. Required
+	// when RedisURL is set. Redacted by LogValue.
+	RelayPrivateKey []byte
+	// RequireAuthToken requires NIP-98 on the HTTP bridge
+	// (BUZZ_REQUIRE_AUTH_TOKEN). Default true; only an explicit false enables
+	// the X-Pubkey development shortcut. WebSocket auth is unaffected.
+	RequireAuthToken bool
+	// RequireRelayMembership enforces relay_members at AUTH and on the bridge
+	// (BUZZ_REQUIRE_RELAY_MEMBERSHIP). Default false. Needs RelayOwnerPubkey.
+	RequireRelayMembership bool
+	// RelayOwnerPubkey is bootstrapped as owner of the deployment community
+	// (RELAY_OWNER_PUBKEY): 64 hex characters of a valid x-only key, stored
+	// lowercase. Default "".
+	RelayOwnerPubkey string
+	// MaxConnections bounds open WebSockets per process
+	// (BUZZ_MAX_CONNECTIONS), 1–1000000. Default 10000.
+	MaxConnections int
+	// MaxConcurrentHandlers bounds concurrent EVENT/REQ/COUNT per process
+	// (BUZZ_MAX_CONCURRENT_HANDLERS), 1–65536. Default 1024.
+	MaxConcurrentHandlers int
+	// SendBuffer is the outbound queue per connection, in messages
+	// (BUZZ_SEND_BUFFER), 16–1000000. Default 1000.
+	SendBuffer int
+	// MaxFrameBytes is the largest WebSocket frame and NIP-11
+	// max_message_length (BUZZ_MAX_FRAME_BYTES), 65536–16777216. Default 524288.
+	MaxFrameBytes int
+	// SlowClientGraceLimit is the number of consecutive dropped ephemeral
+	// events before a slow client is closed (BUZZ_SLOW_CLIENT_GRACE_LIMIT),
+	// 1–255. Default 15.
+	SlowClientGraceLimit int
+	// CORSOrigins lists the allowed origins of the HTTP bridge
+	// (BUZZ_CORS_ORIGINS, comma-separated), each normalised to a lowercase
+	// scheme://host[:port]. Default nil: any origin.
+	CORSOrigins []string
+	// DBPoolSize is the writer pool's connection count (BUZZ_DB_POOL_SIZE),
+	// 1–1000. Default 50.
+	DBPoolSize int
+	// RedisURL enables cross-process fan-out (REDIS_URL), a redis:// or
+	// rediss:// URL. Default "": single process. Needs DatabaseURL and
+	// RelayPrivateKey. Its password is redacted by LogValue.
+	RedisURL string
+	// RedisPoolSize is the pooled Redis connections for PUBLISH and keys
+	// (BUZZ_REDIS_POOL_SIZE), 1–1000. Default 16.
+	RedisPoolSize int
+	// ReadDatabaseURL is an optional read replica (READ_DATABASE_URL), same
+	// forms as DatabaseURL. Default "". Needs DatabaseURL.
+	ReadDatabaseURL string
+	// DBReadPoolSize is the replica pool's connection count
+	// (BUZZ_DB_READ_POOL_SIZE), 1–1000. Default DBPoolSize.
+	DBReadPoolSize int
+	// AuditEnabled turns on the tamper-evident audit log (BUZZ_AUDIT_ENABLED).
+	// Default true.
+	AuditEnabled bool
+	// OperatorListeners is the raw mention-delivery listener list
+	// (BUZZ_OPERATOR_LISTENERS), trimmed but not parsed here: its format and
+	// errors belong to spec 60. Default "": feature off.
+	OperatorListeners string
+	// LogLevel is the minimum log level (BUZZ_LOG_LEVEL): debug, info, warn or
+	// error. Default info.
+	LogLevel slog.Level
+	// LogFormat is "auto" (JSON unless stdout is a terminal), "json" or "text"
+	// (BUZZ_LOG_FORMAT). Default "auto".
+	LogFormat string
+
+	// HeartbeatInterval is the WebSocket ping period. Not read from the
+	// environment; tests shorten it. Default 30s.
+	HeartbeatInterval time.Duration
+	// AuthTimeout is how long a connection may stay unauthenticated when
+	// authentication is required. Not read from the environment. Default 5s.
+	AuthTimeout time.Duration
+	// DrainTimeout bounds the graceful shutdown. Not read from the
+	// environment. Default 30s.
+	DrainTimeout time.Duration
+}
+
+// Error is an invalid configuration value. Its text is exactly
+// "invalid <Variable>: <Reason>"; the caller prints it and exits with status 2.
+// Reasons never contain secrets (passwords, keys).
+type Error struct {
+	// Variable is the environment variable at fault, e.g. "BUZZ_SEND_BUFFER".
+	Variable string
+	// Reason says what is wrong and what is valid.
+	Reason string
+}
+
+func (e *Error) Error() string { return "invalid " + e.Variable + ": " + e.Reason }
+
+// Load resolves the configuration from getenv and reports unknown BUZZ_
+// variables found in environ as warnings (one string per variable, sorted).
+// Call it once at start as Load(os.Getenv, os.Environ()). A nil getenv reads
+// nothing (every variable unset) and a nil environ skips the typo guard.
+//
+// Empty or blank values mean unset. The first invalid value, checked in the
+// order of spec 10 §10 and then the cross-variable rules, is returned as an
+// *Error; nothing falls back to a default. The warnings are returned even
+// when err is not nil.
+func Load(getenv func(string) string, environ []string) (Config, []string, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	warnings := unknownVariables(environ)
+	l := &loader{getenv: getenv}
+	c := Config{
+		DatabaseURL:       l.postgresURL("DATABASE_URL"),
+		DataDir:           l.str("BUZZ_DATA_DIR", DefaultDataDir),
+		RelayURL:          l.str("RELAY_URL", DefaultRelayURL),
+		BindAddr:          l.bindAddr("BUZZ_BIND_ADDR", DefaultBindAddr),
+		HealthPort:        l.integer("BUZZ_HEALTH_PORT", DefaultHealthPort, 1, 65535),
+		MetricsPort:       l.integer("BUZZ_METRICS_PORT", DefaultMetricsPort, 1, 65535),
+		RequireAuthToken:  true,
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		AuthTimeout:       DefaultAuthTimeout,
+		DrainTimeout:      DefaultDrainTimeout,
+	}
+	c.RelayScheme, c.RelayHost = l.relayURL("RELAY_URL", c.RelayURL)
+	c.AutoMigrate, c.AutoMigrateSet = l.boolean("BUZZ_AUTO_MIGRATE", false)
+	c.RelayPrivateKey = l.privateKey("BUZZ_RELAY_PRIVATE_KEY")
+	c.RequireAuthToken, _ = l.boolean("BUZZ_REQUIRE_AUTH_TOKEN", true)
+	c.RequireRelayMembership, _ = l.boolean("BUZZ_REQUIRE_RELAY_MEMBERSHIP", false)
+	c.RelayOwnerPubkey = l.pubkey("RELAY_OWNER_PUBKEY")
+	c.MaxConnections = l.integer("BUZZ_MAX_CONNECTIONS", DefaultMaxConnections, 1, 1000000)
+	c.MaxConcurrentHandlers = l.integer("BUZZ_MAX_CONCURRENT_HANDLERS", DefaultMaxConcurrentHandlers, 1, 65536)
+	c.SendBuffer = l.integer("BUZZ_SEND_BUFFER", DefaultSendBuffer, 16, 1000000)
+	c.MaxFrameBytes = l.integer("BUZZ_MAX_FRAME_BYTES", DefaultMaxFrameBytes, 65536, 16777216)
+	c.SlowClientGraceLimit = l.integer("BUZZ_SLOW_CLIENT_GRACE_LIMIT", DefaultSlowClientGraceLimit, 1, 255)
+	c.CORSOrigins = l.origins("BUZZ_CORS_ORIGINS")
+	c.DBPoolSize = l.integer("BUZZ_DB_POOL_SIZE", DefaultDBPoolSize, 1, 1000)
+	c.RedisURL = l.redisURL("REDIS_URL")
+	c.RedisPoolSize = l.integer("BUZZ_REDIS_POOL_SIZE", DefaultRedisPoolSize, 1, 1000)
+	c.ReadDatabaseURL = l.postgresURL("READ_DATABASE_URL")
+	c.DBReadPoolSize = l.integer("BUZZ_DB_READ_POOL_SIZE", c.DBPoolSize, 1, 1000)
+	c.AuditEnabled, _ = l.boolean("BUZZ_AUDIT_ENABLED", true)
+	c.OperatorListeners = l.str("BUZZ_OPERATOR_LISTENERS", "")
+	c.LogLevel = l.logLevel("BUZZ_LOG_LEVEL")
+	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
+	if l.err != nil {
+		return Config{}, warnings, l.err
+	}
+	if err := c.crossCheck(); err != nil {
+		return Config{}, warnings, err
+	}
+	return c, warnings, nil
+}
+
+// crossCheck applies the rules that involve several variables.
+func (c Config) crossCheck() error {
+	switch {
+	case c.RequireRelayMembership && c.RelayOwnerPubkey == "":
+		return &Error{"RELAY_OWNER_PUBKEY", "required when BUZZ_REQUIRE_RELAY_MEMBERSHIP=true"}
+	case c.RedisURL != "" && c.DatabaseURL == "":
+		return &Error{"REDIS_URL", "requires DATABASE_URL"}
+	case c.RedisURL != "" && c.RelayPrivateKey == nil:
+		return &Error{"BUZZ_RELAY_PRIVATE_KEY", "required when REDIS_URL is set"}
+	case c.ReadDatabaseURL != "" && c.DatabaseURL == "":
+		return &Error{"READ_DATABASE_URL", "requires DATABASE_URL"}
+	}
+	return nil
+}
+
+// LogValue is the configuration as logged at start ("config loaded"): every
+// field, with the private key replaced by "REDACTED" and passwords removed
+// from the database and Redis URLs.
+func (c Config) LogValue() slog.Value {
+	key := "unset"
+	if c.RelayPrivateKey != nil {
+		key = redacted
+	}
+	return slog.GroupValue(
+		slog.String("database_url", redactURL(c.DatabaseURL)),
+		slog.String("data_dir", c.DataDir),
+		slog.String("relay_url", c.RelayURL),
+		slog.String("relay_host", c.RelayHost),
+		slog.String("bind_addr", c.BindAddr),
+		slog.Int("health_port", c.HealthPort),
+		slog.Int("metrics_port", c.MetricsPort),
+		slog.Bool("auto_migrate", c.AutoMigrate),
+		slog.String("relay_private_key", key),
+		slog.Bool("require_auth_token", c.RequireAuthToken),
+		slog.Bool("require_relay_membership", c.RequireRelayMembership),
+		slog.String("relay_owner_pubkey", c.RelayOwnerPubkey),
+		slog.Int("max_connections", c.MaxConnections),
+		slog.Int("max_concurrent_handlers", c.MaxConcurrentHandlers),
+		slog.Int("send_buffer", c.SendBuffer),
+		slog.Int("max_frame_bytes", c.MaxFrameBytes),
+		slog.Int("slow_client_grace_limit", c.SlowClientGraceLimit),
+		slog.String("cors_origins", strings.Join(c.CORSOrigins, ",")),
+		slog.Int("db_pool_size", c.DBPoolSize),
+		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.Int("redis_pool_size", c.RedisPoolSize),
+		slog.String("read_database_url", redactURL(c.ReadDatabaseURL)),
+		slog.Int("db_read_pool_size", c.DBReadPoolSize),
+		slog.Bool("audit_enabled", c.AuditEnabled),
+		slog.String("operator_listeners", c.OperatorListeners),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.String("log_format", c.LogFormat),
+	)
+}
+
+// knownVariables are the BUZZ_ variables read by this package or by the
+// client CLI (BUZZ_PRIVATE_KEY, which often shares the operator's shell).
+var knownVariables = []string{
+	"BUZZ_DATA_DIR", "BUZZ_BIND_ADDR", "BUZZ_HEALTH_PORT", "BUZZ_METRICS_PORT",
+	"BUZZ_AUTO_MIGRATE", "BUZZ_RELAY_PRIVATE_KEY", "BUZZ_REQUIRE_AUTH_TOKEN",
+	"BUZZ_REQUIRE_RELAY_MEMBERSHIP", "BUZZ_MAX_CONNECTIONS", "BUZZ_MAX_CONCURRENT_HANDLERS",
+	"BUZZ_SEND_BUFFER", "BUZZ_MAX_FRAME_BYTES", "BUZZ_SLOW_CLIENT_GRACE_LIMIT",
+	"BUZZ_CORS_ORIGINS", "BUZZ_DB_POOL_SIZE", "BUZZ_REDIS_POOL_SIZE",
+	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",
+	"BUZZ_LOG_LEVEL", "BUZZ_LOG_FORMAT", "BUZZ_PRIVATE_KEY",
+}
+
+// reservedPrefixes belong to other spec files (search, audit, read state,
+// windows, operator listeners), whose packages validate their own variables.
+// A typo after one of these prefixes is not caught here.
+var reservedPrefixes = []string{
+	"BUZZ_AUDIT_", "BUZZ_OPERATOR_", "BUZZ_SEARCH_", "BUZZ_READ_STATE_", "BUZZ_WINDOW_",
+}
+
+// unknownVariables returns one warning per set BUZZ_ variable that is neither
+// known nor under a reserved prefix, suggesting the nearest known name.
+func unknownVariables(environ []string) []string {
+	var warnings []string
+	seen := map[string]bool{}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "BUZZ_") || strings.TrimSpace(value) == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if slices.Contains(knownVariables, name) || slices.ContainsFunc(reservedPrefixes, func(p string) bool {
+			return strings.HasPrefix(name, p)
+		}) {
+			continue
+		}
+		w := fmt.Sprintf("unknown variable %s is ignored", name)
+		if near := nearest(name); near != "" {
+			w += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		warnings = append(warnings, w)
+	}
+	slices.Sort(warnings)
+	return warnings
+}
+
+// nearest returns the known variable within edit distance 2 of name, or "".
+func nearest(name string) string {
+	best, bestDist := "", 3
+	for _, k := range knownVariables {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
