@@ -53,8 +53,13 @@ func Normalize(h string) string {
 	if name == "127.0.0.1" || name == "[::1]" {
 		name = "localhost"
 	}
-	if name == "" || strings.ContainsAny(name, "/?#@ \t") {
+	if name == "" || strings.ContainsAny(name, "/?#@\\") {
 		return ""
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= ' ' || name[i] == 0x7f {
+			return ""
+		}
 	}
 	if port != "" {
 		return name + ":" + port
