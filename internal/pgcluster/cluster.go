@@ -442,3 +442,37 @@ func lockFile(path string) (func(), error) {
 		f.Close()
 	}, nil
 }
+
+// StopDataDir stops the postmaster running on cfg.DataDir/pg, whoever
+// started it (fast shutdown), and waits for it. It does nothing when no
+// postmaster is running there. cmd/buzz-testdb uses it to end a cluster
+// another process started.
+func StopDataDir(ctx context.Context, cfg Config) error {
+	if cfg.DataDir == "" {
+		return errors.New("stop private cluster: data dir is empty")
+	}
+	binDir, err := findBinDir(cfg.BinDir)
+	if err != nil {
+		return err
+	}
+	root, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("resolve data dir %s: %w", cfg.DataDir, err)
+	}
+	own, err := resolveOwner()
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Cluster{
+		log: log.With("component", "pgcluster"), binDir: binDir, owner: own, started: true,
+		dataDir: filepath.Join(root, "pg", "data"), sockDir: socketDir(filepath.Join(root, "pg")), port: Port,
+	}
+	if _, _, _, alive := c.runningPostmaster(); !alive {
+		return nil
+	}
+	return c.Stop(ctx)
+}

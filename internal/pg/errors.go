@@ -1,0 +1,33 @@
+package pg
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var (
+	// ErrNotFound means a query that needed a row found none (pgx.ErrNoRows).
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate means a unique constraint rejected a row (SQLSTATE 23505).
+	ErrDuplicate = errors.New("duplicate")
+)
+
+// MapError turns pgx.ErrNoRows into ErrNotFound and unique violations into
+// ErrDuplicate, wrapping the original so errors.Is matches both. Any other
+// error, and nil, is returned unchanged.
+func MapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%w: %w", ErrDuplicate, err)
+	}
+	return err
+}

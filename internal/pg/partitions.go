@@ -1,0 +1,87 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// partitionLockKey is the transaction-scoped advisory lock key taken while
+// creating partitions ("buzzpart" in ASCII).
+const partitionLockKey int64 = 0x62757a7a70617274
+
+// DefaultPartitionsAhead is how many months after the current one
+// EnsurePartitions keeps ready (spec 10 §3.3).
+const DefaultPartitionsAhead = 3
+
+// PartitionError reports a monthly partition that could not be created.
+// Current is true for the current UTC month: the caller must stop startup.
+// A future month's failure is logged, counted and retried on the next run.
+type PartitionError struct {
+	// Month is the partition's name, e.g. "events_p2026_11".
+	Month   string
+	Current bool
+	Err     error
+}
+
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("create partition %s: %v", e.Month, e.Err)
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }
+
+// PartitionName is the name of the events partition holding month t (UTC).
+func PartitionName(t time.Time) string {
+	t = t.UTC()
+	return fmt.Sprintf("events_p%04d_%02d", t.Year(), int(t.Month()))
+}
+
+// EnsurePartitions creates the events partitions of now's UTC month and the
+// next ahead months when missing, each in its own transaction under a
+// transaction-scoped advisory lock so concurrent processes do not race.
+// Names and bounds are computed from now only. A failure for the current
+// month returns at once with a *PartitionError whose Current is true;
+// failures for future months are all attempted and returned joined, each a
+// *PartitionError with Current false. Safe to call any number of times.
+func EnsurePartitions(ctx context.Context, pool *pgxpool.Pool, now time.Time, ahead int) error {
+	now = now.UTC()
+	first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	var errs []error
+	for i := 0; i <= ahead; i++ {
+		from := first.AddDate(0, i, 0)
+		if err := createPartition(ctx, pool, from); err != nil {
+			perr := &PartitionError{Month: PartitionName(from), Current: i == 0, Err: err}
+			if i == 0 {
+				return perr
+			}
+			errs = append(errs, perr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func createPartition(ctx context.Context, pool *pgxpool.Pool, from time.Time) error {
+	to := from.AddDate(0, 1, 0)
+	const layout = "2006-01-02 15:04:05-07"
+	// The name and bounds come only from time arithmetic, never from input.
+	ddl := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF events FOR VALUES FROM ('%s') TO ('%s')",
+		PartitionName(from), from.Format(layout), to.Format(layout))
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", partitionLockKey); err != nil {
+		return fmt.Errorf("take advisory lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, ddl); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
