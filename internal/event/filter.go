@@ -298,3 +298,14 @@ func compactJSON(v json.RawMessage) []byte {
 	}
 	return buf.Bytes()
 }
+
+// CanMatchAnyListed reports whether the filter's kinds explicitly name a
+// member of set (false when kinds is absent).
+func (f *Filter) CanMatchAnyListed(set KindSet) bool {
+	for _, k := range f.Kinds {
+		if set.Has(k) {
+			return true
+		}
+	}
+	return false
+}

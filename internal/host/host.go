@@ -77,3 +77,12 @@ func FromURL(raw string) (scheme, authority string, ok bool) {
 	a := Normalize(u.Host)
 	return strings.ToLower(u.Scheme), a, a != ""
 }
+
+// Tenant is the community a request is bound to, chosen from its Host.
+type Tenant struct {
+	// CommunityID is the community's UUID (lowercase, hyphenated).
+	CommunityID string
+	// Host is the normalised host the request actually used (an alias stays
+	// the alias); NIP-42 and NIP-98 URL checks compare against it.
+	Host string
+}

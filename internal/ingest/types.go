@@ -1,0 +1,76 @@
+package ingest
+
+import (
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/host"
+)
+
+// Source says which door an event came through.
+type Source int
+
+const (
+	// SourceWebSocket is an EVENT frame; the WebSocket door checks W1–W3 first.
+	SourceWebSocket Source = iota
+	// SourceHTTP is POST /events, authenticated with NIP-98.
+	SourceHTTP
+)
+
+func (s Source) String() string {
+	if s == SourceHTTP {
+		return "http"
+	}
+	return "ws"
+}
+
+// Request is one submitted event with who is speaking and for which community.
+type Request struct {
+	Tenant host.Tenant
+	// Author is the authenticated pubkey (NIP-42 or NIP-98), lowercase hex.
+	Author string
+	Source Source
+	Event  event.Event
+}
+
+// Code classifies a Result so each door can answer in its own terms.
+type Code int
+
+const (
+	// Accepted: committed (or, for an ephemeral event, fanned out). OK true, "".
+	Accepted Code = iota
+	// Duplicate: already stored, or a replacement that lost. OK true, "duplicate:".
+	Duplicate
+	// Conflict: a duplicate reaction or channel. OK false, HTTP 200 accepted:false.
+	Conflict
+	// Rejected: a pipeline refusal. OK false, HTTP 400.
+	Rejected
+	// Forbidden: the signer is not the event's author. OK false, HTTP 403.
+	Forbidden
+	// Internal: a failure of ours. OK false "error: internal server error", HTTP 500.
+	Internal
+)
+
+// Result is the pipeline's answer to one Request.
+type Result struct {
+	Code Code
+	// Message is the exact OK message (empty for Accepted).
+	Message string
+}
+
+// OK reports the boolean of the OK frame.
+func (r Result) OK() bool { return r.Code == Accepted || r.Code == Duplicate }
+
+// Delivery is one event offered to live subscriptions after commit.
+type Delivery struct {
+	CommunityID string
+	// Channel is the event's channel UUID, or "" for a global event.
+	Channel string
+	Event   *event.Event
+	// JSON is the event encoded once, shared by every recipient.
+	JSON []byte
+}
+
+// Broadcaster receives every committed or ephemeral event for fan-out. It
+// must not block: it places frames on bounded per-connection queues.
+type Broadcaster interface {
+	Broadcast(d Delivery)
+}

@@ -1,0 +1,107 @@
+package read
+
+import (
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// Surface is the read path a gate message is spelled for.
+type Surface int
+
+const (
+	// SurfaceREQ uses the REQ strings of spec 10 §7.7.
+	SurfaceREQ Surface = iota
+	// SurfaceCount uses the COUNT / HTTP strings (also /query and /count).
+	SurfaceCount
+)
+
+// Gate messages (spec 10 §7.7, §7.10).
+const (
+	MsgPGateREQ   = "restricted: p-gated events require #p matching your pubkey"
+	MsgPGateCount = "restricted: p-gated kinds require #p tag matching your pubkey"
+	MsgEngram     = "restricted: agent-engram reads require authors=[self] or #p=[self]"
+	MsgAuthorOnly = "restricted: author-only kinds require authors=[self]"
+)
+
+// Gate runs the p-gate, the engram gate and the author-only gate, in that
+// order, on every filter, and returns the refusal message of the first one
+// that fails, or "" when all pass. Callers apply it to global REQ
+// subscriptions only, and to every filter of COUNT, /query and /count.
+func Gate(reader string, filters []event.Filter, s Surface) string {
+	for i := range filters {
+		f := &filters[i]
+		if f.Search != nil && f.Kinds == nil {
+			continue // judged as if it named only the searchable kinds: never gated
+		}
+		if !pGatePasses(reader, f) {
+			if s == SurfaceREQ {
+				return MsgPGateREQ
+			}
+			return MsgPGateCount
+		}
+		if !engramGatePasses(reader, f) {
+			return MsgEngram
+		}
+		if !authorOnlyGatePasses(reader, f) {
+			return MsgAuthorOnly
+		}
+	}
+	return ""
+}
+
+func pGatePasses(reader string, f *event.Filter) bool {
+	if !f.CanMatchAny(event.PGated) {
+		return true
+	}
+	if len(f.IDs) > 0 && !f.CanMatchAnyListed(event.ResultGated) {
+		return true
+	}
+	return allEqual(f.Tags["p"], reader)
+}
+
+func engramGatePasses(reader string, f *event.Filter) bool {
+	if len(f.IDs) > 0 || !f.CanMatchKind(event.KindEngram) {
+		return true
+	}
+	return allEqual(f.Authors, reader) || allEqual(f.Tags["p"], reader)
+}
+
+func authorOnlyGatePasses(reader string, f *event.Filter) bool {
+	if f.Kinds == nil || len(f.Kinds) == 0 {
+		return true
+	}
+	for _, k := range f.Kinds {
+		if !event.AuthorOnly.Has(k) {
+			return true
+		}
+	}
+	return allEqual(f.Authors, reader)
+}
+
+// allEqual reports whether vals is non-empty and every value equals want,
+// hex compared case-insensitively.
+func allEqual(vals []string, want string) bool {
+	if len(vals) == 0 {
+		return false
+	}
+	for _, v := range vals {
+		if !strings.EqualFold(v, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// VisibleTo applies per-event visibility (spec 10 §7.7) except the channel
+// check: AUTHOR_ONLY events only to their author, RESULT_GATED events only to
+// a reader named in a p tag.
+func VisibleTo(reader string, ev *event.Event) bool {
+	if event.AuthorOnly.Has(ev.Kind) && ev.PubKey != reader {
+		return false
+	}
+	if event.ResultGated.Has(ev.Kind) && !ev.Tags.HasValue("p", reader) {
+		return false
+	}
+	return true
+}
