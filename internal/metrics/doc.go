@@ -1,0 +1,14 @@
+// Package metrics defines the relay's Prometheus metrics of spec 10 §11.2.
+//
+// It owns the metric names, types, help texts, label names and buckets, the
+// bounded kind label (KindLabel) and the collector that reads the writer
+// pool's statistics at scrape time. New registers everything on the
+// prometheus.Registerer it is given; the package keeps no global state and
+// never touches prometheus.DefaultRegisterer.
+//
+// It does NOT decide when a metric moves (the relay, ingest, auth and httpapi
+// packages do), serve /metrics (health.MetricsHandler does), or import the
+// database driver: the pool is read through SetPoolStatsFunc. Metrics of
+// other spec files (search, audit, read state, listeners, scale-out) are
+// added by those packages on the same registerer.
+package metrics

@@ -1,0 +1,299 @@
+package metrics
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Buckets of spec 10 §11.2.
+var (
+	// SecondsBuckets are the buckets of every *_seconds histogram.
+	SecondsBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
+	// LatencyMsBuckets are the buckets of http_request_latency_ms.
+	LatencyMsBuckets = []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+	// FanoutBuckets are the buckets of buzz_fanout_recipients.
+	FanoutBuckets = []float64{0, 1, 5, 10, 25, 50, 100, 500, 1000}
+)
+
+// Bounded label values. New pre-initialises every combination of these, so
+// the series exist (at 0) from the first scrape.
+var (
+	// RejectReasons are the values of buzz_events_rejected_total's reason label.
+	RejectReasons = []string{"auth", "invalid", "restricted", "duplicate", "error"}
+	// Transports are the values of buzz_events_rejected_total's transport label.
+	Transports = []string{"ws", "http"}
+	// AuthMethods are the values of buzz_auth_attempts_total's method label.
+	AuthMethods = []string{"nip42", "nip98"}
+	// AuthFailureReasons are the values of buzz_auth_failures_total's reason label.
+	AuthFailureReasons = []string{"nip42_invalid", "not_relay_member", "nip98_invalid", "nip98_replay", "timeout"}
+	// ChannelTypes are the values of buzz_channels_created_total's type label.
+	ChannelTypes = []string{"stream", "forum"}
+)
+
+// Metrics holds every metric of spec 10 §11.2. Create it once with New and
+// share it; all fields are safe for concurrent use.
+//
+// Label values that are not bounded in advance appear only once used or
+// initialised: the community label (InitCommunity does it for a host) and the
+// code and action labels of the HTTP metrics (InitHTTPAction). All other
+// labelled series exist from New on.
+type Metrics struct {
+	// WSConnectionsActive is buzz_ws_connections_active (gauge): open
+	// WebSockets past the AUTH challenge. The autoscaling signal.
+	WSConnectionsActive prometheus.Gauge
+	// WSConnectionsTotal is buzz_ws_connections_total{community} (counter):
+	// accepted WebSockets, by tenant host.
+	WSConnectionsTotal *prometheus.CounterVec
+	// WSBackpressureDisconnects is buzz_ws_backpressure_disconnects_total
+	// (counter): slow clients closed.
+	WSBackpressureDisconnects prometheus.Counter
+	// WSAuthTimeouts is buzz_ws_auth_timeouts_total (counter): connections
+	// closed for not authenticating.
+	WSAuthTimeouts prometheus.Counter
+	// SubscriptionsActive is buzz_subscriptions_active (gauge): live
+	// subscriptions.
+	SubscriptionsActive prometheus.Gauge
+	// EventsReceived is buzz_events_received_total{kind} (counter): EVENTs
+	// received through both doors. Use KindLabel for the label.
+	EventsReceived *prometheus.CounterVec
+	// EventsStored is buzz_events_stored_total{kind} (counter): events newly
+	// committed. Use KindLabel for the label.
+	EventsStored *prometheus.CounterVec
+	// EventsRejected is buzz_events_rejected_total{reason,transport}
+	// (counter): refusals; reason in RejectReasons, transport in Transports.
+	EventsRejected *prometheus.CounterVec
+	// EventProcessingSeconds is buzz_event_processing_seconds (histogram):
+	// EVENT received → OK queued.
+	EventProcessingSeconds prometheus.Histogram
+	// FanoutRecipients is buzz_fanout_recipients (histogram): subscriptions
+	// an event was sent to.
+	FanoutRecipients prometheus.Histogram
+	// PostCommitDispatchErrors is buzz_post_commit_dispatch_errors_total
+	// (counter): dispatch failures after commit.
+	PostCommitDispatchErrors prometheus.Counter
+	// AuthAttempts is buzz_auth_attempts_total{method} (counter); method in
+	// AuthMethods.
+	AuthAttempts *prometheus.CounterVec
+	// AuthFailures is buzz_auth_failures_total{reason} (counter); reason in
+	// AuthFailureReasons.
+	AuthFailures *prometheus.CounterVec
+	// MembershipCacheHits is buzz_membership_cache_hits_total (counter).
+	MembershipCacheHits prometheus.Counter
+	// MembershipCacheMisses is buzz_membership_cache_misses_total (counter).
+	MembershipCacheMisses prometheus.Counter
+	// AccessibleChannelsCacheHits is
+	// buzz_accessible_channels_cache_hits_total (counter).
+	AccessibleChannelsCacheHits prometheus.Counter
+	// AccessibleChannelsCacheMisses is
+	// buzz_accessible_channels_cache_misses_total (counter).
+	AccessibleChannelsCacheMisses prometheus.Counter
+	// CountFallbackRejections is buzz_count_fallback_rejections_total
+	// (counter): COUNT refused as too broad.
+	CountFallbackRejections prometheus.Counter
+	// ChannelsCreated is buzz_channels_created_total{community,type}
+	// (counter); type in ChannelTypes.
+	ChannelsCreated *prometheus.CounterVec
+	// PartitionMaintenanceErrors is buzz_partition_maintenance_errors_total
+	// (counter): failed partition maintenance runs (spec 10 §3.3).
+	PartitionMaintenanceErrors prometheus.Counter
+	// HTTPRequests is http_requests_total{code,action} (counter): bridge and
+	// NIP-11 requests, health and metrics excluded. action is the route
+	// pattern, code the numeric status ("200").
+	HTTPRequests *prometheus.CounterVec
+	// HTTPRequestLatencyMs is http_request_latency_ms{action} (histogram), in
+	// milliseconds.
+	HTTPRequestLatencyMs *prometheus.HistogramVec
+
+	pool *poolCollector
+}
+
+// New creates every metric of spec 10 §11.2, registers it on reg and
+// pre-initialises the bounded label combinations (kinds, rejection reasons ×
+// transports, auth methods and failure reasons). It panics if a metric is
+// already registered on reg, so call it once per registry.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		WSConnectionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "buzz_ws_connections_active",
+			Help: "Open WebSocket connections past the AUTH challenge.",
+		}),
+		WSConnectionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_ws_connections_total",
+			Help: "Accepted WebSocket connections, by community host.",
+		}, []string{"community"}),
+		WSBackpressureDisconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ws_backpressure_disconnects_total",
+			Help: "WebSocket connections closed as slow clients.",
+		}),
+		WSAuthTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ws_auth_timeouts_total",
+			Help: "WebSocket connections closed for not authenticating in time.",
+		}),
+		SubscriptionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "buzz_subscriptions_active",
+			Help: "Live subscriptions.",
+		}),
+		EventsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_events_received_total",
+			Help: "EVENTs received over WebSocket and POST /events, by bounded kind.",
+		}, []string{"kind"}),
+		EventsStored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_events_stored_total",
+			Help: "Events newly committed, by bounded kind.",
+		}, []string{"kind"}),
+		EventsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_events_rejected_total",
+			Help: "EVENTs refused, by reason and transport.",
+		}, []string{"reason", "transport"}),
+		EventProcessingSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "buzz_event_processing_seconds",
+			Help:    "Time from EVENT received to OK queued.",
+			Buckets: SecondsBuckets,
+		}),
+		FanoutRecipients: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "buzz_fanout_recipients",
+			Help:    "Subscriptions an event was sent to.",
+			Buckets: FanoutBuckets,
+		}),
+		PostCommitDispatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_post_commit_dispatch_errors_total",
+			Help: "Dispatch failures after commit.",
+		}),
+		AuthAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_auth_attempts_total",
+			Help: "Authentication attempts, by method.",
+		}, []string{"method"}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_auth_failures_total",
+			Help: "Authentication failures, by reason.",
+		}, []string{"reason"}),
+		MembershipCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_membership_cache_hits_total",
+			Help: "Channel membership cache hits.",
+		}),
+		MembershipCacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_membership_cache_misses_total",
+			Help: "Channel membership cache misses.",
+		}),
+		AccessibleChannelsCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_accessible_channels_cache_hits_total",
+			Help: "Accessible-channel cache hits.",
+		}),
+		AccessibleChannelsCacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_accessible_channels_cache_misses_total",
+			Help: "Accessible-channel cache misses.",
+		}),
+		CountFallbackRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_count_fallback_rejections_total",
+			Help: "COUNT requests refused as too broad.",
+		}),
+		ChannelsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_channels_created_total",
+			Help: "Channels created, by community host and channel type.",
+		}, []string{"community", "type"}),
+		PartitionMaintenanceErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_partition_maintenance_errors_total",
+			Help: "Failed partition maintenance runs.",
+		}),
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "http_requests_total",
+			Help: "HTTP bridge and NIP-11 requests, by status code and route pattern.",
+		}, []string{"code", "action"}),
+		HTTPRequestLatencyMs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "http_request_latency_ms",
+			Help:    "HTTP bridge and NIP-11 request latency in milliseconds, by route pattern.",
+			Buckets: LatencyMsBuckets,
+		}, []string{"action"}),
+		pool: newPoolCollector(),
+	}
+	reg.MustRegister(
+		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSAuthTimeouts,
+		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
+		m.EventProcessingSeconds, m.FanoutRecipients, m.PostCommitDispatchErrors,
+		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
+		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.CountFallbackRejections,
+		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,
+		m.pool,
+	)
+	for _, k := range kindLabels() {
+		m.EventsReceived.WithLabelValues(k)
+		m.EventsStored.WithLabelValues(k)
+	}
+	for _, r := range RejectReasons {
+		for _, tr := range Transports {
+			m.EventsRejected.WithLabelValues(r, tr)
+		}
+	}
+	for _, method := range AuthMethods {
+		m.AuthAttempts.WithLabelValues(method)
+	}
+	for _, r := range AuthFailureReasons {
+		m.AuthFailures.WithLabelValues(r)
+	}
+	return m
+}
+
+// InitCommunity creates the zero series of a community host (normalised, as
+// in spec 10 §2.1) for buzz_ws_connections_total and, for every channel type,
+// buzz_channels_created_total, so dashboards see them before the first event.
+// The caller runs it for the deployment community at start. Idempotent.
+func (m *Metrics) InitCommunity(host string) {
+	m.WSConnectionsTotal.WithLabelValues(host)
+	for _, t := range ChannelTypes {
+		m.ChannelsCreated.WithLabelValues(host, t)
+	}
+}
+
+// InitHTTPAction creates the zero series of a route pattern for
+// http_request_latency_ms and for http_requests_total with code "200". The
+// HTTP bridge runs it for each route it mounts. Idempotent.
+func (m *Metrics) InitHTTPAction(action string) {
+	m.HTTPRequests.WithLabelValues("200", action)
+	m.HTTPRequestLatencyMs.WithLabelValues(action)
+}
+
+// SetPoolStatsFunc sets the function read at every scrape to fill
+// buzz_db_pool_size, buzz_db_pool_idle, buzz_db_pool_active and
+// buzz_db_pool_max. It is called once per scrape, from the scraping
+// goroutine, and must be fast and safe for concurrent use (pgxpool's Stat
+// is). Until it is set, or after it is set to nil, the four gauges read 0.
+// It may be called at any time, any number of times.
+func (m *Metrics) SetPoolStatsFunc(f func() (size, idle, active, max int32)) {
+	m.pool.f.Store(&f)
+}
+
+// poolCollector exposes the writer pool gauges from one call per scrape.
+type poolCollector struct {
+	f                           atomic.Pointer[func() (size, idle, active, max int32)]
+	size, idle, active, maxConn *prometheus.Desc
+}
+
+func newPoolCollector() *poolCollector {
+	return &poolCollector{
+		size:    prometheus.NewDesc("buzz_db_pool_size", "Connections in the writer pool, idle or in use.", nil, nil),
+		idle:    prometheus.NewDesc("buzz_db_pool_idle", "Idle connections in the writer pool.", nil, nil),
+		active:  prometheus.NewDesc("buzz_db_pool_active", "Writer pool connections in use.", nil, nil),
+		maxConn: prometheus.NewDesc("buzz_db_pool_max", "Maximum size of the writer pool.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.idle
+	ch <- c.active
+	ch <- c.maxConn
+}
+
+// Collect implements prometheus.Collector.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	var size, idle, active, maxConn int32
+	if f := c.f.Load(); f != nil && *f != nil {
+		size, idle, active, maxConn = (*f)()
+	}
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(size))
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(idle))
+	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(active))
+	ch <- prometheus.MustNewConstMetric(c.maxConn, prometheus.GaugeValue, float64(maxConn))
+}

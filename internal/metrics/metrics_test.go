@@ -1,0 +1,195 @@
+package metrics
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// specNames lists every metric of spec 10 §11.2 with its type.
+var specNames = map[string]dto.MetricType{
+	"buzz_ws_connections_active":                  dto.MetricType_GAUGE,
+	"buzz_ws_connections_total":                   dto.MetricType_COUNTER,
+	"buzz_ws_backpressure_disconnects_total":      dto.MetricType_COUNTER,
+	"buzz_ws_auth_timeouts_total":                 dto.MetricType_COUNTER,
+	"buzz_subscriptions_active":                   dto.MetricType_GAUGE,
+	"buzz_events_received_total":                  dto.MetricType_COUNTER,
+	"buzz_events_stored_total":                    dto.MetricType_COUNTER,
+	"buzz_events_rejected_total":                  dto.MetricType_COUNTER,
+	"buzz_event_processing_seconds":               dto.MetricType_HISTOGRAM,
+	"buzz_fanout_recipients":                      dto.MetricType_HISTOGRAM,
+	"buzz_post_commit_dispatch_errors_total":      dto.MetricType_COUNTER,
+	"buzz_auth_attempts_total":                    dto.MetricType_COUNTER,
+	"buzz_auth_failures_total":                    dto.MetricType_COUNTER,
+	"buzz_membership_cache_hits_total":            dto.MetricType_COUNTER,
+	"buzz_membership_cache_misses_total":          dto.MetricType_COUNTER,
+	"buzz_accessible_channels_cache_hits_total":   dto.MetricType_COUNTER,
+	"buzz_accessible_channels_cache_misses_total": dto.MetricType_COUNTER,
+	"buzz_count_fallback_rejections_total":        dto.MetricType_COUNTER,
+	"buzz_channels_created_total":                 dto.MetricType_COUNTER,
+	"buzz_partition_maintenance_errors_total":     dto.MetricType_COUNTER,
+	"buzz_db_pool_size":                           dto.MetricType_GAUGE,
+	"buzz_db_pool_idle":                           dto.MetricType_GAUGE,
+	"buzz_db_pool_active":                         dto.MetricType_GAUGE,
+	"buzz_db_pool_max":                            dto.MetricType_GAUGE,
+	"http_requests_total":                         dto.MetricType_COUNTER,
+	"http_request_latency_ms":                     dto.MetricType_HISTOGRAM,
+}
+
+// needsInit are the metrics whose labels have no values until InitCommunity
+// or InitHTTPAction (or first use).
+var needsInit = []string{"buzz_ws_connections_total", "buzz_channels_created_total", "http_requests_total", "http_request_latency_ms"}
+
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+func setup(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	return New(reg), reg
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EveryNameAfterStartup", func(t *testing.T) {
+		t.Parallel()
+		m, reg := setup(t)
+		m.InitCommunity("localhost:3000")
+		m.InitHTTPAction("POST /events")
+		got := gather(t, reg)
+		for name, typ := range specNames {
+			require.Contains(t, got, name)
+			require.Equal(t, typ, got[name].GetType(), name)
+		}
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2")
+	})
+
+	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {
+		t.Parallel()
+		_, reg := setup(t)
+		got := gather(t, reg)
+		for name := range specNames {
+			if slices.Contains(needsInit, name) {
+				require.NotContains(t, got, name)
+				continue
+			}
+			require.Contains(t, got, name)
+		}
+		require.Len(t, got["buzz_events_rejected_total"].GetMetric(), len(RejectReasons)*len(Transports))
+		require.Len(t, got["buzz_auth_attempts_total"].GetMetric(), 2)
+		require.Len(t, got["buzz_auth_failures_total"].GetMetric(), 5)
+		require.Len(t, got["buzz_events_stored_total"].GetMetric(), len(acceptedKinds)+2)
+	})
+
+	t.Run("Buckets", func(t *testing.T) {
+		t.Parallel()
+		m, reg := setup(t)
+		m.InitHTTPAction("GET /")
+		got := gather(t, reg)
+		bounds := func(name string) []float64 {
+			var out []float64
+			for _, b := range got[name].GetMetric()[0].GetHistogram().GetBucket() {
+				out = append(out, b.GetUpperBound())
+			}
+			return out
+		}
+		require.Equal(t, []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}, bounds("buzz_event_processing_seconds"))
+		require.Equal(t, []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}, bounds("http_request_latency_ms"))
+		require.Equal(t, []float64{0, 1, 5, 10, 25, 50, 100, 500, 1000}, bounds("buzz_fanout_recipients"))
+	})
+
+	t.Run("Exposition", func(t *testing.T) {
+		t.Parallel()
+		m, reg := setup(t)
+		m.EventsStored.WithLabelValues(KindLabel(9)).Inc()
+		m.EventsRejected.WithLabelValues("invalid", "http").Inc()
+		m.WSConnectionsActive.Set(3)
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP buzz_ws_connections_active Open WebSocket connections past the AUTH challenge.
+# TYPE buzz_ws_connections_active gauge
+buzz_ws_connections_active 3
+`), "buzz_ws_connections_active"))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.EventsStored.WithLabelValues("9")))
+		require.Equal(t, 0.0, testutil.ToFloat64(m.EventsStored.WithLabelValues("1")))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.EventsRejected.WithLabelValues("invalid", "http")))
+	})
+
+	t.Run("TwiceOnOneRegistryPanics", func(t *testing.T) {
+		t.Parallel()
+		_, reg := setup(t)
+		require.Panics(t, func() { New(reg) })
+	})
+}
+
+func TestPoolStats(t *testing.T) {
+	t.Parallel()
+
+	value := func(t *testing.T, reg *prometheus.Registry, name string) float64 {
+		t.Helper()
+		return gather(t, reg)[name].GetMetric()[0].GetGauge().GetValue()
+	}
+
+	t.Run("ZeroUntilSet", func(t *testing.T) {
+		t.Parallel()
+		_, reg := setup(t)
+		for _, name := range []string{"buzz_db_pool_size", "buzz_db_pool_idle", "buzz_db_pool_active", "buzz_db_pool_max"} {
+			require.Zero(t, value(t, reg, name))
+		}
+	})
+
+	t.Run("ReadOncePerScrape", func(t *testing.T) {
+		t.Parallel()
+		m, reg := setup(t)
+		calls := 0
+		m.SetPoolStatsFunc(func() (size, idle, active, max int32) {
+			calls++
+			return 10, 4, 6, 50
+		})
+		got := gather(t, reg)
+		require.Equal(t, 1, calls)
+		require.Equal(t, 10.0, got["buzz_db_pool_size"].GetMetric()[0].GetGauge().GetValue())
+		require.Equal(t, 4.0, got["buzz_db_pool_idle"].GetMetric()[0].GetGauge().GetValue())
+		require.Equal(t, 6.0, got["buzz_db_pool_active"].GetMetric()[0].GetGauge().GetValue())
+		require.Equal(t, 50.0, got["buzz_db_pool_max"].GetMetric()[0].GetGauge().GetValue())
+
+		m.SetPoolStatsFunc(nil)
+		require.Zero(t, value(t, reg, "buzz_db_pool_max"))
+	})
+}
+
+func TestKindLabel(t *testing.T) {
+	t.Parallel()
+	tests := map[int]string{
+		0: "0", 1: "1", 9: "9", 1059: "1059", 9007: "9007", 10100: "10100", 30174: "30174",
+		45003: "45003", 39000: "39000", 39002: "39002", 44100: "44100", 44101: "44101",
+		20001: "20001", 20002: "20002",
+		20000: "ephemeral", 20003: "ephemeral", 22242: "ephemeral", 29999: "ephemeral",
+		2: "other", 1984: "other", 9030: "other", 30001: "other", 39005: "other", 48002: "other",
+		-1: "other", 30000000: "other",
+	}
+	for kind, want := range tests {
+		require.Equal(t, want, KindLabel(kind), "kind %d", kind)
+	}
+	for _, k := range acceptedKinds {
+		require.NotContains(t, []string{"ephemeral", "other"}, KindLabel(k))
+	}
+}
