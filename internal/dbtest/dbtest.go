@@ -304,4 +304,3 @@ func withDatabase(u, db string) string {
 	parsed.Path = "/" + db
 	return parsed.String()
 }
-
