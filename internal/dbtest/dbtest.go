@@ -16,7 +16,8 @@
 //
 //	func TestMain(m *testing.M) { dbtest.Main(m) }
 //
-// (or call dbtest.Shutdown after m.Run). A detached watchdog also stops the
+// which also fails the package on leaked goroutines (or call
+// dbtest.Shutdown after m.Run). A detached watchdog also stops the
 // cluster if the test process dies without doing so.
 //
 // It does NOT provide fixtures or factories (eventtest does) and it does NOT
@@ -42,6 +43,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/pgcluster"
@@ -78,11 +80,18 @@ var (
 	cloneMu sync.Mutex
 )
 
-// Main runs the package's tests, stops the throwaway cluster and exits with
-// the tests' status. Use it as the whole body of TestMain.
-func Main(m *testing.M) {
+// Main runs the package's tests, stops the throwaway cluster, fails the run
+// when goroutines leaked (goleak; opts add exceptions) and exits with the
+// tests' status. Use it as the whole body of TestMain.
+func Main(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
 	Shutdown()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -181,8 +190,9 @@ rm -rf "$3"`
 	cmd := exec.Command("/bin/sh", "-c", script, "buzz-dbtest-watchdog",
 		strconv.Itoa(os.Getpid()), dataDir, dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// It outlives this process by design, so nobody waits for it.
 	if err := cmd.Start(); err == nil {
-		go func() { _ = cmd.Wait() }() // reaped only if we outlive it
+		_ = cmd.Process.Release()
 	}
 }
 
