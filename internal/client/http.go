@@ -1,0 +1,133 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// MaxResponseBytes bounds a bridge response the client reads.
+const MaxResponseBytes = 64 << 20
+
+// HTTP is a client of the relay's HTTP bridge. Every request carries a fresh
+// NIP-98 header signed with SK. The zero Client means http.DefaultClient. An
+// HTTP value is safe for concurrent use.
+type HTTP struct {
+	// BaseURL is the bridge's origin, e.g. http://localhost:3000 (no trailing path).
+	BaseURL string
+	// SK is the 32-byte secret key that signs the NIP-98 headers.
+	SK []byte
+	// Client sends the requests; nil means http.DefaultClient.
+	Client *http.Client
+}
+
+// Publish posts ev to /events. accepted and msg are the bridge's answer; a
+// non-2xx answer is a *RefusedError with the status and the JSON "error".
+func (h *HTTP) Publish(ctx context.Context, ev event.Event) (accepted bool, msg string, err error) {
+	var out struct {
+		EventID  string `json:"event_id"`
+		Accepted bool   `json:"accepted"`
+		Message  string `json:"message"`
+	}
+	if err := h.post(ctx, "/events", ev.AppendJSON(nil), &out); err != nil {
+		return false, "", err
+	}
+	return out.Accepted, out.Message, nil
+}
+
+// Query posts the filters to /query and returns the events in the order the
+// bridge sent them. A non-2xx answer is a *RefusedError.
+func (h *HTTP) Query(ctx context.Context, filters ...event.Filter) ([]event.Event, error) {
+	var raw []json.RawMessage
+	if err := h.post(ctx, "/query", filtersJSON(filters), &raw); err != nil {
+		return nil, err
+	}
+	events := make([]event.Event, 0, len(raw))
+	for i, r := range raw {
+		ev, err := event.Parse(r)
+		if err != nil {
+			return nil, fmt.Errorf("POST /query: event %d: %w", i, err)
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+// Count posts the filters to /count and returns the count. A non-2xx answer
+// is a *RefusedError.
+func (h *HTTP) Count(ctx context.Context, filters ...event.Filter) (int64, error) {
+	var out struct {
+		Count *int64 `json:"count"`
+	}
+	if err := h.post(ctx, "/count", filtersJSON(filters), &out); err != nil {
+		return 0, err
+	}
+	if out.Count == nil {
+		return 0, fmt.Errorf("POST /count: answer has no count")
+	}
+	return *out.Count, nil
+}
+
+func filtersJSON(filters []event.Filter) []byte {
+	b := []byte{'['}
+	for i := range filters {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = filters[i].AppendJSON(b)
+	}
+	return append(b, ']')
+}
+
+// post sends body to path with a NIP-98 header and decodes a 2xx answer into out.
+func (h *HTTP) post(ctx context.Context, path string, body []byte, out any) error {
+	op := "POST " + path
+	url := strings.TrimSuffix(h.BaseURL, "/") + path
+	auth, err := NIP98Header(h.SK, http.MethodPost, url, body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/json")
+	hc := h.Client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	if err != nil {
+		return fmt.Errorf("%s: read answer: %w", op, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		msg := strings.TrimSpace(string(b))
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			msg = e.Error
+			if e.Message != "" {
+				msg += ": " + e.Message
+			}
+		}
+		return &RefusedError{Op: op, Status: resp.StatusCode, Message: msg}
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s: decode answer: %w", op, err)
+	}
+	return nil
+}

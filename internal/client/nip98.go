@@ -1,0 +1,33 @@
+package client
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// NIP98Header returns the Authorization header value for one HTTP request:
+// "Nostr " and the standard base64 of a kind 27235 event signed with sk,
+// tagged with u=url, method (upper case) and, when body is non-empty, payload
+// = the lowercase hex SHA-256 of body. The relay accepts each header once
+// and for ±60 s, so build a fresh one per request.
+func NIP98Header(sk []byte, method, url string, body []byte) (string, error) {
+	ev := event.Event{
+		CreatedAt: time.Now().Unix(),
+		Kind:      event.KindNIP98,
+		Tags:      event.Tags{{"u", url}, {"method", strings.ToUpper(method)}},
+	}
+	if len(body) > 0 {
+		sum := sha256.Sum256(body)
+		ev.Tags = append(ev.Tags, event.Tag{"payload", hex.EncodeToString(sum[:])})
+	}
+	if err := ev.Sign(sk); err != nil {
+		return "", fmt.Errorf("nip-98 header: %w", err)
+	}
+	return "Nostr " + base64.StdEncoding.EncodeToString(ev.AppendJSON(nil)), nil
+}
