@@ -1,0 +1,191 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/host"
+)
+
+// bridgeRequest is a bridge request that passed every check before the body
+// parse: its community, its signer and its body.
+type bridgeRequest struct {
+	tenant host.Tenant
+	// pubkey is the authenticated signer, lowercase hex.
+	pubkey string
+	body   []byte
+}
+
+// routeFunc is the route logic of a bridge route. It returns the 200 body
+// (a json.RawMessage is written as is), an *apiError for a refusal, or any
+// other error for a 500.
+type routeFunc func(ctx context.Context, rq *bridgeRequest) (any, error)
+
+// bridge runs the checks every bridge request passes, in the order of spec
+// 10 §8.1: community from Host (404) → body ≤ 1 MiB (413) → NIP-98 (401) →
+// replay (401) → relay membership (403), then the route, which parses the
+// body (400) and does its work. OPTIONS is the CORS preflight.
+func (s *Server) bridge(route routeFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions {
+			s.bridgePreflight(w, r)
+			return
+		}
+		s.setBridgeCORS(w, r)
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST, OPTIONS")
+			writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		rq, err := s.admit(w, r)
+		if err != nil {
+			s.writeFailure(w, r, err)
+			return
+		}
+		ctx := auth.WithIdentity(r.Context(), auth.Identity{Pubkey: rq.pubkey})
+		out, err := route(ctx, rq)
+		if err != nil {
+			s.writeFailure(w, r, err)
+			return
+		}
+		if raw, ok := out.(json.RawMessage); ok {
+			writeRaw(w, http.StatusOK, raw)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}
+
+// admit runs the checks before the body parse.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*bridgeRequest, error) {
+	ctx := r.Context()
+	tenant, ok := s.resolve(ctx, r.Host)
+	if !ok {
+		return nil, refuse(http.StatusNotFound, msgNoCommunity)
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	pubkey, err := s.authenticate(ctx, r, tenant, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.requireMember(ctx, tenant, pubkey); err != nil {
+		return nil, err
+	}
+	return &bridgeRequest{tenant: tenant, pubkey: pubkey, body: body}, nil
+}
+
+// resolve maps the request Host to its community. The tenant host is the
+// normalised host the request used, an alias staying the alias.
+func (s *Server) resolve(ctx context.Context, rawHost string) (host.Tenant, bool) {
+	h := host.Normalize(rawHost)
+	if h == "" {
+		return host.Tenant{}, false
+	}
+	t, err := s.cfg.Resolver.Resolve(ctx, h)
+	if err != nil || t.CommunityID == "" {
+		return host.Tenant{}, false
+	}
+	if t.Host == "" {
+		t.Host = h
+	}
+	return t, true
+}
+
+// readBody reads at most MaxBodyBytes; more is a 413.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > MaxBodyBytes {
+		return nil, refuse(http.StatusRequestEntityTooLarge, msgBodyTooLarge)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, refuse(http.StatusRequestEntityTooLarge, msgBodyTooLarge)
+	}
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, "could not read request body")
+	}
+	return body, nil
+}
+
+// authenticate establishes the signer: NIP-98 followed by the replay
+// check, or, only when RequireAuthToken is false and no Authorization is
+// sent, the X-Pubkey development shortcut (no replay check). It never logs
+// the header, the token or the X-Pubkey value.
+func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.Tenant, body []byte) (string, error) {
+	authz := r.Header.Get("Authorization")
+	if authz == "" && !s.cfg.RequireAuthToken {
+		if xp := r.Header.Get("X-Pubkey"); xp != "" {
+			if !event.IsHexAnyCase64(xp) {
+				return "", refuse(http.StatusUnauthorized, msgBadXPubkey)
+			}
+			return strings.ToLower(xp), nil
+		}
+	}
+	m := s.cfg.Metrics
+	if m != nil {
+		m.AuthAttempts.WithLabelValues("nip98").Inc()
+	}
+	ev, err := auth.VerifyNIP98(auth.NIP98Request{
+		Header:     authz,
+		Method:     r.Method,
+		Path:       r.URL.EscapedPath(),
+		RawQuery:   r.URL.RawQuery,
+		Body:       body,
+		TenantHost: tenant.Host,
+		Secure:     s.cfg.Secure,
+		Now:        s.now(),
+	})
+	if err != nil {
+		if m != nil {
+			m.AuthFailures.WithLabelValues("nip98_invalid").Inc()
+		}
+		var ne *auth.NIP98Error
+		if errors.As(err, &ne) {
+			return "", refuse(http.StatusUnauthorized, ne.Message)
+		}
+		return "", fmt.Errorf("verify NIP-98: %w", err)
+	}
+	fresh, err := s.cfg.Replay.UseNIP98(ctx, tenant.CommunityID, ev.ID)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "NIP-98 replay check failed",
+			slog.String("community", tenant.Host), slog.Any("err", err))
+		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98ReplayUnavailable)
+	}
+	if !fresh {
+		if m != nil {
+			m.AuthFailures.WithLabelValues("nip98_replay").Inc()
+		}
+		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98Replay)
+	}
+	return ev.PubKey, nil
+}
+
+// requireMember runs the relay-membership gate when it is on (spec 10
+// §2.5): 403 for a non-member, 500 when the lookup fails.
+func (s *Server) requireMember(ctx context.Context, tenant host.Tenant, pubkey string) error {
+	if !s.cfg.RequireRelayMembership {
+		return nil
+	}
+	ok, err := s.cfg.Members.IsRelayMember(ctx, tenant.CommunityID, pubkey)
+	if err != nil {
+		return fmt.Errorf("check relay membership: %w", err)
+	}
+	if !ok {
+		if m := s.cfg.Metrics; m != nil {
+			m.AuthFailures.WithLabelValues("not_relay_member").Inc()
+		}
+		return &apiError{status: http.StatusForbidden, body: errorBody{Error: msgMembershipRequired, Message: msgMembershipDetail}}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/buzz-relay/buzz/internal/ingest"
+)
+
+// statusOfCode is the one pipeline-result → HTTP status table (spec 10
+// §1.2, §8.3, §8.6). Conflict is a 200 with accepted:false.
+var statusOfCode = map[ingest.Code]int{
+	ingest.Accepted:  http.StatusOK,
+	ingest.Duplicate: http.StatusOK,
+	ingest.Conflict:  http.StatusOK,
+	ingest.Rejected:  http.StatusBadRequest,
+	ingest.Forbidden: http.StatusForbidden,
+	ingest.Internal:  http.StatusInternalServerError,
+}
+
+// statusOf returns the HTTP status of a pipeline result code; an unknown
+// code is treated as an internal failure.
+func statusOf(c ingest.Code) int {
+	if s, ok := statusOfCode[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Fixed bridge messages of spec 10 §2.2, §2.5, §7.11 and §8.
+const (
+	msgNoCommunity        = "relay: no community is configured for this host"
+	msgBodyTooLarge       = "request body too large"
+	msgInternal           = "internal server error"
+	msgBadXPubkey         = "invalid X-Pubkey hex"
+	msgMembershipRequired = "relay_membership_required"
+	msgMembershipDetail   = "You must be a relay member to access this relay"
+	msgTooManyFilters     = "invalid filters: at most 10 filters per request"
+	msgTooManyChannels    = "too many explicit channels"
+	msgMixedSearch        = "mixed search and non-search filters not supported"
+	msgSearchInCount      = "search is not supported in COUNT"
+	msgCountTooBroad      = "restricted: count filter requires narrower constraints"
+	msgBadBeforeID        = "before_id must be a 64-char hex event id"
+	msgBeforeIDNeedsUntil = "before_id requires until to be set"
+)
+
+// errorBody is every error body: {"error": ...}, with "message" only for
+// the relay-membership refusal.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message,omitempty"`
+}
+
+// apiError is a client-facing refusal a route returns: its status and its
+// exact error body.
+type apiError struct {
+	status int
+	body   errorBody
+}
+
+func (e *apiError) Error() string { return e.body.Error }
+
+// refuse builds the apiError of a status and an error message.
+func refuse(status int, msg string) *apiError {
+	return &apiError{status: status, body: errorBody{Error: msg}}
+}
+
+// writeJSON writes v as a JSON body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal server error"}`)
+	}
+	writeRaw(w, status, b)
+}
+
+// writeRaw writes an already-encoded JSON body with status.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeError writes {"error": msg} with status.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// writeFailure answers err: an *apiError with its own status and body, and
+// anything else as a 500 with exactly {"error":"internal server error"},
+// the details going to the log only.
+func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		writeJSON(w, ae.status, ae.body)
+		return
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelError, "http bridge request failed",
+		slog.String("route", r.URL.Path), slog.String("method", r.Method), slog.Any("err", err))
+	writeError(w, http.StatusInternalServerError, msgInternal)
+}

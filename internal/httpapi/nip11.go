@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/buzz-relay/buzz/internal/read"
+)
+
+// NIP-11 values of spec 10 §7.12 and §7.11.
+const (
+	nip11Name        = "Buzz Relay"
+	nip11Description = "Buzz — private team communication relay"
+	nip11Software    = "https://github.com/buzz-relay/buzz"
+	nip11MediaType   = "application/nostr+json"
+
+	maxSubscriptions = 1024
+	maxFilters       = 10
+	maxSubIDLength   = 256
+	maxContentLength = 262144
+)
+
+var supportedNIPs = []int{1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 42, 45, 50}
+
+type nip11Doc struct {
+	Name          string          `json:"name"`
+	Description   string          `json:"description"`
+	Pubkey        *string         `json:"pubkey"`
+	Contact       *string         `json:"contact"`
+	SupportedNIPs []int           `json:"supported_nips"`
+	Software      string          `json:"software"`
+	Version       string          `json:"version"`
+	Self          string          `json:"self,omitempty"`
+	Limitation    nip11Limitation `json:"limitation"`
+}
+
+type nip11Limitation struct {
+	MaxMessageLength int  `json:"max_message_length"`
+	MaxSubscriptions int  `json:"max_subscriptions"`
+	MaxFilters       int  `json:"max_filters"`
+	MaxLimit         int  `json:"max_limit"`
+	MaxSubIDLength   int  `json:"max_subid_length"`
+	MaxContentLength int  `json:"max_content_length"`
+	MinPowDifficulty *int `json:"min_pow_difficulty"`
+	AuthRequired     bool `json:"auth_required"`
+	PaymentRequired  bool `json:"payment_required"`
+	RestrictedWrites bool `json:"restricted_writes"`
+}
+
+// buildNIP11 encodes the document once; it does not depend on the request.
+func buildNIP11(cfg Config) []byte {
+	doc := nip11Doc{
+		Name:          nip11Name,
+		Description:   nip11Description,
+		SupportedNIPs: supportedNIPs,
+		Software:      nip11Software,
+		Version:       cfg.Version,
+		Self:          cfg.RelayPubkey,
+		Limitation: nip11Limitation{
+			MaxMessageLength: cfg.MaxFrameBytes,
+			MaxSubscriptions: maxSubscriptions,
+			MaxFilters:       maxFilters,
+			MaxLimit:         read.MaxLimit,
+			MaxSubIDLength:   maxSubIDLength,
+			MaxContentLength: maxContentLength,
+			AuthRequired:     true,
+			PaymentRequired:  false,
+			RestrictedWrites: true,
+		},
+	}
+	enc, err := json.Marshal(doc)
+	if err != nil {
+		panic("httpapi: encode NIP-11 document: " + err.Error()) // fixed types: cannot happen
+	}
+	return enc
+}
+
+// serveNIP11 answers GET and HEAD with the NIP-11 document and OPTIONS with
+// the NIP-11 preflight, for any host, mapped or not, and always with
+// Access-Control-Allow-Origin: * whatever CORSOrigins says.
+func (s *Server) serveNIP11(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		h.Set("Content-Type", nip11MediaType)
+		_, _ = w.Write(s.nip11)
+	case http.MethodOptions:
+		h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "*")
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		h.Set("Allow", "GET, HEAD, OPTIONS")
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+	}
+}

@@ -1,0 +1,257 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/read"
+)
+
+// parseFilters decodes the body of /query and /count: a JSON array of 1–10
+// filters (spec 10 §8.4). Errors are 400 *apiErrors "invalid filters: …".
+func parseFilters(body []byte) ([]event.Filter, error) {
+	trimmed := bytes.TrimSpace(body)
+	var raws []json.RawMessage
+	if len(trimmed) == 0 || trimmed[0] != '[' || json.Unmarshal(trimmed, &raws) != nil {
+		return nil, refuse(http.StatusBadRequest, "invalid filters: body must be a JSON array of filters")
+	}
+	switch {
+	case len(raws) == 0:
+		return nil, refuse(http.StatusBadRequest, "invalid filters: at least one filter is required")
+	case len(raws) > maxFilters:
+		return nil, refuse(http.StatusBadRequest, msgTooManyFilters)
+	}
+	filters := make([]event.Filter, len(raws))
+	for i, raw := range raws {
+		f, err := event.ParseFilter(raw)
+		if err != nil {
+			detail := err.Error()
+			var pe *event.ParseError
+			if errors.As(err, &pe) {
+				detail = pe.Detail
+			}
+			return nil, refuse(http.StatusBadRequest, "invalid filters: "+detail)
+		}
+		filters[i] = f
+	}
+	return filters, nil
+}
+
+// checkFilters runs the request-wide read checks shared by /query and
+// /count, in the order of spec 10 §1.4: at most 128 explicit channels
+// (400), then the p-, engram and author-only gates on every filter (403).
+func checkFilters(reader string, filters []event.Filter) error {
+	if read.ExplicitChannels(filters) > read.MaxExplicitChannels {
+		return refuse(http.StatusBadRequest, msgTooManyChannels)
+	}
+	if msg := read.Gate(reader, filters, read.SurfaceCount); msg != "" {
+		return refuse(http.StatusForbidden, msg)
+	}
+	return nil
+}
+
+// readScope is a reader's resolved access for one bridge request.
+type readScope struct {
+	sc  read.Scope
+	acc *read.Access
+	// confirmed holds the explicitly requested channels that are accessible.
+	confirmed map[string]struct{}
+}
+
+// resolveScope resolves the reader's accessible channels and confirms the
+// channels the filters name in "#h" (spec 10 §1.4).
+func (s *Server) resolveScope(ctx context.Context, rq *bridgeRequest, filters []event.Filter) (*readScope, error) {
+	sc := read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey}
+	acc, err := s.cfg.Reader.Accessible(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("resolve accessible channels: %w", err)
+	}
+	var requested []string
+	seen := map[string]struct{}{}
+	for i := range filters {
+		for _, ch := range filters[i].Tags["h"] {
+			if _, dup := seen[ch]; !dup {
+				seen[ch] = struct{}{}
+				requested = append(requested, ch)
+			}
+		}
+	}
+	rs := &readScope{sc: sc, acc: acc, confirmed: map[string]struct{}{}}
+	if len(requested) == 0 {
+		return rs, nil
+	}
+	ok, err := s.cfg.Reader.Confirm(ctx, sc, acc, requested)
+	if err != nil {
+		return nil, fmt.Errorf("confirm requested channels: %w", err)
+	}
+	for _, ch := range ok {
+		rs.confirmed[ch] = struct{}{}
+	}
+	return rs, nil
+}
+
+// narrow returns f with its "#h" values cut to the confirmed channels, and
+// false when the filter named channels and none of them is accessible: such
+// a filter yields nothing and issues no SQL.
+func (rs *readScope) narrow(f event.Filter) (event.Filter, bool) {
+	hs := f.Tags["h"]
+	if len(hs) == 0 {
+		return f, true
+	}
+	kept := make([]string, 0, len(hs))
+	for _, ch := range hs {
+		if _, ok := rs.confirmed[ch]; ok {
+			kept = append(kept, ch)
+		}
+	}
+	if len(kept) == 0 {
+		return f, false
+	}
+	tags := make(map[string][]string, len(f.Tags))
+	for k, v := range f.Tags {
+		tags[k] = v
+	}
+	tags["h"] = kept
+	f.Tags = tags
+	return f, true
+}
+
+// queryRoute is the read that serves one /query filter (spec 10 §8.4,
+// first match wins).
+type queryRoute int
+
+const (
+	routePlain queryRoute = iota
+	routeSearch
+	// routeWindow: top_level / resolve_thread_roots (50-windows.md).
+	routeWindow
+	// routeLegacyThread: exactly one "#e" root and an integer depth_limit.
+	routeLegacyThread
+)
+
+func routeOf(f *event.Filter) queryRoute {
+	switch {
+	case f.Search != nil:
+		return routeSearch
+	case hasExtra(f, "top_level") || hasExtra(f, "resolve_thread_roots"):
+		return routeWindow
+	case len(f.Tags["e"]) == 1 && event.IsHexAnyCase64(f.Tags["e"][0]) && isJSONInteger(f.Extra["depth_limit"]):
+		return routeLegacyThread
+	}
+	return routePlain
+}
+
+func hasExtra(f *event.Filter, name string) bool { _, ok := f.Extra[name]; return ok }
+
+func isJSONInteger(raw json.RawMessage) bool {
+	if raw == nil {
+		return false
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return false
+	}
+	_, err := n.Int64()
+	return err == nil
+}
+
+// plainOptions reads the plain-read extension fields of a filter
+// (before_id, spec 10 §8.4).
+func plainOptions(f *event.Filter) (read.QueryOptions, error) {
+	raw, ok := f.Extra["before_id"]
+	if !ok {
+		return read.QueryOptions{}, nil
+	}
+	var id string
+	if json.Unmarshal(raw, &id) != nil || !event.IsHexAnyCase64(id) {
+		return read.QueryOptions{}, refuse(http.StatusBadRequest, msgBadBeforeID)
+	}
+	if f.Until == nil {
+		return read.QueryOptions{}, refuse(http.StatusBadRequest, msgBeforeIDNeedsUntil)
+	}
+	return read.QueryOptions{BeforeID: strings.ToLower(id)}, nil
+}
+
+// query is POST /query (spec 10 §8.4).
+func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
+	filters, err := parseFilters(rq.body)
+	if err != nil {
+		return nil, err
+	}
+	opts := make([]read.QueryOptions, len(filters))
+	for i := range filters {
+		if opts[i], err = plainOptions(&filters[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkFilters(rq.pubkey, filters); err != nil {
+		return nil, err
+	}
+	// ROUTING HOOK (50-windows.md §3): a request with a thread_window filter
+	// is a thread-window batch and is recognised before anything else. Not
+	// implemented yet: such filters are served below as plain reads.
+	searches := 0
+	for i := range filters {
+		if filters[i].Search != nil {
+			searches++
+		}
+	}
+	if searches > 0 && searches < len(filters) {
+		return nil, refuse(http.StatusBadRequest, msgMixedSearch)
+	}
+	rs, err := s.resolveScope(ctx, rq, filters)
+	if err != nil {
+		return nil, err
+	}
+
+	out := []byte{'['}
+	seen := map[string]struct{}{}
+	for i := range filters {
+		f, ok := rs.narrow(filters[i])
+		if !ok || f.MatchesNothing() || (f.Limit != nil && *f.Limit == 0) {
+			continue
+		}
+		switch routeOf(&f) {
+		case routeSearch:
+			if strings.TrimSpace(*f.Search) == "" {
+				continue // empty search text: no events and no SQL (20-search.md §5)
+			}
+			// The read engine runs the search branch (20-search.md) for a
+			// filter carrying search; before_id does not apply to it.
+			opts[i] = read.QueryOptions{}
+		case routeWindow:
+			// ROUTING HOOK (50-windows.md): top_level / resolve_thread_roots
+			// windows. Not implemented yet: served as a plain read.
+		case routeLegacyThread:
+			// ROUTING HOOK (spec 10 §8.4 legacy thread read: #e root +
+			// depth_limit, thread_cursor / thread_cursor_id, oldest first,
+			// limit ≤ 500). Not implemented yet: served as a plain read.
+		case routePlain:
+		}
+		rows, err := s.cfg.Reader.Query(ctx, rs.sc, rs.acc, &f, opts[i])
+		if err != nil {
+			return nil, fmt.Errorf("query filter %d: %w", i, err)
+		}
+		for _, row := range rows {
+			if _, dup := seen[row.Event.ID]; dup {
+				continue
+			}
+			seen[row.Event.ID] = struct{}{}
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			if row.JSON != nil {
+				out = append(out, row.JSON...)
+			} else {
+				out = row.Event.AppendJSON(out)
+			}
+		}
+	}
+	return json.RawMessage(append(out, ']')), nil
+}

@@ -1,0 +1,260 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/ingest"
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/read"
+)
+
+// Resolver maps a normalised request host to its community (spec 10 §2.2).
+// Any error, including "not found", answers 404.
+type Resolver interface {
+	Resolve(ctx context.Context, host string) (host.Tenant, error)
+}
+
+// Submitter is the ingest pipeline, the one door for writes (spec 10 §1.2).
+type Submitter interface {
+	Submit(ctx context.Context, req ingest.Request) ingest.Result
+}
+
+// Reader is the read engine (spec 10 §1.4).
+type Reader interface {
+	// Accessible resolves the reader's accessible channels (§5.6).
+	Accessible(ctx context.Context, sc read.Scope) (*read.Access, error)
+	// Confirm returns the requested channels that are accessible, looking
+	// past the cache on a miss.
+	Confirm(ctx context.Context, sc read.Scope, acc *read.Access, requested []string) ([]string, error)
+	// Query is a plain read: limit clamped to read.MaxLimit, ordered
+	// created_at DESC, id ASC, post-filtered.
+	Query(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.QueryOptions) ([]read.Row, error)
+	// Count counts one filter; it may return read.ErrCountTooBroad.
+	Count(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter) (int64, error)
+}
+
+// MemberChecker answers the relay-membership gate (spec 10 §2.5).
+type MemberChecker interface {
+	IsRelayMember(ctx context.Context, communityID, pubkey string) (bool, error)
+}
+
+// ReplayGuard records NIP-98 event ids as used, once per community (spec 10
+// §8.2). fresh is false when the id was used before; an error fails closed.
+type ReplayGuard interface {
+	UseNIP98(ctx context.Context, communityID, eventID string) (fresh bool, err error)
+}
+
+// MaxBodyBytes is the largest accepted bridge request body (spec 10 §7.11).
+const MaxBodyBytes = 1 << 20
+
+// Config wires the HTTP surface. Resolver, Submitter, Reader and Replay are
+// required, and Members is when RequireRelayMembership is set.
+type Config struct {
+	Resolver  Resolver
+	Submitter Submitter
+	Reader    Reader
+	Members   MemberChecker
+	Replay    ReplayGuard
+	// WebSocket serves GET / upgrade requests (package relay). When nil,
+	// upgrade requests get the NIP-11 document like any plain GET /.
+	WebSocket http.Handler
+	// Health, when set, is mounted on GET /_liveness and GET /_readiness.
+	Health http.Handler
+	// Metrics receives http_requests_total and http_request_latency_ms and
+	// the NIP-98 auth counters. Nil disables them.
+	Metrics *metrics.Metrics
+	// Logger defaults to slog.Default() when nil.
+	Logger *slog.Logger
+	// Secure makes NIP-98 expect https URLs (RELAY_URL is wss://).
+	Secure bool
+	// RequireAuthToken (BUZZ_REQUIRE_AUTH_TOKEN, default true). When false a
+	// request without Authorization may name itself with X-Pubkey.
+	RequireAuthToken bool
+	// RequireRelayMembership (BUZZ_REQUIRE_RELAY_MEMBERSHIP, default false).
+	RequireRelayMembership bool
+	// CORSOrigins (BUZZ_CORS_ORIGINS). Empty allows any origin ("*").
+	CORSOrigins []string
+	// RelayPubkey is advertised as NIP-11 "self"; "" unless
+	// BUZZ_RELAY_PRIVATE_KEY is set.
+	RelayPubkey string
+	// Version is the build version in NIP-11.
+	Version string
+	// MaxFrameBytes (BUZZ_MAX_FRAME_BYTES, default 524288) is NIP-11's
+	// limitation.max_message_length.
+	MaxFrameBytes int
+	// NowFunc defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// Server is the app listener's HTTP surface. Create it with New; it is safe
+// for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	nip11   []byte
+	origins map[string]struct{}
+	mux     *http.ServeMux
+}
+
+// Route patterns, also the action label of the HTTP metrics.
+const (
+	actionRoot   = "/"
+	actionInfo   = "/info"
+	actionEvents = "/events"
+	actionQuery  = "/query"
+	actionCount  = "/count"
+)
+
+// New builds the server and its routes. It panics when a required
+// dependency is missing, a programming error that must fail at start.
+func New(cfg Config) *Server {
+	switch {
+	case cfg.Resolver == nil:
+		panic("httpapi: Config.Resolver is nil")
+	case cfg.Submitter == nil:
+		panic("httpapi: Config.Submitter is nil")
+	case cfg.Reader == nil:
+		panic("httpapi: Config.Reader is nil")
+	case cfg.Replay == nil:
+		panic("httpapi: Config.Replay is nil")
+	case cfg.RequireRelayMembership && cfg.Members == nil:
+		panic("httpapi: Config.Members is nil while RequireRelayMembership is set")
+	}
+	s := &Server{
+		cfg: cfg,
+		log: cfg.Logger,
+		now: cfg.NowFunc,
+		mux: http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("component", "httpapi")
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.nip11 = buildNIP11(cfg)
+	if len(cfg.CORSOrigins) > 0 {
+		s.origins = make(map[string]struct{}, len(cfg.CORSOrigins))
+		for _, o := range cfg.CORSOrigins {
+			s.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = struct{}{}
+		}
+	}
+	s.routes()
+	return s
+}
+
+// Handler returns the handler of the app listener.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/{$}", s.root)
+	s.mux.Handle("/info", s.instrument(actionInfo, http.HandlerFunc(s.serveNIP11)))
+	s.mux.Handle("/events", s.instrument(actionEvents, s.bridge(s.events)))
+	s.mux.Handle("/query", s.instrument(actionQuery, s.bridge(s.query)))
+	s.mux.Handle("/count", s.instrument(actionCount, s.bridge(s.count)))
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	if s.cfg.Health != nil {
+		s.mux.Handle("GET /_liveness", s.cfg.Health)
+		s.mux.Handle("GET /_readiness", s.cfg.Health)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not found")
+	})
+	if m := s.cfg.Metrics; m != nil {
+		for _, a := range []string{actionRoot, actionInfo, actionEvents, actionQuery, actionCount} {
+			m.InitHTTPAction(a)
+		}
+	}
+}
+
+// root serves GET /: NIP-11 when asked for it, the WebSocket upgrade for an
+// upgrade request, and NIP-11 as the fallback (spec 10 §7.12).
+func (s *Server) root(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.WebSocket != nil && r.Method == http.MethodGet && isUpgrade(r) && !wantsNIP11(r) {
+		// Not instrumented: the connection outlives the request, and the
+		// upgrade handler needs the raw ResponseWriter to hijack it.
+		s.cfg.WebSocket.ServeHTTP(w, r)
+		return
+	}
+	s.instrument(actionRoot, http.HandlerFunc(s.serveNIP11)).ServeHTTP(w, r)
+}
+
+func isUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for part := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(part), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func wantsNIP11(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(strings.ToLower(v), "application/nostr+json") {
+			return true
+		}
+	}
+	return false
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument counts http_requests_total{code,action} and observes
+// http_request_latency_ms{action}, and logs one debug line per request with
+// no header or body content.
+func (s *Server) instrument(action string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		took := time.Since(start)
+		if m := s.cfg.Metrics; m != nil {
+			m.HTTPRequests.WithLabelValues(strconv.Itoa(sw.status), action).Inc()
+			m.HTTPRequestLatencyMs.WithLabelValues(action).Observe(float64(took) / float64(time.Millisecond))
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http bridge request",
+			slog.String("route", action), slog.String("method", r.Method),
+			slog.Int("status", sw.status), slog.Int64("duration_ms", took.Milliseconds()))
+	})
+}
