@@ -1,0 +1,75 @@
+package relay
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// handleAuth answers ["AUTH",<event>] (spec 10 §7.3). One attempt per
+// connection; a database error in the membership gate leaves it pending.
+// The event itself is never logged.
+func (c *conn) handleAuth(ev event.Event) {
+	c.mu.Lock()
+	state := c.state
+	c.mu.Unlock()
+	switch state {
+	case authDone:
+		c.reply(wire.OK(ev.ID, false, wire.MsgAlreadyAuthed))
+		return
+	case authFailed:
+		c.reply(wire.OK(ev.ID, false, wire.MsgAuthAlreadyFailed))
+		return
+	}
+	m := c.srv.m
+	if m != nil {
+		m.AuthAttempts.WithLabelValues("nip42").Inc()
+	}
+	err := auth.VerifyNIP42(ev, auth.NIP42Params{
+		Challenge:  c.challenge,
+		TenantHost: c.tenant.Host,
+		Secure:     c.srv.cfg.Secure,
+		Now:        time.Now(),
+	})
+	if err != nil {
+		c.failAuth("nip42_invalid")
+		c.log.Debug("auth failed", slog.String("reason", err.Error()))
+		c.reply(wire.OK(ev.ID, false, wire.MsgVerification))
+		return
+	}
+	if c.srv.cfg.RequireRelayMembership {
+		ok, err := c.srv.cfg.Members.IsRelayMember(c.ctx, c.tenant.CommunityID, ev.PubKey)
+		if err != nil {
+			c.log.Error("relay membership lookup failed", slog.String("pubkey", ev.PubKey), slog.Any("err", err))
+			c.reply(wire.OK(ev.ID, false, wire.MsgInternal))
+			return
+		}
+		if !ok {
+			c.failAuth("not_relay_member")
+			c.log.Debug("auth failed", slog.String("pubkey", ev.PubKey), slog.String("reason", "not a relay member"))
+			c.reply(wire.OK(ev.ID, false, wire.MsgNotRelayMember))
+			return
+		}
+	}
+	c.mu.Lock()
+	c.state = authDone
+	c.pubkey = ev.PubKey
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
+	c.enqueueLocked(wire.OK(ev.ID, true, ""), false)
+	c.mu.Unlock()
+	c.log.Debug("auth succeeded", slog.String("pubkey", ev.PubKey))
+}
+
+func (c *conn) failAuth(reason string) {
+	c.mu.Lock()
+	c.state = authFailed
+	c.mu.Unlock()
+	if c.srv.m != nil {
+		c.srv.m.AuthFailures.WithLabelValues(reason).Inc()
+	}
+}

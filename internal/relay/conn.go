@@ -1,0 +1,376 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+type authState int
+
+const (
+	authPending authState = iota
+	authDone
+	authFailed
+)
+
+// closeReq asks the writer to end the connection.
+type closeReq struct {
+	code   websocket.StatusCode
+	reason string
+	// notice is written first, ahead of the queue.
+	notice []byte
+	// flush writes the queued messages before the close frame.
+	flush bool
+}
+
+// conn is one WebSocket. The read loop runs on the ServeHTTP goroutine;
+// writeLoop is the only goroutine writing data frames (ping and pong control
+// frames are written by the library between data frames, so they never wait
+// behind the queue); heartbeat pings.
+type conn struct {
+	srv       *Server
+	ws        *websocket.Conn
+	tenant    host.Tenant
+	challenge string
+	log       *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	send       chan []byte
+	ctrl       chan closeReq
+	closing    atomic.Bool
+	writerDone chan struct{}
+	background sync.WaitGroup // heartbeat and handlers
+
+	// counted is set by the writer once the challenge is written; read
+	// after writerDone.
+	counted bool
+
+	mu        sync.Mutex
+	state     authState
+	pubkey    string
+	subs      map[string]*subscription
+	strikes   int
+	authTimer *time.Timer
+}
+
+func newConn(s *Server, ws *websocket.Conn, tenant host.Tenant) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		srv:        s,
+		ws:         ws,
+		tenant:     tenant,
+		challenge:  auth.NewChallenge(),
+		ctx:        ctx,
+		cancel:     cancel,
+		send:       make(chan []byte, s.cfg.SendBuffer),
+		ctrl:       make(chan closeReq, 1),
+		writerDone: make(chan struct{}),
+		subs:       make(map[string]*subscription),
+	}
+	c.log = s.log.With(slog.String("community", tenant.Host), slog.String("conn_id", newConnID()))
+	return c
+}
+
+func newConnID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// serve runs the connection until it closes, then tears it down.
+func (c *conn) serve() {
+	c.send <- wire.AuthChallenge(c.challenge) // first frame; the queue is empty
+	go c.writeLoop()
+	c.background.Add(1)
+	go c.heartbeat()
+	c.log.Debug("websocket connected")
+
+	c.readLoop()
+
+	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
+	<-c.writerDone
+	c.cancel()
+	c.background.Wait()
+
+	c.mu.Lock()
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
+	for _, sub := range c.subs {
+		c.dropLocked(sub)
+	}
+	c.mu.Unlock()
+	if c.counted && c.srv.m != nil {
+		c.srv.m.WSConnectionsActive.Dec()
+	}
+	c.log.Debug("websocket closed")
+}
+
+// readLoop reads frames until the connection fails or asks to close.
+func (c *conn) readLoop() {
+	limit := c.srv.cfg.MaxFrameBytes
+	c.ws.SetReadLimit(-1) // enforced here, so the NOTICE goes out before 1009
+	for {
+		typ, r, err := c.ws.Reader(c.ctx)
+		if err != nil {
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(r, 2*int64(limit)+1))
+		if err != nil {
+			return
+		}
+		if len(b) > 2*limit {
+			c.reply(wire.Notice(wire.FrameTooLarge(len(b), limit)))
+			c.closeWith(websocket.StatusMessageTooBig, "frame too large", nil, true)
+			return
+		}
+		if typ == websocket.MessageBinary && !utf8.Valid(b) {
+			continue
+		}
+		if len(b) > limit {
+			msg := wire.FrameTooLarge(len(b), limit)
+			c.reply(wire.Notice(msg))
+			if id := wire.PeekEventID(b); id != "" {
+				c.reply(wire.OK(id, false, msg))
+			}
+			continue
+		}
+		if c.closing.Load() || c.srv.shuttingDown() {
+			continue // frames after a close request or during shutdown start no work
+		}
+		c.dispatch(b)
+	}
+}
+
+func (s *Server) shuttingDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutting
+}
+
+// dispatch parses one frame and routes it. AUTH and CLOSE run here, in
+// arrival order; EVENT, REQ and COUNT start a handler goroutine.
+func (c *conn) dispatch(b []byte) {
+	msg, err := wire.ParseClient(b)
+	if err != nil {
+		var pe *wire.ParseError
+		if errors.As(err, &pe) {
+			c.reply(wire.Notice(pe.Notice()))
+		}
+		return
+	}
+	switch msg.Type {
+	case wire.TypeAuth:
+		c.handleAuth(msg.Event)
+	case wire.TypeClose:
+		c.handleClose(msg.SubID)
+	case wire.TypeEvent:
+		c.handleEvent(msg.Event)
+	case wire.TypeReq:
+		c.handleReq(msg.SubID, msg.Filters)
+	case wire.TypeCount:
+		c.handleCount(msg.SubID, msg.Filters)
+	}
+}
+
+// goHandler runs fn holding a permit the caller already acquired.
+func (c *conn) goHandler(fn func()) {
+	c.background.Add(1)
+	go func() {
+		defer c.background.Done()
+		defer c.srv.releasePermit()
+		fn()
+	}()
+}
+
+// identity returns the authenticated pubkey.
+func (c *conn) identity() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pubkey, c.state == authDone
+}
+
+// reply queues a message that is never dropped.
+func (c *conn) reply(msg []byte) {
+	c.mu.Lock()
+	c.enqueueLocked(msg, false)
+	c.mu.Unlock()
+}
+
+// enqueueLocked places msg on the send queue without blocking. On a full
+// queue an ephemeral event is dropped with a strike; anything else, or
+// SlowClientGraceLimit consecutive strikes, closes the connection.
+// c.mu must be held.
+func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
+	if c.closing.Load() {
+		return false
+	}
+	select {
+	case c.send <- msg:
+		c.strikes = 0
+		return true
+	default:
+	}
+	if ephemeral {
+		c.strikes++
+		if c.strikes < c.srv.cfg.SlowClientGraceLimit {
+			return false
+		}
+	}
+	if c.closeWith(websocket.StatusPolicyViolation, "slow client", nil, false) {
+		if c.srv.m != nil {
+			c.srv.m.WSBackpressureDisconnects.Inc()
+		}
+		c.log.Info("slow client closed", slog.Int("strikes", c.strikes))
+	}
+	return false
+}
+
+// closeWith asks the writer to close the connection. Only the first request
+// counts; it reports whether this one was it. It never blocks.
+func (c *conn) closeWith(code websocket.StatusCode, reason string, notice []byte, flush bool) bool {
+	if !c.closing.CompareAndSwap(false, true) {
+		return false
+	}
+	c.ctrl <- closeReq{code: code, reason: reason, notice: notice, flush: flush}
+	return true
+}
+
+// writeLoop is the only writer of data frames. Close requests are drained
+// before queued messages.
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	for {
+		select {
+		case req := <-c.ctrl:
+			c.finish(req)
+			return
+		default:
+		}
+		select {
+		case req := <-c.ctrl:
+			c.finish(req)
+			return
+		case msg := <-c.send:
+			if err := c.write(msg); err != nil {
+				c.closing.Store(true)
+				_ = c.ws.CloseNow()
+				return
+			}
+			if !c.counted {
+				c.counted = true
+				c.challengeWritten()
+			}
+		case <-c.ctx.Done():
+			c.closing.Store(true)
+			_ = c.ws.CloseNow()
+			return
+		}
+	}
+}
+
+func (c *conn) write(msg []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, msg)
+}
+
+func (c *conn) finish(req closeReq) {
+	if req.flush {
+	drain:
+		for {
+			select {
+			case msg := <-c.send:
+				if c.write(msg) != nil {
+					break drain
+				}
+			default:
+				break drain
+			}
+		}
+	}
+	if req.notice != nil {
+		_ = c.write(req.notice)
+	}
+	_ = c.ws.Close(req.code, req.reason)
+}
+
+// challengeWritten counts the connection and starts the AUTH deadline.
+func (c *conn) challengeWritten() {
+	if c.srv.m != nil {
+		c.srv.m.WSConnectionsActive.Inc()
+	}
+	c.mu.Lock()
+	if c.state != authDone {
+		c.authTimer = time.AfterFunc(c.srv.cfg.AuthTimeout, c.authTimeout)
+	}
+	c.mu.Unlock()
+}
+
+func (c *conn) authTimeout() {
+	if _, ok := c.identity(); ok {
+		return
+	}
+	if c.closeWith(websocket.StatusPolicyViolation, "auth timeout", nil, false) {
+		if c.srv.m != nil {
+			c.srv.m.WSAuthTimeouts.Inc()
+			c.srv.m.AuthFailures.WithLabelValues("timeout").Inc()
+		}
+		c.log.Debug("auth timeout")
+	}
+}
+
+// heartbeat pings every HeartbeatInterval; missedPongLimit consecutive
+// pings without a pong within the interval close the connection.
+func (c *conn) heartbeat() {
+	defer c.background.Done()
+	interval := c.srv.cfg.HeartbeatInterval
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(c.ctx, interval)
+		err := c.ws.Ping(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			missed = 0
+			t.Reset(interval - time.Since(start))
+		case c.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			missed++
+			if missed >= missedPongLimit {
+				c.log.Debug("heartbeat missed", slog.Int("pings", missed))
+				c.closeWith(websocket.StatusPolicyViolation, "heartbeat timeout", nil, false)
+				return
+			}
+			t.Reset(0)
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package relay
+
+import (
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/ingest"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// Messages of the WebSocket door (spec 10 §1.2 W2, W3).
+const (
+	msgAuthViaEvent    = "invalid: AUTH events cannot be submitted via EVENT"
+	msgPubkeyMismatch  = "invalid: event pubkey does not match authenticated identity"
+	rejectAuth         = "auth"
+	rejectInvalid      = "invalid"
+	transportWebSocket = "ws"
+)
+
+// handleEvent runs the WebSocket door's checks W1–W3, then hands the event
+// to the Submitter. The pipeline fans the event out through Broadcast before
+// it returns, so the OK is queued after every local EVENT frame.
+func (c *conn) handleEvent(ev event.Event) {
+	pubkey, ok := c.identity()
+	if !ok {
+		c.rejected(rejectAuth)
+		c.reply(wire.OK(ev.ID, false, wire.MsgNotAuthenticated))
+		return
+	}
+	if !c.srv.acquire() {
+		c.reply(wire.OK(ev.ID, false, wire.MsgRateLimited))
+		return
+	}
+	c.goHandler(func() {
+		if ev.Kind == event.KindAuth {
+			c.rejected(rejectInvalid)
+			c.reply(wire.OK(ev.ID, false, msgAuthViaEvent))
+			return
+		}
+		if ev.PubKey != pubkey && ev.Kind != event.KindGiftWrap {
+			c.rejected(rejectInvalid)
+			c.reply(wire.OK(ev.ID, false, msgPubkeyMismatch))
+			return
+		}
+		res := c.srv.cfg.Submitter.Submit(c.ctx, ingest.Request{
+			Tenant: c.tenant,
+			Author: pubkey,
+			Source: ingest.SourceWebSocket,
+			Event:  ev,
+		})
+		c.reply(wire.OK(ev.ID, res.OK(), res.Message))
+	})
+}
+
+func (c *conn) rejected(reason string) {
+	if c.srv.m != nil {
+		c.srv.m.EventsRejected.WithLabelValues(reason, transportWebSocket).Inc()
+	}
+}
