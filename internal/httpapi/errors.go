@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -67,11 +68,17 @@ func refuse(status int, msg string) *apiError {
 	return &apiError{status: status, body: errorBody{Error: msg}}
 }
 
-// writeJSON writes v as a JSON body with status.
+// writeJSON writes v as a JSON body with status, without HTML escaping so
+// messages reach the client byte for byte.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal server error"}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	b := []byte(`{"error":"internal server error"}`)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+	} else {
+		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	writeRaw(w, status, b)
 }

@@ -1,0 +1,114 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/httpapi"
+)
+
+const nip11Accept = "application/nostr+json"
+
+func TestNIP11(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Fields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodGet, "a.test", "/", nil, map[string]string{"Accept": nip11Accept})
+		require.Equal(t, http.StatusOK, res.status)
+		require.Equal(t, "application/nostr+json", res.header.Get("Content-Type"))
+		require.JSONEq(t, `{
+			"name": "Buzz Relay",
+			"description": "Buzz — private team communication relay",
+			"pubkey": null,
+			"contact": null,
+			"supported_nips": [1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 42, 45, 50],
+			"software": "https://github.com/buzz-relay/buzz",
+			"version": "test-1",
+			"limitation": {
+				"max_message_length": 524288,
+				"max_subscriptions": 1024,
+				"max_filters": 10,
+				"max_limit": 1000,
+				"max_subid_length": 256,
+				"max_content_length": 262144,
+				"min_pow_difficulty": null,
+				"auth_required": true,
+				"payment_required": false,
+				"restricted_writes": true
+			}
+		}`, res.body)
+	})
+
+	t.Run("UnmappedHost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.do(t, http.MethodGet, "nowhere.test", "/", nil, map[string]string{"Accept": nip11Accept})
+		require.Equal(t, http.StatusOK, res.status)
+		require.Contains(t, res.body, `"name":"Buzz Relay"`)
+	})
+
+	t.Run("InfoAndPlainFallback", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		info := b.do(t, http.MethodGet, "nowhere.test", "/info", nil, nil)
+		require.Equal(t, http.StatusOK, info.status)
+		plain := b.do(t, http.MethodGet, "a.test", "/", nil, nil)
+		require.Equal(t, http.StatusOK, plain.status)
+		require.Equal(t, info.body, plain.body)
+		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.HTTPRequests.WithLabelValues("200", "/info")))
+		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.HTTPRequests.WithLabelValues("200", "/")))
+	})
+
+	t.Run("UpgradeGoesToWebSocket", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		up := map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "websocket"}
+		require.Equal(t, "websocket", b.do(t, http.MethodGet, "a.test", "/", nil, up).body)
+		up["Accept"] = nip11Accept
+		require.Contains(t, b.do(t, http.MethodGet, "a.test", "/", nil, up).body, `"name":"Buzz Relay"`)
+	})
+
+	t.Run("CORSAlwaysStar", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.test"} })
+		res := b.do(t, http.MethodGet, "a.test", "/", nil, map[string]string{"Accept": nip11Accept, "Origin": "https://other.test"})
+		require.Equal(t, "*", res.header.Get("Access-Control-Allow-Origin"))
+		pre := b.do(t, http.MethodOptions, "a.test", "/", nil, map[string]string{"Origin": "https://other.test"})
+		require.Equal(t, http.StatusNoContent, pre.status)
+		require.Equal(t, "*", pre.header.Get("Access-Control-Allow-Origin"))
+		require.Equal(t, "GET, OPTIONS", pre.header.Get("Access-Control-Allow-Methods"))
+		require.Equal(t, "*", pre.header.Get("Access-Control-Allow-Headers"))
+	})
+
+	t.Run("SelfOnlyWithRelayKey", func(t *testing.T) {
+		t.Parallel()
+		without := setup(t)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(without.do(t, http.MethodGet, "a.test", "/info", nil, nil).body), &doc))
+		require.NotContains(t, doc, "self")
+
+		pk := without.key.PubKey
+		with := setup(t, func(c *httpapi.Config) { c.RelayPubkey = pk })
+		doc = nil
+		require.NoError(t, json.Unmarshal([]byte(with.do(t, http.MethodGet, "a.test", "/info", nil, nil).body), &doc))
+		require.Equal(t, pk, doc["self"])
+	})
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *httpapi.Config) {
+		c.Health = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("health " + r.URL.Path)) })
+	})
+	res := b.do(t, http.MethodGet, "nowhere.test", "/health", nil, nil)
+	require.Equal(t, http.StatusOK, res.status)
+	require.Equal(t, "ok", res.body)
+	require.Equal(t, "health /_readiness", b.do(t, http.MethodGet, "a.test", "/_readiness", nil, nil).body)
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "a.test", "/nope", nil, nil).status)
+}
