@@ -1,7 +1,6 @@
 package read
 
 import (
-	"context"
 	"errors"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -91,4 +90,3 @@ func IsChannelSubscription(filters []event.Filter) bool {
 	return true
 }
 
-var _ = context.Background

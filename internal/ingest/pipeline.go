@@ -1,0 +1,254 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// Limits of the pipeline (spec 10 §7.11).
+const (
+	MaxContentBytes = 262144
+	MaxClockDrift   = 900 * time.Second
+	MaxDTagBytes    = 1024
+	MaxEmojiChars   = 64
+)
+
+// Config configures a Pipeline.
+type Config struct {
+	Pool  *pgxpool.Pool
+	Store *store.Store
+	// Broadcaster receives every committed and ephemeral event. Required.
+	Broadcaster Broadcaster
+	Metrics     *metrics.Metrics // nil-safe
+	Logger      *slog.Logger
+	// ForgetAccessFunc drops cached accessible-channel sets after a commit
+	// that changed access (reader "" = the whole community). Optional.
+	ForgetAccessFunc func(communityID, reader string)
+	// NowFunc returns the current time. Default time.Now.
+	NowFunc func() time.Time
+	// AfterInsertFunc, when set, runs inside the write transaction right after
+	// the event row is inserted; an error it returns rolls everything back.
+	// Tests use it to inject faults.
+	AfterInsertFunc func(ctx context.Context, ev *event.Event) error
+}
+
+// Pipeline is the transport-neutral EVENT pipeline. It is safe for concurrent use.
+type Pipeline struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Pipeline.
+func New(cfg Config) *Pipeline {
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
+}
+
+// refusal is a pipeline answer other than success, carried as an error
+// through the steps.
+type refusal struct{ res Result }
+
+func (r *refusal) Error() string { return r.res.Message }
+
+func reject(prefix, format string, args ...any) error {
+	return &refusal{Result{Code: Rejected, Message: wire.Reason(prefix, fmt.Sprintf(format, args...))}}
+}
+
+func invalid(format string, args ...any) error { return reject(wire.Invalid, format, args...) }
+
+func conflict(msg string) error { return &refusal{Result{Code: Conflict, Message: msg}} }
+
+// Submit runs one event through the pipeline (spec 10 §1.2, steps 1–23) and
+// returns the answer. OK true is returned only after the write transaction
+// committed; dispatch to live subscribers happens before Submit returns.
+func (p *Pipeline) Submit(ctx context.Context, req Request) Result {
+	start := p.cfg.NowFunc()
+	ev := &req.Event
+	if m := p.cfg.Metrics; m != nil {
+		m.EventsReceived.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
+	}
+	res := p.submit(ctx, req)
+	if m := p.cfg.Metrics; m != nil {
+		m.EventProcessingSeconds.Observe(p.cfg.NowFunc().Sub(start).Seconds())
+		if res.Code != Accepted {
+			m.EventsRejected.WithLabelValues(rejectReason(res), req.Source.String()).Inc()
+		}
+	}
+	return res
+}
+
+func (p *Pipeline) submit(ctx context.Context, req Request) Result {
+	ev := &req.Event
+	if err := p.check(req); err != nil { // steps 1–8
+		return p.answer(ctx, req, err)
+	}
+	if event.IsEphemeral(ev.Kind) {
+		return p.answer(ctx, req, p.ephemeral(ctx, req))
+	}
+	plan, err := p.authorize(ctx, req) // steps 9–19
+	if err != nil {
+		return p.answer(ctx, req, err)
+	}
+	dup, err := p.commit(ctx, req, plan) // step 20
+	if err != nil {
+		return p.answer(ctx, req, err)
+	}
+	if dup {
+		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
+	}
+	if m := p.cfg.Metrics; m != nil {
+		m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
+	}
+	p.log.Debug("event stored", slog.String("community", req.Tenant.Host), slog.String("event_id", ev.ID), slog.Int("kind", ev.Kind))
+	p.broadcast(req.Tenant.CommunityID, plan.channel, ev) // step 21
+	p.afterCommit(req, plan)                              // cache invalidation
+	return Result{Code: Accepted}                         // step 22
+}
+
+// answer turns a step's error into a Result; anything that is not a refusal
+// is an internal failure, logged here and answered without details.
+func (p *Pipeline) answer(ctx context.Context, req Request, err error) Result {
+	if err == nil {
+		return Result{Code: Accepted}
+	}
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.res
+	}
+	p.log.ErrorContext(ctx, "event failed", slog.String("community", req.Tenant.Host),
+		slog.String("event_id", req.Event.ID), slog.Int("kind", req.Event.Kind), slog.String("err", err.Error()))
+	return Result{Code: Internal, Message: wire.MsgInternal}
+}
+
+// check runs steps 1–8: kind refusals, id and signature, clock, size, author.
+func (p *Pipeline) check(req Request) error {
+	ev := &req.Event
+	switch {
+	case ev.Kind == event.KindAuth: // 1
+		return invalid("AUTH events cannot be submitted")
+	case event.RelaySignedNotice.Has(ev.Kind): // 2
+		return invalid("membership notifications are relay-signed only")
+	case req.Source == SourceHTTP && event.IsWSOnly(ev.Kind): // 3
+		return invalid("kind %d is only accepted via WebSocket", ev.Kind)
+	case event.RelayOnly.Has(ev.Kind): // 4
+		return reject(wire.Restricted, "relay-only kind")
+	}
+	if computed, ok := ev.CheckID(); !ok { // 5
+		return invalid("invalid event id: computed %s, got %s", computed, ev.ID)
+	}
+	if !ev.VerifySignature() {
+		return invalid("invalid schnorr signature")
+	}
+	now := p.cfg.NowFunc().Unix()
+	if d := ev.CreatedAt - now; d > int64(MaxClockDrift/time.Second) || d < -int64(MaxClockDrift/time.Second) { // 6
+		return invalid("event timestamp too far from server time")
+	}
+	if n := len(ev.Content); n > MaxContentBytes { // 7
+		return invalid("content exceeds maximum size of %d bytes (got %d)", MaxContentBytes, n)
+	}
+	if hasNUL(ev) {
+		return invalid("event contains a NUL character")
+	}
+	if ev.PubKey != req.Author && ev.Kind != event.KindGiftWrap { // 8
+		return &refusal{Result{Code: Forbidden, Message: "invalid: event pubkey does not match authenticated identity"}}
+	}
+	return nil
+}
+
+func hasNUL(ev *event.Event) bool {
+	if strings.IndexByte(ev.Content, 0) >= 0 {
+		return true
+	}
+	for _, t := range ev.Tags {
+		for _, v := range t {
+			if strings.IndexByte(v, 0) >= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ephemeral is the short path of spec 10 §7.4 for kinds 20000–29999: never
+// stored, routed by an optional h tag.
+func (p *Pipeline) ephemeral(ctx context.Context, req Request) error {
+	ev := &req.Event
+	channel := channelFromTags(ev.Tags)
+	if channel != "" {
+		st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, req.Tenant.CommunityID, channel, ev.PubKey)
+		if err != nil {
+			return err
+		}
+		if !st.CanPost() {
+			return reject(wire.Restricted, "not a channel member")
+		}
+	}
+	p.broadcast(req.Tenant.CommunityID, channel, ev)
+	return nil
+}
+
+// broadcast hands a committed (or ephemeral) event to local fan-out. It
+// never fails the request.
+func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
+	if p.cfg.Broadcaster == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("dispatch failed", slog.String("event_id", ev.ID), slog.Any("panic", r))
+			if m := p.cfg.Metrics; m != nil {
+				m.PostCommitDispatchErrors.Inc()
+			}
+		}
+	}()
+	p.cfg.Broadcaster.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
+}
+
+func (p *Pipeline) afterCommit(req Request, plan *plan) {
+	if p.cfg.ForgetAccessFunc == nil {
+		return
+	}
+	for _, who := range plan.forget {
+		p.cfg.ForgetAccessFunc(req.Tenant.CommunityID, who)
+	}
+}
+
+// inTx runs fn in one write transaction.
+func (p *Pipeline) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pg.InTx(ctx, p.cfg.Pool, fn)
+}
+
+func rejectReason(r Result) string {
+	if r.Code == Duplicate || r.Code == Conflict {
+		return "duplicate"
+	}
+	prefix, _, _ := strings.Cut(r.Message, ":")
+	switch prefix {
+	case wire.AuthRequired:
+		return "auth"
+	case wire.Invalid, wire.Restricted, wire.Duplicate:
+		return prefix
+	}
+	if strings.HasPrefix(r.Message, "invalid") { // "invalid visibility: …" has no colon after invalid
+		return wire.Invalid
+	}
+	return "error"
+}

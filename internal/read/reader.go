@@ -1,0 +1,296 @@
+package read
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// Config configures an Engine.
+type Config struct {
+	Store   *store.Store
+	Metrics *metrics.Metrics // nil-safe
+	Logger  *slog.Logger
+	// CacheTTL is the lifetime of accessible-channel entries. Default 10 s.
+	CacheTTL time.Duration
+	// NowFunc returns the current time. Default time.Now.
+	NowFunc func() time.Time
+	// QueryHookFunc, when set, runs before each history query; an error it
+	// returns fails the query. Tests use it to inject database failures.
+	QueryHookFunc func(ctx context.Context, f *event.Filter) error
+}
+
+// Engine is the read engine. It is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	mu    sync.Mutex
+	cache map[accessKey]accessEntry
+}
+
+type accessKey struct{ community, reader string }
+
+type accessEntry struct {
+	acc     *Access
+	expires time.Time
+}
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = 10 * time.Second
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
+}
+
+// Accessible returns the reader's accessible channels, from a 10 s cache.
+func (e *Engine) Accessible(ctx context.Context, sc Scope) (*Access, error) {
+	k := accessKey{sc.CommunityID, sc.Reader}
+	now := e.cfg.NowFunc()
+	e.mu.Lock()
+	ent, ok := e.cache[k]
+	e.mu.Unlock()
+	if ok && now.Before(ent.expires) {
+		if m := e.cfg.Metrics; m != nil {
+			m.AccessibleChannelsCacheHits.Inc()
+		}
+		return ent.acc, nil
+	}
+	if m := e.cfg.Metrics; m != nil {
+		m.AccessibleChannelsCacheMisses.Inc()
+	}
+	chans, err := e.cfg.Store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
+	if err != nil {
+		return nil, err
+	}
+	acc := NewAccess(chans)
+	e.mu.Lock()
+	if len(e.cache) > 100_000 {
+		clear(e.cache) // bound memory; entries are cheap to rebuild
+	}
+	e.cache[k] = accessEntry{acc: acc, expires: now.Add(e.cfg.CacheTTL)}
+	e.mu.Unlock()
+	return acc, nil
+}
+
+// Forget drops cached accessible sets: one reader's, or with reader "" every
+// entry of the community. Call it right after a commit that changes access.
+func (e *Engine) Forget(communityID, reader string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.cache {
+		if k.community == communityID && (reader == "" || k.reader == reader) {
+			delete(e.cache, k)
+		}
+	}
+}
+
+// Confirm returns the requested channels the reader can access. Channels in
+// the cached set are taken from it; the rest are confirmed with an uncached
+// query, so a member added a moment ago is never refused.
+func (e *Engine) Confirm(ctx context.Context, sc Scope, acc *Access, requested []string) ([]string, error) {
+	var out, misses []string
+	seen := map[string]bool{}
+	for _, r := range requested {
+		r = strings.ToLower(r)
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		if acc.Has(r) {
+			out = append(out, r)
+		} else {
+			misses = append(misses, r)
+		}
+	}
+	if len(misses) > 0 {
+		more, err := e.cfg.Store.ChannelsAccessible(ctx, sc.CommunityID, sc.Reader, misses)
+		if err != nil {
+			return nil, err
+		}
+		if len(more) > 0 {
+			e.Forget(sc.CommunityID, sc.Reader)
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// CanAccess reports whether the reader may read channel ch now, from the
+// cache; any error answers false (fail closed). Live delivery calls it per
+// recipient.
+func (e *Engine) CanAccess(ctx context.Context, sc Scope, ch string) bool {
+	acc, err := e.Accessible(ctx, sc)
+	if err != nil {
+		e.cfg.Logger.Warn("access check failed", slog.String("err", err.Error()))
+		return false
+	}
+	return acc.Has(ch)
+}
+
+// Query runs one filter's history read: limit clamped to MaxLimit (absent
+// means MaxLimit, 0 means nothing), kinds [] matches nothing, newest first
+// with ties by ascending id, scope pushed into SQL, then the post-filter on
+// every row (exact NIP-01 match, accessible channel, per-event visibility).
+func (e *Engine) Query(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt QueryOptions) ([]Row, error) {
+	limit := MaxLimit
+	if f.Limit != nil {
+		limit = min(*f.Limit, MaxLimit)
+	}
+	if limit == 0 || f.MatchesNothing() {
+		return nil, nil
+	}
+	if f.Search != nil && strings.TrimSpace(*f.Search) == "" {
+		return nil, nil
+	}
+	p, ok, err := e.params(ctx, sc, acc, f)
+	if err != nil || !ok {
+		return nil, err
+	}
+	p.Limit = limit
+	p.BeforeID = opt.BeforeID
+	if hook := e.cfg.QueryHookFunc; hook != nil {
+		if err := hook(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := e.cfg.Store.EventQuery(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Row, 0, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		if !e.visible(sc, acc, f, &r.Event, r.Channel) {
+			continue
+		}
+		out = append(out, Row{Event: r.Event, Channel: r.Channel, JSON: r.Event.AppendJSON(nil)})
+	}
+	return out, nil
+}
+
+// params builds the store parameters of a filter's access scope. ok is false
+// when the filter's #h names no accessible channel (nothing to read).
+func (e *Engine) params(ctx context.Context, sc Scope, acc *Access, f *event.Filter) (store.EventQueryParams, bool, error) {
+	p := store.EventQueryParams{CommunityID: sc.CommunityID, Reader: sc.Reader, Filter: f}
+	if hs := f.Tags["h"]; len(hs) > 0 {
+		chans, err := e.Confirm(ctx, sc, acc, hs)
+		if err != nil {
+			return p, false, err
+		}
+		if len(chans) == 0 {
+			return p, false, nil
+		}
+		p.Channels, p.ChannelOnly = chans, true
+		return p, true, nil
+	}
+	p.Channels = acc.List()
+	return p, true, nil
+}
+
+func (e *Engine) visible(sc Scope, acc *Access, f *event.Filter, ev *event.Event, channel string) bool {
+	if !f.Matches(ev, channel) || !VisibleTo(sc.Reader, ev) {
+		return false
+	}
+	if channel != "" && !acc.Has(channel) && !containsFold(f.Tags["h"], channel) {
+		return false
+	}
+	return true
+}
+
+// Visible is the per-recipient check of live delivery for an event that
+// already matched the subscription's filter: channel access (cached, fail
+// closed) and per-event visibility.
+func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel string) bool {
+	if !VisibleTo(sc.Reader, ev) {
+		return false
+	}
+	return channel == "" || e.CanAccess(ctx, sc, channel)
+}
+
+// Count counts one filter's matches in its scope. A filter whose every
+// constraint is exact in SQL uses COUNT(*); otherwise at most
+// CountFallbackMaximum+1 candidates are fetched and post-filtered, and more
+// than CountFallbackMaximum answers ErrCountTooBroad.
+func (e *Engine) Count(ctx context.Context, sc Scope, acc *Access, f *event.Filter) (int64, error) {
+	if f.MatchesNothing() {
+		return 0, nil
+	}
+	p, ok, err := e.params(ctx, sc, acc, f)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if fastPath(sc, f) {
+		return e.cfg.Store.EventCount(ctx, p)
+	}
+	p.Limit = CountFallbackMaximum + 1
+	rows, err := e.cfg.Store.EventQuery(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) > CountFallbackMaximum {
+		if m := e.cfg.Metrics; m != nil {
+			m.CountFallbackRejections.Inc()
+		}
+		return 0, ErrCountTooBroad
+	}
+	var n int64
+	for i := range rows {
+		if e.visible(sc, acc, f, &rows[i].Event, rows[i].Channel) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// fastPath reports whether COUNT(*) is exact for the filter (spec 10 §7.8).
+func fastPath(sc Scope, f *event.Filter) bool {
+	for name, vals := range f.Tags {
+		switch {
+		case len(vals) == 0, name == "h", name == "e":
+		case name == "p" && len(vals) == 1:
+		case name == "d" && allAddressable(f.Kinds):
+		default:
+			return false
+		}
+	}
+	if f.CanMatchAny(event.AuthorOnly) && !allEqual(f.Authors, sc.Reader) {
+		return false
+	}
+	if f.CanMatchAny(event.ResultGated) && !allEqual(f.Tags["p"], sc.Reader) {
+		return false
+	}
+	return true
+}
+
+func allAddressable(kinds []int) bool {
+	if len(kinds) == 0 {
+		return false
+	}
+	for _, k := range kinds {
+		if !event.IsAddressable(k) {
+			return false
+		}
+	}
+	return true
+}
+
+func containsFold(vals []string, s string) bool {
+	for _, v := range vals {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}

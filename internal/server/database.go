@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/pgcluster"
+)
+
+// Database is an open pool and, when the relay runs its own, the private cluster.
+type Database struct {
+	Pool    *pgxpool.Pool
+	cluster *pgcluster.Cluster
+}
+
+// Close closes the pool and stops the private cluster when we started it.
+func (d *Database) Close() {
+	if d.Pool != nil {
+		d.Pool.Close()
+	}
+	if d.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.cluster.Stop(ctx)
+	}
+}
+
+// OpenDatabase connects to DATABASE_URL, or starts the private cluster under
+// BUZZ_DATA_DIR when it is unset, then applies or checks migrations: the
+// private cluster always migrates; an external database migrates only with
+// BUZZ_AUTO_MIGRATE (or when mode forces it).
+//
+// With skipMigrations an external database is opened as it is (migrate
+// --status lists pending files that way).
+func OpenDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode pg.MigrateMode, skipMigrations ...bool) (*Database, error) {
+	db := &Database{}
+	url := cfg.DatabaseURL
+	if url == "" {
+		c, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: cfg.DataDir, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("start private postgres cluster: %w", err)
+		}
+		db.cluster = c
+		url = c.URL()
+		mode = pg.MigrateApply
+	} else if cfg.AutoMigrate {
+		mode = pg.MigrateApply
+	}
+	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	db.Pool = pool
+	log.Info("postgres connected", slog.Bool("private_cluster", db.cluster != nil))
+	if len(skipMigrations) > 0 && skipMigrations[0] && db.cluster == nil {
+		return db, nil
+	}
+	applied, err := pg.Migrate(ctx, pool, mode, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if len(applied) > 0 {
+		log.Info("migrations applied", slog.Any("files", applied))
+	}
+	return db, nil
+}

@@ -1,0 +1,266 @@
+// Package server wires every component of a running relay: the database
+// (private cluster or DATABASE_URL), migrations, partitions, the deployment
+// community, the read engine, the ingest pipeline, the WebSocket relay, the
+// HTTP bridge, health and metrics, and the background jobs.
+//
+// It owns construction order and shutdown order. It does NOT implement any
+// protocol rule itself; cmd/buzz-relay and the end-to-end tests both use it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/buzz-relay/buzz/internal/community"
+	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/health"
+	"github.com/buzz-relay/buzz/internal/httpapi"
+	"github.com/buzz-relay/buzz/internal/ingest"
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/relay"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// Version is the build version reported by NIP-11 and /_status.
+var Version = "dev"
+
+// App is a running relay: every component wired together. Tests build one
+// with Start and stop it with Close.
+type App struct {
+	Config    config.Config
+	DB        *Database
+	Store     *store.Store
+	Reader    *read.Engine
+	Pipeline  *ingest.Pipeline
+	Relay     *relay.Server
+	HTTP      *httpapi.Server
+	Health    *health.Server
+	Registry  *prometheus.Registry
+	Metrics   *metrics.Metrics
+	Resolver  *community.Resolver
+	RelayKey  []byte
+	Log       *slog.Logger
+	appSrv    *http.Server
+	healthSrv *http.Server
+	metricSrv *http.Server
+}
+
+// Start opens the database (private cluster or DATABASE_URL), applies or
+// checks migrations, ensures partitions and the deployment community, and
+// builds every component. It opens no listener.
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
+	db, err := OpenDatabase(ctx, cfg, log, pg.MigrateCheck)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Config: cfg, DB: db, Log: log, Store: store.New(db.Pool)}
+	ok := false
+	defer func() {
+		if !ok {
+			db.Close()
+		}
+	}()
+	a.Registry = prometheus.NewRegistry()
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.Metrics = metrics.New(a.Registry)
+	a.Metrics.InitCommunity(cfg.RelayHost)
+	a.Metrics.SetPoolStatsFunc(func() (size, idle, active, max int32) {
+		st := db.Pool.Stat()
+		return st.TotalConns(), st.IdleConns(), st.AcquiredConns(), st.MaxConns()
+	})
+	if err := ensurePartitions(ctx, a); err != nil {
+		return nil, err
+	}
+	if _, err := a.Store.CommunityEnsure(ctx, cfg.RelayHost); err != nil {
+		return nil, fmt.Errorf("ensure deployment community: %w", err)
+	}
+	if cfg.RelayOwnerPubkey != "" {
+		c, err := a.Store.CommunityByHost(ctx, cfg.RelayHost)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap owner: %w", err)
+		}
+		if _, err := a.Store.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
+			CommunityID: c.ID, Pubkey: cfg.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
+			return nil, fmt.Errorf("bootstrap owner: %w", err)
+		}
+	}
+	a.RelayKey = cfg.RelayPrivateKey
+	relayPubkey := ""
+	if a.RelayKey != nil {
+		relayPubkey = event.PubKey(a.RelayKey)
+	} else {
+		a.RelayKey = event.GenerateKey() // single process only; never advertised
+	}
+	a.Resolver = community.NewResolver(a.Store)
+	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log})
+	fan := &fanout{}
+	a.Pipeline = ingest.New(ingest.Config{
+		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
+		ForgetAccessFunc: a.Reader.Forget,
+	})
+	a.Relay = relay.New(relay.Config{
+		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
+		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
+		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
+		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
+		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout,
+	})
+	fan.local = a.Relay
+	started := time.Now()
+	a.Health = health.New(health.Config{
+		Version: Version, Started: started, Logger: log,
+		PingPostgres: func(ctx context.Context) error {
+			_, err := db.Pool.Exec(ctx, "SELECT 1")
+			return err
+		},
+		Connections: a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
+	})
+	a.HTTP = httpapi.New(httpapi.Config{
+		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: replayGuard{a.Store},
+		WebSocket: a.Relay, Health: a.Health.Handler(), Metrics: a.Metrics, Logger: log,
+		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
+		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
+		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
+	})
+	ok = true
+	return a, nil
+}
+
+// ensurePartitions creates this month's and the next three months'
+// partitions; only a failure for the current month is fatal.
+func ensurePartitions(ctx context.Context, a *App) error {
+	err := pg.EnsurePartitions(ctx, a.DB.Pool, time.Now(), pg.DefaultPartitionsAhead)
+	if err == nil {
+		return nil
+	}
+	var pe *pg.PartitionError
+	if errors.As(err, &pe) && pe.Current {
+		return fmt.Errorf("create the current month's events partition: %w", err)
+	}
+	a.Metrics.PartitionMaintenanceErrors.Inc()
+	a.Log.Error("partition maintenance failed", slog.String("err", err.Error()))
+	return nil
+}
+
+// Listen opens the app, health and metrics listeners.
+func (a *App) Listen() (app, healthL, metricsL net.Listener, err error) {
+	if app, err = net.Listen("tcp", a.Config.BindAddr); err != nil {
+		return nil, nil, nil, fmt.Errorf("listen on BUZZ_BIND_ADDR %s: %w", a.Config.BindAddr, err)
+	}
+	if healthL, err = net.Listen("tcp", ":"+strconv.Itoa(a.Config.HealthPort)); err != nil {
+		app.Close()
+		return nil, nil, nil, fmt.Errorf("listen on BUZZ_HEALTH_PORT %d: %w", a.Config.HealthPort, err)
+	}
+	if metricsL, err = net.Listen("tcp", ":"+strconv.Itoa(a.Config.MetricsPort)); err != nil {
+		app.Close()
+		healthL.Close()
+		return nil, nil, nil, fmt.Errorf("listen on BUZZ_METRICS_PORT %d: %w", a.Config.MetricsPort, err)
+	}
+	return app, healthL, metricsL, nil
+}
+
+// Run serves on the given listeners and runs background jobs until ctx
+// ends, then drains: readiness 503, sockets closed 1012, HTTP finished,
+// bounded by the drain timeout.
+func (a *App) Run(ctx context.Context, app, healthL, metricsL net.Listener) error {
+	a.appSrv = &http.Server{Handler: a.HTTP.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	a.healthSrv = &http.Server{Handler: a.Health.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	a.metricSrv = &http.Server{Handler: health.MetricsHandler(a.Registry), ReadHeaderTimeout: 10 * time.Second}
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g, gctx := errgroup.WithContext(runCtx)
+	serveOn := func(srv *http.Server, l net.Listener) func() error {
+		return func() error {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}
+	}
+	g.Go(serveOn(a.appSrv, app))
+	g.Go(serveOn(a.healthSrv, healthL))
+	g.Go(serveOn(a.metricSrv, metricsL))
+	g.Go(func() error { return a.Relay.Run(gctx) })
+	g.Go(func() error { return a.maintenance(gctx) })
+	a.Log.Info("listening", slog.String("app", app.Addr().String()), slog.String("health", healthL.Addr().String()),
+		slog.String("metrics", metricsL.Addr().String()), slog.String("relay_url", a.Config.RelayURL))
+	select {
+	case <-ctx.Done():
+		a.Log.Info("shutdown signal received")
+	case <-gctx.Done():
+	}
+	a.drain()
+	cancel()
+	return g.Wait()
+}
+
+// drain is the graceful shutdown of spec 10 §9 step 8.
+func (a *App) drain() {
+	timeout := a.Config.DrainTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	a.Health.SetShuttingDown()
+	a.Relay.Shutdown(ctx)
+	_ = a.appSrv.Shutdown(ctx)
+	_ = a.healthSrv.Shutdown(ctx)
+	_ = a.metricSrv.Shutdown(ctx)
+	a.Log.Info("drain complete")
+}
+
+// Close releases the database and the private cluster.
+func (a *App) Close() { a.DB.Close() }
+
+// maintenance runs the periodic jobs: partitions every 24 h, NIP-98 replay
+// purge every 60 s.
+func (a *App) maintenance(ctx context.Context) error {
+	partitions := time.NewTicker(24 * time.Hour)
+	replay := time.NewTicker(60 * time.Second)
+	defer partitions.Stop()
+	defer replay.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-partitions.C:
+			_ = ensurePartitions(ctx, a)
+		case <-replay.C:
+			if _, err := a.Store.NIP98Purge(ctx, 180*time.Second); err != nil && ctx.Err() == nil {
+				a.Log.Error("nip98 replay purge failed", slog.String("err", err.Error()))
+			}
+		}
+	}
+}
+
+// fanout breaks the construction cycle between the pipeline (which
+// broadcasts) and the relay (which submits): it forwards to the relay's
+// subscription index once that exists.
+type fanout struct{ local ingest.Broadcaster }
+
+func (f *fanout) Broadcast(d ingest.Delivery) {
+	if f.local != nil {
+		f.local.Broadcast(d)
+	}
+}
+
+// replayGuard adapts the store to the bridge's single-use NIP-98 ids.
+type replayGuard struct{ s *store.Store }
+
+func (r replayGuard) UseNIP98(ctx context.Context, communityID, eventID string) (bool, error) {
+	return r.s.NIP98Use(ctx, communityID, eventID)
+}

@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// EventInsertParams are the arguments of EventInsert.
+type EventInsertParams struct {
+	CommunityID string
+	Event       *event.Event
+	// Channel is the resolved channel UUID, "" for a global event.
+	Channel string
+	// DTag is the d value of an addressable event (nil for other kinds).
+	DTag *string
+}
+
+// EventInsert stores an event and its event_mentions rows in one statement,
+// inside the caller's transaction. inserted is false when the exact event is
+// already stored (ON CONFLICT DO NOTHING); then no mention row is written.
+func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertParams) (inserted bool, err error) {
+	ev := p.Event
+	id, pub, sig, err := decodeIDs(ev)
+	if err != nil {
+		return false, err
+	}
+	tags := []byte("[]")
+	if len(ev.Tags) > 0 {
+		if tags, err = json.Marshal(ev.Tags); err != nil {
+			return false, fmt.Errorf("encode tags: %w", err)
+		}
+	}
+	mentions := Mentions(ev)
+	var n int
+	err = q.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
+			VALUES ($1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10)
+			ON CONFLICT DO NOTHING
+			RETURNING 1
+		), m AS (
+			INSERT INTO event_mentions (community_id, pubkey_hex, event_id, event_created_at, channel_id, event_kind)
+			SELECT $1, p, $2, to_timestamp($4), $9, $5 FROM unnest($11::text[]) AS p
+			WHERE EXISTS (SELECT 1 FROM ins)
+			ON CONFLICT DO NOTHING
+		)
+		SELECT count(*) FROM ins`,
+		p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("insert event: %w", pg.MapError(err))
+	}
+	return n == 1, nil
+}
+
+// Mentions returns the distinct p-tag values that are exactly 64 lowercase
+// hex characters, in first-seen order: the event_mentions rows of an event.
+func Mentions(ev *event.Event) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range ev.Tags {
+		if len(t) > 1 && t[0] == "p" && event.IsHex64(t[1]) && !seen[t[1]] {
+			seen[t[1]] = true
+			out = append(out, t[1])
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
+
+// EventRef is what the pipeline needs to know about a stored event.
+type EventRef struct {
+	ID        string
+	PubKey    string
+	Kind      int
+	CreatedAt int64
+	Channel   string
+	Deleted   bool
+	Tags      event.Tags
+}
+
+// EventLookup finds an event of the community by id, deleted or not.
+// pg.ErrNotFound when there is none.
+func (s *Store) EventLookup(ctx context.Context, q pg.Querier, communityID, id string) (EventRef, error) {
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != 32 {
+		return EventRef{}, fmt.Errorf("lookup event: %w", pg.ErrNotFound)
+	}
+	var (
+		ref     EventRef
+		pub     []byte
+		ts      time.Time
+		channel *string
+		tags    []byte
+	)
+	err = q.QueryRow(ctx, `SELECT pubkey, kind, created_at, channel_id::text, deleted_at IS NOT NULL, tags
+		FROM events WHERE community_id = $1 AND id = $2 ORDER BY deleted_at NULLS FIRST LIMIT 1`, communityID, raw).
+		Scan(&pub, &ref.Kind, &ts, &channel, &ref.Deleted, &tags)
+	if err != nil {
+		return EventRef{}, fmt.Errorf("lookup event: %w", pg.MapError(err))
+	}
+	ref.ID = id
+	ref.PubKey = hex.EncodeToString(pub)
+	ref.CreatedAt = ts.Unix()
+	if channel != nil {
+		ref.Channel = *channel
+	}
+	if err := json.Unmarshal(tags, &ref.Tags); err != nil {
+		return EventRef{}, fmt.Errorf("lookup event: decode tags: %w", err)
+	}
+	return ref, nil
+}
+
+// EventSoftDelete marks one event deleted when it is still live. changed is
+// false when it was already deleted.
+func (s *Store) EventSoftDelete(ctx context.Context, q pg.Querier, communityID, id string, createdAt int64) (changed bool, err error) {
+	raw, _ := hex.DecodeString(id)
+	tag, err := q.Exec(ctx, `UPDATE events SET deleted_at = now()
+		WHERE community_id = $1 AND created_at = to_timestamp($2) AND id = $3 AND deleted_at IS NULL`, communityID, createdAt, raw)
+	if err != nil {
+		return false, fmt.Errorf("soft delete event: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// AddressableDelete soft-deletes the live versions of an addressable
+// coordinate created at or before upTo (a NIP-09 "a" deletion).
+func (s *Store) AddressableDelete(ctx context.Context, q pg.Querier, communityID string, kind int, pubkey, d string, upTo int64) (int64, error) {
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return 0, fmt.Errorf("addressable delete: bad pubkey")
+	}
+	tag, err := q.Exec(ctx, `UPDATE events SET deleted_at = now()
+		WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4
+		  AND created_at <= to_timestamp($5) AND deleted_at IS NULL`, communityID, kind, pub, d, upTo)
+	if err != nil {
+		return 0, fmt.Errorf("addressable delete: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Head is the live version of a replaceable or addressable key.
+type Head struct {
+	ID        string
+	CreatedAt int64
+}
+
+// ReplaceableKey identifies a replaceable (Channel) or addressable (DTag) key.
+type ReplaceableKey struct {
+	CommunityID string
+	Kind        int
+	Pubkey      string
+	Channel     string  // replaceable kinds; "" = NULL
+	DTag        *string // addressable kinds
+}
+
+// ReplaceableHead returns the live head of a key (newest created_at, lowest
+// id), or ok false when the key has no live version. Call it under the key's
+// advisory lock.
+func (s *Store) ReplaceableHead(ctx context.Context, q pg.Querier, k ReplaceableKey) (h Head, ok bool, err error) {
+	pub, _ := hex.DecodeString(k.Pubkey)
+	var (
+		id []byte
+		ts time.Time
+	)
+	if k.DTag != nil {
+		err = q.QueryRow(ctx, `SELECT id, created_at FROM events
+			WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4 AND deleted_at IS NULL
+			ORDER BY created_at DESC, id ASC LIMIT 1`, k.CommunityID, k.Kind, pub, *k.DTag).Scan(&id, &ts)
+	} else {
+		err = q.QueryRow(ctx, `SELECT id, created_at FROM events
+			WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND channel_id IS NOT DISTINCT FROM $4 AND deleted_at IS NULL
+			ORDER BY created_at DESC, id ASC LIMIT 1`, k.CommunityID, k.Kind, pub, nullUUID(k.Channel)).Scan(&id, &ts)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Head{}, false, nil
+	}
+	if err != nil {
+		return Head{}, false, fmt.Errorf("replaceable head: %w", err)
+	}
+	return Head{ID: hex.EncodeToString(id), CreatedAt: ts.Unix()}, true, nil
+}
+
+// ReplaceableSupersede soft-deletes every live version of a key.
+func (s *Store) ReplaceableSupersede(ctx context.Context, q pg.Querier, k ReplaceableKey) error {
+	pub, _ := hex.DecodeString(k.Pubkey)
+	var err error
+	if k.DTag != nil {
+		_, err = q.Exec(ctx, `UPDATE events SET deleted_at = now()
+			WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4 AND deleted_at IS NULL`,
+			k.CommunityID, k.Kind, pub, *k.DTag)
+	} else {
+		_, err = q.Exec(ctx, `UPDATE events SET deleted_at = now()
+			WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND channel_id IS NOT DISTINCT FROM $4 AND deleted_at IS NULL`,
+			k.CommunityID, k.Kind, pub, nullUUID(k.Channel))
+	}
+	if err != nil {
+		return fmt.Errorf("supersede replaceable: %w", err)
+	}
+	return nil
+}
+
+// AdvisoryXactLock takes a transaction-scoped advisory lock on key.
+func (s *Store) AdvisoryXactLock(ctx context.Context, q pg.Querier, key int64) error {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+		return fmt.Errorf("advisory lock: %w", err)
+	}
+	return nil
+}
+
+// UserSetNIP05 records the nip05 handle of a pubkey (kind 0), or clears it.
+func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pubkey string, handle *string) error {
+	pub, _ := hex.DecodeString(pubkey)
+	_, err := q.Exec(ctx, `INSERT INTO users (community_id, pubkey, nip05_handle) VALUES ($1, $2, $3)
+		ON CONFLICT (community_id, pubkey) DO UPDATE SET nip05_handle = EXCLUDED.nip05_handle, updated_at = now()`,
+		communityID, pub, handle)
+	if errors.Is(pg.MapError(err), pg.ErrDuplicate) {
+		// Another pubkey holds the handle; the profile is stored, the handle is not claimed.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("set nip05: %w", err)
+	}
+	return nil
+}
+
+// UserSetAddPolicy records a pubkey's channel_add_policy (kind 10100).
+func (s *Store) UserSetAddPolicy(ctx context.Context, q pg.Querier, communityID, pubkey, policy string) error {
+	pub, _ := hex.DecodeString(pubkey)
+	_, err := q.Exec(ctx, `INSERT INTO users (community_id, pubkey, channel_add_policy) VALUES ($1, $2, $3::channel_add_policy)
+		ON CONFLICT (community_id, pubkey) DO UPDATE SET channel_add_policy = EXCLUDED.channel_add_policy, updated_at = now()`,
+		communityID, pub, policy)
+	if err != nil {
+		return fmt.Errorf("set channel add policy: %w", err)
+	}
+	return nil
+}
+
+func decodeIDs(ev *event.Event) (id, pub, sig []byte, err error) {
+	if id, err = hex.DecodeString(ev.ID); err != nil || len(id) != 32 {
+		return nil, nil, nil, errors.New("insert event: bad id")
+	}
+	if pub, err = hex.DecodeString(ev.PubKey); err != nil || len(pub) != 32 {
+		return nil, nil, nil, errors.New("insert event: bad pubkey")
+	}
+	if sig, err = hex.DecodeString(ev.Sig); err != nil || len(sig) != 64 {
+		return nil, nil, nil, errors.New("insert event: bad sig")
+	}
+	return id, pub, sig, nil
+}
+
+func nullUUID(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

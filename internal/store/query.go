@@ -1,0 +1,225 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// StoredEvent is an event read back from the database.
+type StoredEvent struct {
+	Event event.Event
+	// Channel is the stored channel_id, "" for a global event.
+	Channel string
+}
+
+// EventQueryParams describe one filter's read (spec 10 §7.5 step 9).
+type EventQueryParams struct {
+	CommunityID string
+	// Reader is the authenticated pubkey; per-event visibility is pushed down
+	// for it so LIMIT counts only rows the reader may see.
+	Reader string
+	Filter *event.Filter
+	// Channels is the access scope: with ChannelOnly false the read covers
+	// these channels plus global events; with ChannelOnly true only them.
+	Channels    []string
+	ChannelOnly bool
+	// Limit is the number of rows wanted (already clamped by the caller).
+	Limit int
+	// BeforeID turns the filter's until into a keyset cursor.
+	BeforeID string
+}
+
+// EventQuery returns up to Limit live events matching the filter's pushable
+// constraints, newest first with ties by ascending id.
+func (s *Store) EventQuery(ctx context.Context, p EventQueryParams) ([]StoredEvent, error) {
+	b := buildQuery(p)
+	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text " + b.from() +
+		" WHERE " + strings.Join(b.where, " AND ") + " ORDER BY " + b.order() + " LIMIT " + strconv.Itoa(p.Limit)
+	rows, err := s.pool.Query(ctx, sql, b.args...)
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	return out, nil
+}
+
+// EventCount counts live events matching the filter in its scope (the
+// COUNT fast path: every constraint is exact in SQL).
+func (s *Store) EventCount(ctx context.Context, p EventQueryParams) (int64, error) {
+	b := buildQuery(p)
+	var n int64
+	sql := "SELECT count(*) " + b.from() + " WHERE " + strings.Join(b.where, " AND ")
+	if err := s.pool.QueryRow(ctx, sql, b.args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	return n, nil
+}
+
+type queryBuilder struct {
+	args        []any
+	where       []string
+	joinMention bool
+}
+
+func (b *queryBuilder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+func (b *queryBuilder) from() string {
+	if b.joinMention {
+		return "FROM event_mentions m JOIN events e ON e.community_id = m.community_id AND e.id = m.event_id AND e.created_at = m.event_created_at"
+	}
+	return "FROM events e"
+}
+
+func (b *queryBuilder) order() string {
+	if b.joinMention {
+		return "m.event_created_at DESC, e.id ASC"
+	}
+	return "e.created_at DESC, e.id ASC"
+}
+
+func buildQuery(p EventQueryParams) *queryBuilder {
+	f := p.Filter
+	b := &queryBuilder{}
+	cid := b.arg(p.CommunityID)
+	b.where = append(b.where, "e.community_id = "+cid, "e.deleted_at IS NULL")
+
+	// Access scope.
+	switch {
+	case p.ChannelOnly:
+		b.where = append(b.where, "e.channel_id = ANY("+b.arg(p.Channels)+"::uuid[])")
+	case len(p.Channels) > 0:
+		b.where = append(b.where, "(e.channel_id = ANY("+b.arg(p.Channels)+"::uuid[]) OR e.channel_id IS NULL)")
+	default:
+		b.where = append(b.where, "e.channel_id IS NULL")
+	}
+
+	if len(f.IDs) > 0 {
+		b.where = append(b.where, "e.id = ANY("+b.arg(hexList(f.IDs))+"::bytea[])")
+	}
+	if len(f.Authors) == 1 {
+		b.where = append(b.where, "e.pubkey = "+b.arg(hexList(f.Authors)[0]))
+	} else if len(f.Authors) > 1 {
+		b.where = append(b.where, "e.pubkey = ANY("+b.arg(hexList(f.Authors))+"::bytea[])")
+	}
+	if f.Kinds != nil {
+		if len(f.Kinds) == 1 {
+			b.where = append(b.where, "e.kind = "+b.arg(f.Kinds[0]))
+		} else {
+			b.where = append(b.where, "e.kind = ANY("+b.arg(f.Kinds)+"::int[])")
+		}
+	}
+	if f.Since != nil {
+		b.where = append(b.where, "e.created_at >= "+b.arg(time.Unix(*f.Since, 0).UTC()))
+	}
+	if f.Until != nil {
+		until := b.arg(time.Unix(*f.Until, 0).UTC())
+		if p.BeforeID != "" {
+			raw, _ := hex.DecodeString(p.BeforeID)
+			b.where = append(b.where, "(e.created_at < "+until+" OR (e.created_at = "+until+" AND e.id > "+b.arg(raw)+"))")
+		} else {
+			b.where = append(b.where, "e.created_at <= "+until)
+		}
+	}
+	if f.Search != nil {
+		b.where = append(b.where, "e.search_tsv @@ plainto_tsquery('simple', "+b.arg(*f.Search)+")")
+	}
+
+	addressableOnly := f.Kinds != nil && len(f.Kinds) > 0
+	for _, k := range f.Kinds {
+		if !event.IsAddressable(k) {
+			addressableOnly = false
+		}
+	}
+	for name, values := range f.Tags {
+		if len(values) == 0 || name == "h" {
+			continue // #h is the access scope above
+		}
+		switch {
+		case name == "p" && len(values) == 1 && event.IsHex64(values[0]):
+			b.joinMention = true
+			b.where = append(b.where, "m.community_id = "+cid, "m.pubkey_hex = "+b.arg(values[0]))
+		case name == "d" && addressableOnly:
+			b.where = append(b.where, "e.d_tag = ANY("+b.arg(values)+"::text[])")
+		default:
+			b.tagCondition(name, values)
+		}
+	}
+
+	// Per-event visibility pushed down, so LIMIT counts visible rows only.
+	if f.CanMatchAny(event.AuthorOnly) {
+		b.where = append(b.where, "(e.kind NOT IN (30300, 30350) OR e.pubkey = "+b.arg(hexOne(p.Reader))+")")
+	}
+	if f.CanMatchAny(event.ResultGated) {
+		b.where = append(b.where, "(e.kind NOT IN (30622, 44200) OR EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) t WHERE t->>0 = 'p' AND t->>1 = "+b.arg(p.Reader)+"))")
+	}
+	return b
+}
+
+// tagCondition adds the GIN pre-filter (containment, OR-ed per value) and the
+// exact positional test, so LIMIT counts exact matches only.
+func (b *queryBuilder) tagCondition(name string, values []string) {
+	ors := make([]string, 0, len(values))
+	for _, v := range values {
+		j, _ := json.Marshal([][]string{{name, v}})
+		ors = append(ors, "e.tags @> "+b.arg(string(j))+"::jsonb")
+	}
+	b.where = append(b.where, "("+strings.Join(ors, " OR ")+")",
+		"EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) t WHERE t->>0 = "+b.arg(name)+" AND t->>1 = ANY("+b.arg(values)+"::text[]))")
+}
+
+func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
+	defer rows.Close()
+	var out []StoredEvent
+	for rows.Next() {
+		var (
+			id, pub, sig []byte
+			ts           time.Time
+			tags         []byte
+			channel      *string
+			se           StoredEvent
+		)
+		if err := rows.Scan(&id, &pub, &ts, &se.Event.Kind, &tags, &se.Event.Content, &sig, &channel); err != nil {
+			return nil, err
+		}
+		se.Event.ID = hex.EncodeToString(id)
+		se.Event.PubKey = hex.EncodeToString(pub)
+		se.Event.Sig = hex.EncodeToString(sig)
+		se.Event.CreatedAt = ts.Unix()
+		if err := json.Unmarshal(tags, &se.Event.Tags); err != nil {
+			return nil, fmt.Errorf("decode tags of %s: %w", se.Event.ID, err)
+		}
+		if channel != nil {
+			se.Channel = *channel
+		}
+		out = append(out, se)
+	}
+	return out, rows.Err()
+}
+
+func hexList(vals []string) [][]byte {
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i], _ = hex.DecodeString(v)
+	}
+	return out
+}
+
+func hexOne(v string) []byte {
+	b, _ := hex.DecodeString(v)
+	return b
+}

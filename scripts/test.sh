@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite: one throwaway PostgreSQL cluster for the run, every
+# package's tests (race detector on when cgo can build it), then a short
+# fuzz run of each parser that reads bytes from outside.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/ensure-postgres.sh
+
+dir=$(mktemp -d /tmp/buzz-test.XXXXXX)
+go build -o "$dir/buzz-testdb" ./cmd/buzz-testdb
+cleanup() { "$dir/buzz-testdb" stop "$dir/pg" >/dev/null 2>&1 || true; rm -rf "$dir"; }
+trap cleanup EXIT
+TEST_DATABASE_URL=$("$dir/buzz-testdb" start "$dir/pg")
+export TEST_DATABASE_URL
+
+race=()
+if command -v gcc >/dev/null 2>&1 && [ "${BUZZ_TEST_RACE:-1}" != 0 ]; then
+  race=(-race)
+else
+  echo "note: gcc not found, running without the race detector" >&2
+fi
+
+go vet ./...
+go test "${race[@]}" -count=1 -timeout 20m ./...
+
+fuzztime=${FUZZTIME:-10s}
+for target in \
+  "./internal/wire FuzzClientMessage" \
+  "./internal/event FuzzParseFilter" \
+  "./internal/auth FuzzNIP98Header"; do
+  set -- $target
+  echo "fuzz $2 ($1) for $fuzztime"
+  go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1"
+done
