@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -36,8 +35,9 @@ func TestBridgeAuth(t *testing.T) {
 
 	t.Run("FailureMessages", func(t *testing.T) {
 		t.Parallel()
+		b := setup(t)
 		k := eventtest.NewKey()
-		old := time.Now().Unix() - 120
+		old := b.now.Unix() - 120
 		cases := []struct {
 			name   string
 			header string
@@ -54,7 +54,6 @@ func TestBridgeAuth(t *testing.T) {
 			{"MethodGET", nip98(t, k, "GET", "http://a.test/query", query), "NIP-98: method mismatch: event has `GET`, expected `POST`"},
 			{"OtherPayload", nip98(t, k, "POST", "http://a.test/query", []byte("[]")), "NIP-98: payload tag SHA-256 mismatch: request body does not match signed hash"},
 		}
-		b := setup(t)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

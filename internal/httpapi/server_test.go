@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -207,6 +208,8 @@ type testBundle struct {
 	replay  *memReplay
 	metrics *metrics.Metrics
 	key     eventtest.Key
+	// now is the server clock, fixed for the test.
+	now time.Time
 }
 
 func setup(t *testing.T, change ...func(*httpapi.Config)) *testBundle {
@@ -217,6 +220,7 @@ func setup(t *testing.T, change ...func(*httpapi.Config)) *testBundle {
 		replay:  &memReplay{used: map[string]bool{}},
 		metrics: metrics.New(prometheus.NewRegistry()),
 		key:     eventtest.NewKey(),
+		now:     time.Now(),
 	}
 	cfg := httpapi.Config{
 		Resolver: memResolver{
@@ -234,6 +238,7 @@ func setup(t *testing.T, change ...func(*httpapi.Config)) *testBundle {
 		RequireAuthToken: true,
 		Version:          "test-1",
 		MaxFrameBytes:    524288,
+		NowFunc:          func() time.Time { return b.now },
 	}
 	for _, c := range change {
 		c(&cfg)

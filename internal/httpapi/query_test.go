@@ -1,0 +1,184 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/read"
+)
+
+// ids returns the event ids of a /query answer, in order.
+func ids(t *testing.T, body string) []string {
+	t.Helper()
+	var evs []event.Event
+	require.NoError(t, json.Unmarshal([]byte(body), &evs), body)
+	out := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, ev.ID)
+	}
+	return out
+}
+
+// publish stores events through POST /events, signed by b.key.
+func (b *testBundle) publish(t *testing.T, evs ...event.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		res := b.signedPost(t, b.key, "/events", ev.AppendJSON(nil))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+	}
+}
+
+func TestQuery(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BadFilters", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		eleven := "[" + strings.Repeat(`{"kinds":[9]},`, 10) + `{"kinds":[9]}]`
+		cases := []struct {
+			name, body, msg string
+		}{
+			{"Object", `{}`, "invalid filters: body must be a JSON array of filters"},
+			{"Empty", `[]`, "invalid filters: at least one filter is required"},
+			{"WrongType", `[{"kinds":"9"}]`, "invalid filters: kinds must be an array of integers between 0 and 65535"},
+			{"Eleven", eleven, "invalid filters: at most 10 filters per request"},
+			{"BeforeIDWithoutUntil", `[{"kinds":[9],"before_id":"` + strings.Repeat("a", 64) + `"}]`, "before_id requires until to be set"},
+			{"BeforeIDMalformed", `[{"kinds":[9],"until":5,"before_id":"zz"}]`, "before_id must be a 64-char hex event id"},
+			{"TooManyChannels", `[{"kinds":[9],"#h":[` + channels(129) + `]}]`, "too many explicit channels"},
+			{"MixedSearch", `[{"kinds":[9],"search":"x"},{"kinds":[9]}]`, "mixed search and non-search filters not supported"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				res := b.signedPost(t, b.key, "/query", []byte(tc.body))
+				require.Equal(t, http.StatusBadRequest, res.status)
+				require.Equal(t, errorJSON(tc.msg), res.body)
+			})
+		}
+	})
+
+	t.Run("PGate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.signedPost(t, b.key, "/query", []byte(`[{"kinds":[1059]}]`))
+		require.Equal(t, http.StatusForbidden, res.status)
+		require.Equal(t, `{"error":"restricted: p-gated kinds require #p tag matching your pubkey"}`, res.body)
+		res = b.signedPost(t, b.key, "/query", []byte(`[{"kinds":[1059],"#p":["`+b.key.PubKey+`"]}]`))
+		require.Equal(t, http.StatusOK, res.status)
+	})
+
+	t.Run("DedupeAcrossFilters", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		now := time.Now().Unix()
+		x := b.key.Signed(t, 9, eventtest.Channel("general"), eventtest.At(now-10), eventtest.Content("x"))
+		y := b.key.Signed(t, 9, eventtest.Channel("general"), eventtest.At(now-5), eventtest.Content("y"))
+		b.publish(t, x, y)
+		body := fmt.Sprintf(`[{"ids":[%q]},{"kinds":[9],"#h":["general"]}]`, x.ID)
+		res := b.signedPost(t, b.key, "/query", []byte(body))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.Equal(t, []string{x.ID, y.ID}, ids(t, res.body))
+	})
+
+	t.Run("InaccessibleChannelYieldsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.open["secret"] = true
+		b.publish(t, b.key.Signed(t, 9, eventtest.Channel("secret")))
+		delete(b.store.open, "secret")
+		res := b.signedPost(t, b.key, "/query", []byte(`[{"kinds":[9],"#h":["secret"]}]`))
+		require.Equal(t, http.StatusOK, res.status)
+		require.Equal(t, `[]`, res.body)
+		require.Zero(t, b.store.queries, "a filter on inaccessible channels issues no read")
+	})
+
+	t.Run("BeforeIDPassedToReader", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		at := time.Now().Unix()
+		var evs []event.Event
+		for i := range 3 {
+			evs = append(evs, b.key.Signed(t, 9, eventtest.Channel("general"), eventtest.At(at), eventtest.Content(fmt.Sprint(i))))
+		}
+		b.publish(t, evs...)
+		first := b.signedPost(t, b.key, "/query", []byte(`[{"kinds":[9],"limit":2}]`))
+		page := ids(t, first.body)
+		require.Len(t, page, 2)
+		upper := strings.ToUpper(page[1])
+		res := b.signedPost(t, b.key, "/query", []byte(fmt.Sprintf(`[{"kinds":[9],"until":%d,"before_id":%q}]`, at, upper)))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		rest := ids(t, res.body)
+		require.Len(t, rest, 1)
+		require.NotContains(t, page, rest[0])
+		require.Equal(t, read.QueryOptions{BeforeID: page[1]}, b.store.lastOpts[len(b.store.lastOpts)-1])
+	})
+
+	t.Run("EmptyKindsAndEmptySearch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.signedPost(t, b.key, "/query", []byte(`[{"kinds":[]},{"kinds":[9],"limit":0}]`))
+		require.Equal(t, `[]`, res.body)
+		res = b.signedPost(t, b.key, "/query", []byte(`[{"search":"  "}]`))
+		require.Equal(t, `[]`, res.body)
+		require.Zero(t, b.store.queries)
+	})
+
+	t.Run("InternalFailure", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.fail = true
+		res := b.signedPost(t, b.key, "/query", []byte(`[{"kinds":[9]}]`))
+		require.Equal(t, http.StatusInternalServerError, res.status)
+		require.Equal(t, `{"error":"internal server error"}`, res.body)
+	})
+}
+
+func TestCount(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Sums", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.publish(t,
+			b.key.Signed(t, 9, eventtest.Channel("general"), eventtest.Content("a")),
+			b.key.Signed(t, 9, eventtest.Channel("general"), eventtest.Content("b")))
+		res := b.signedPost(t, b.key, "/count", []byte(`[{"kinds":[9],"#h":["general"]},{"kinds":[9],"#h":["secret"]},{"kinds":[9],"limit":1}]`))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.Equal(t, `{"count":4}`, res.body)
+	})
+
+	t.Run("Refusals", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.signedPost(t, b.key, "/count", []byte(`[{"kinds":[9],"search":"x"}]`))
+		require.Equal(t, http.StatusBadRequest, res.status)
+		require.Equal(t, errorJSON("search is not supported in COUNT"), res.body)
+		res = b.signedPost(t, b.key, "/count", []byte(`[{"kinds":[1059]}]`))
+		require.Equal(t, http.StatusForbidden, res.status)
+		require.Equal(t, errorJSON("restricted: p-gated kinds require #p tag matching your pubkey"), res.body)
+		b.store.tooBroad = true
+		res = b.signedPost(t, b.key, "/count", []byte(`[{"kinds":[9]}]`))
+		require.Equal(t, http.StatusBadRequest, res.status)
+		require.Equal(t, errorJSON("restricted: count filter requires narrower constraints"), res.body)
+		b.store.fail = true
+		res = b.signedPost(t, b.key, "/count", []byte(`[{"kinds":[9]}]`))
+		require.Equal(t, http.StatusInternalServerError, res.status)
+		require.Equal(t, `{"error":"internal server error"}`, res.body)
+	})
+}
+
+func channels(n int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%q", fmt.Sprintf("c%d", i))
+	}
+	return strings.Join(out, ",")
+}
