@@ -141,6 +141,9 @@ func New(cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if !cfg.RequireAuthToken {
+		s.log.Warn("X-Pubkey shortcut enabled: bridge requests without Authorization are trusted as the pubkey they name (BUZZ_REQUIRE_AUTH_TOKEN=false)")
+	}
 	s.nip11 = buildNIP11(cfg)
 	if len(cfg.CORSOrigins) > 0 {
 		s.origins = make(map[string]struct{}, len(cfg.CORSOrigins))
