@@ -1,0 +1,141 @@
+// Command buzz-bench is the load tool of spec 80 §1 and §3: it pre-signs a
+// workload, then measures ingest (WebSocket EVENT→OK or POST /events) and
+// the REQ shapes kinds, authors, #e and #p (REQ→EOSE) against one relay,
+// printing one JSON object per line per phase and a summary line.
+//
+// It only targets loopback hosts, and its run time is bounded by --duration.
+// It does NOT load data directly into PostgreSQL, start a relay, or judge
+// the figures against the targets.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	relay      string
+	conns      int
+	inflight   int
+	events     int
+	authors    int
+	duration   time.Duration
+	phases     []string
+	reqSeconds time.Duration
+	pids       []pidGroup
+}
+
+var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true}
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("buzz-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.relay, "relay", "ws://localhost:3000", "relay URL (loopback only)")
+	fs.IntVar(&c.conns, "conns", 8, "connections (each with its own authors)")
+	fs.IntVar(&c.inflight, "inflight", 1, "EVENTs in flight per connection")
+	fs.IntVar(&c.events, "events", 20000, "events per ingest phase")
+	fs.IntVar(&c.authors, "authors", 64, "distinct authors")
+	fs.DurationVar(&c.duration, "duration", 120*time.Second, "cap on the whole run")
+	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req")
+	reqSecs := fs.Float64("req-seconds", 10, "seconds per REQ shape")
+	pids := fs.String("pids", "", "CPU to report: name=PID[+PID…],… e.g. relay=123,postgres=456")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, errf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := checkLoopback(c.relay); err != nil {
+		return c, err
+	}
+	if c.conns < 1 || c.inflight < 1 || c.events < 1 || c.authors < 1 || c.duration <= 0 || *reqSecs <= 0 {
+		return c, errf("--conns, --inflight, --events, --authors, --duration and --req-seconds must be positive")
+	}
+	c.reqSeconds = time.Duration(*reqSecs * float64(time.Second))
+	for p := range strings.SplitSeq(*phases, ",") {
+		if !knownPhases[p] {
+			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req)", p)
+		}
+		c.phases = append(c.phases, p)
+	}
+	var err error
+	c.pids, err = parsePIDs(*pids)
+	return c, err
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		writeLine(stderr, map[string]string{"error": err.Error()})
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	if err := bench(ctx, cfg, stdout); err != nil {
+		writeLine(stderr, map[string]string{"error": err.Error()})
+		return 2
+	}
+	return 0
+}
+
+func writeLine(w io.Writer, v any) {
+	b, _ := json.Marshal(v)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// rejections counts non-accepted answers and keeps the first few messages.
+type rejections struct {
+	n     int
+	first []string
+}
+
+func (r *rejections) add(msg string) {
+	r.n++
+	if len(r.first) < 5 && !containsString(r.first, msg) {
+		r.first = append(r.first, msg)
+	}
+}
+
+func (r *rejections) merge(o rejections) {
+	r.n += o.n
+	for _, m := range o.first {
+		if len(r.first) < 5 && !containsString(r.first, m) {
+			r.first = append(r.first, m)
+		}
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
