@@ -150,9 +150,11 @@ func (c *Conn) read() {
 	}
 	if c.closing.Load() {
 		err = ErrClosed
+	} else {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	c.mu.Lock()
-	c.err = fmt.Errorf("%w: %w", ErrClosed, err)
+	c.err = err
 	subs := c.subs
 	c.subs = map[string]*sub{}
 	c.mu.Unlock()
