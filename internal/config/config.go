@@ -141,6 +141,10 @@ type Config struct {
 	// DrainTimeout bounds the graceful shutdown. Not read from the
 	// environment. Default 30s.
 	DrainTimeout time.Duration
+	// MembershipRecheck is how often authenticated connections' relay
+	// membership is re-checked when the gate is on. Not read from the
+	// environment (tests shorten it). Default 60 s.
+	MembershipRecheck time.Duration
 }
 
 // Error is an invalid configuration value. Its text is exactly
@@ -179,6 +183,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 		MetricsPort:       l.integer("BUZZ_METRICS_PORT", DefaultMetricsPort, 1, 65535),
 		RequireAuthToken:  true,
 		HeartbeatInterval: DefaultHeartbeatInterval,
+		MembershipRecheck: 60 * time.Second,
 		AuthTimeout:       DefaultAuthTimeout,
 		DrainTimeout:      DefaultDrainTimeout,
 	}

@@ -71,6 +71,7 @@ func TestLoad(t *testing.T) {
 			HeartbeatInterval:     30 * time.Second,
 			AuthTimeout:           5 * time.Second,
 			DrainTimeout:          30 * time.Second,
+			MembershipRecheck:     60 * time.Second,
 		}, c)
 	})
 
@@ -148,6 +149,7 @@ func TestLoad(t *testing.T) {
 			HeartbeatInterval:      30 * time.Second,
 			AuthTimeout:            5 * time.Second,
 			DrainTimeout:           30 * time.Second,
+			MembershipRecheck:      60 * time.Second,
 		}, c)
 	})
 

@@ -37,6 +37,14 @@ import (
 // Version is the build version reported by NIP-11 and /_status.
 var Version = "dev"
 
+// Hooks are fault-injection points for tests.
+type Hooks struct {
+	// AfterInsertFunc runs inside the write transaction after the event row.
+	AfterInsertFunc func(ctx context.Context, ev *event.Event) error
+	// QueryHookFunc runs before each history query of the read engine.
+	QueryHookFunc func(ctx context.Context, f *event.Filter) error
+}
+
 // App is a running relay: every component wired together. Tests build one
 // with Start and stop it with Close.
 type App struct {
@@ -61,7 +69,14 @@ type App struct {
 // Start opens the database (private cluster or DATABASE_URL), applies or
 // checks migrations, ensures partitions and the deployment community, and
 // builds every component. It opens no listener.
-func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
+//
+// Hooks are for tests: fault injection points inside the pipeline and the
+// read engine; production passes none.
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Hooks) (*App, error) {
+	var h Hooks
+	if len(hooks) > 0 {
+		h = hooks[0]
+	}
 	db, err := OpenDatabase(ctx, cfg, log, pg.MigrateCheck)
 	if err != nil {
 		return nil, err
@@ -105,18 +120,18 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, erro
 		a.RelayKey = event.GenerateKey() // single process only; never advertised
 	}
 	a.Resolver = community.NewResolver(a.Store)
-	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log})
+	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc})
 	fan := &fanout{}
 	a.Pipeline = ingest.New(ingest.Config{
 		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
-		ForgetAccessFunc: a.Reader.Forget,
+		ForgetAccessFunc: a.Reader.Forget, AfterInsertFunc: h.AfterInsertFunc,
 	})
 	a.Relay = relay.New(relay.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
 		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
-		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
 	})
 	fan.local = a.Relay
 	started := time.Now()

@@ -1,0 +1,277 @@
+// Package relaytest runs a whole buzz-relay in-process for end-to-end tests:
+// a fresh PostgreSQL database (dbtest), every component wired by package
+// server, real listeners on loopback, and raw WebSocket and HTTP helpers
+// that can speak for any tenant host. TEST ONLY.
+package relaytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/server"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// Relay is a running relay.
+type Relay struct {
+	App  *server.App
+	Port int
+	// Host is the deployment community's host, localhost:<port>.
+	Host       string
+	HealthURL  string
+	MetricsURL string
+	DBURL      string
+	cancel     context.CancelFunc
+	done       chan error
+	stopOnce   sync.Once
+}
+
+// Start runs a relay with the given environment overrides on a fresh
+// database. It stops when the test ends.
+func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
+	t.Helper()
+	_, url := dbtest.NewDB(t)
+	app, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := app.Addr().(*net.TCPAddr).Port
+	vars := map[string]string{
+		"DATABASE_URL":            url,
+		"BUZZ_AUTO_MIGRATE":       "true",
+		"RELAY_URL":               "ws://localhost:" + strconv.Itoa(port),
+		"BUZZ_BIND_ADDR":          app.Addr().String(),
+		"BUZZ_HEALTH_PORT":        strconv.Itoa(hl.Addr().(*net.TCPAddr).Port),
+		"BUZZ_METRICS_PORT":       strconv.Itoa(ml.Addr().(*net.TCPAddr).Port),
+		"BUZZ_DB_POOL_SIZE":       "10",
+		"BUZZ_LOG_FORMAT":         "text",
+		"BUZZ_LOG_LEVEL":          "warn",
+		"BUZZ_AUDIT_ENABLED":      "true",
+		"BUZZ_REQUIRE_AUTH_TOKEN": "true",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, _, err := config.Load(func(k string) string { return vars[k] }, nil)
+	require.NoError(t, err)
+	if d, ok := env["TEST_HEARTBEAT"]; ok {
+		cfg.HeartbeatInterval, _ = time.ParseDuration(d)
+	}
+	if d, ok := env["TEST_MEMBERSHIP_RECHECK"]; ok {
+		cfg.MembershipRecheck, _ = time.ParseDuration(d)
+	}
+	if d, ok := env["TEST_AUTH_TIMEOUT"]; ok {
+		cfg.AuthTimeout, _ = time.ParseDuration(d)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := server.Start(ctx, cfg, log, hooks...)
+	if err != nil {
+		cancel()
+		app.Close()
+		hl.Close()
+		ml.Close()
+		require.NoError(t, err)
+	}
+	r := &Relay{App: a, Port: port, Host: "localhost:" + strconv.Itoa(port), DBURL: url,
+		HealthURL: "http://" + hl.Addr().String(), MetricsURL: "http://" + ml.Addr().String(),
+		cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx, app, hl, ml) }()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Stop drains the relay and closes its database pool. Safe to call twice.
+func (r *Relay) Stop() {
+	r.stopOnce.Do(func() {
+		r.cancel()
+		<-r.done
+		r.App.Close()
+	})
+}
+
+// Community creates a community for host (a name without port gets the
+// relay's port appended, so URLs stay dialable) and returns its tenant host.
+func (r *Relay) Community(t testing.TB, name string) string {
+	t.Helper()
+	h := name + ":" + strconv.Itoa(r.Port)
+	_, err := r.App.Store.CommunityAdd(context.Background(), store.CommunityAddParams{Host: h})
+	require.NoError(t, err)
+	return h
+}
+
+// WS is a raw WebSocket client connection bound to one tenant host.
+type WS struct {
+	t    testing.TB
+	C    *websocket.Conn
+	Host string
+	// Challenge is the AUTH challenge the relay sent first.
+	Challenge string
+}
+
+// Dial opens a WebSocket with the given Host header ("" = the deployment
+// host) and reads the AUTH challenge.
+func (r *Relay) Dial(t testing.TB, host string) *WS {
+	t.Helper()
+	ws, resp, err := r.DialRaw(host)
+	require.NoError(t, err, "dial: %v", resp)
+	w := &WS{t: t, C: ws, Host: host}
+	if w.Host == "" {
+		w.Host = r.Host
+	}
+	ws.SetReadLimit(64 << 20)
+	t.Cleanup(func() { ws.CloseNow() })
+	msg := w.Next()
+	require.Equal(t, "AUTH", msg[0])
+	w.Challenge = msg[1].(string)
+	return w
+}
+
+// DialRaw dials without reading anything.
+func (r *Relay) DialRaw(host string) (*websocket.Conn, *http.Response, error) {
+	if host == "" {
+		host = r.Host
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return websocket.Dial(ctx, "ws://127.0.0.1:"+strconv.Itoa(r.Port)+"/", &websocket.DialOptions{Host: host})
+}
+
+// Send writes one frame; values are JSON-encoded as an array, a []byte is sent as is.
+func (w *WS) Send(parts ...any) {
+	w.t.Helper()
+	var b []byte
+	if len(parts) == 1 {
+		if raw, ok := parts[0].([]byte); ok {
+			b = raw
+		}
+	}
+	if b == nil {
+		var err error
+		b, err = json.Marshal(parts)
+		require.NoError(w.t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(w.t, w.C.Write(ctx, websocket.MessageText, b))
+}
+
+// Next reads the next frame as a JSON array, failing after 5 s.
+func (w *WS) Next() []any {
+	w.t.Helper()
+	msg, err := w.NextErr(5 * time.Second)
+	require.NoError(w.t, err)
+	return msg
+}
+
+// NextErr reads the next frame within d.
+func (w *WS) NextErr(d time.Duration) ([]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, b, err := w.C.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var msg []any
+	if err := json.Unmarshal(b, &msg); err != nil {
+		return nil, fmt.Errorf("frame %q: %w", b, err)
+	}
+	return msg, nil
+}
+
+// Auth authenticates as key with a correct AUTH event and expects OK true.
+func (w *WS) Auth(key eventtest.Key) {
+	w.t.Helper()
+	ev := key.Signed(w.t, event.KindAuth, eventtest.Content(""),
+		eventtest.Tag("challenge", w.Challenge), eventtest.Tag("relay", "ws://"+w.Host))
+	w.Send("AUTH", ev)
+	ok := w.Next()
+	require.Equal(w.t, []any{"OK", ev.ID, true, ""}, ok)
+}
+
+// Publish sends an EVENT and returns its OK, skipping other frames.
+func (w *WS) Publish(ev event.Event) (bool, string) {
+	w.t.Helper()
+	w.Send("EVENT", ev)
+	for {
+		msg := w.Next()
+		if msg[0] == "OK" && msg[1] == ev.ID {
+			return msg[2].(bool), msg[3].(string)
+		}
+	}
+}
+
+// MustPublish publishes and requires OK true with an empty message.
+func (w *WS) MustPublish(ev event.Event) {
+	w.t.Helper()
+	ok, msg := w.Publish(ev)
+	require.True(w.t, ok, msg)
+	require.Equal(w.t, "", msg)
+}
+
+// Req sends a REQ and collects events until EOSE or CLOSED; closed is the
+// CLOSED message ("" when EOSE came).
+func (w *WS) Req(sub string, filters ...any) (events []event.Event, closed string, gotEOSE bool) {
+	w.t.Helper()
+	w.Send(append([]any{"REQ", sub}, filters...)...)
+	for {
+		msg := w.Next()
+		if len(msg) < 2 || msg[1] != sub {
+			continue
+		}
+		switch msg[0] {
+		case "EVENT":
+			b, _ := json.Marshal(msg[2])
+			ev, err := event.Parse(b)
+			require.NoError(w.t, err)
+			events = append(events, ev)
+		case "EOSE":
+			return events, "", true
+		case "CLOSED":
+			return events, msg[2].(string), false
+		}
+	}
+}
+
+// HTTP sends a bridge request for host with a NIP-98 token signed by key
+// (nil key: no Authorization). It returns the status and body.
+func (r *Relay) HTTP(t testing.TB, host, method, path string, key *eventtest.Key, body []byte) (int, []byte) {
+	t.Helper()
+	if host == "" {
+		host = r.Host
+	}
+	req, err := http.NewRequest(method, "http://127.0.0.1:"+strconv.Itoa(r.Port)+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Host = host
+	if key != nil {
+		tok := key.Signed(t, event.KindNIP98, eventtest.Content(""),
+			eventtest.Tag("u", "http://"+host+path), eventtest.Tag("method", method))
+		req.Header.Set("Authorization", auth.NIP98Header(tok))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
