@@ -1,0 +1,197 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/ingest"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+func TestFrames(t *testing.T) {
+	t.Parallel()
+
+	t.Run("TooLargeKeepsConnection", func(t *testing.T) {
+		t.Parallel()
+		const limit = 4096
+		b := setup(t, func(c *Config) { c.MaxFrameBytes = limit })
+		c := b.dial(t)
+		c.auth(t)
+		ev := c.key.Signed(t, 1, eventtest.Content(strings.Repeat("x", limit+1024)))
+		frame := []byte(`["EVENT",` + string(ev.AppendJSON(nil)) + `]`)
+		c.sendRaw(t, frame)
+		msg := wire.FrameTooLarge(len(frame), limit)
+		c.expect(t, "NOTICE", msg)
+		c.expect(t, "OK", ev.ID, false, msg)
+		c.send(t, "REQ", "s", map[string]any{"kinds": []int{1}})
+		c.expect(t, "EOSE", "s")
+	})
+
+	t.Run("TwiceTheLimitCloses1009", func(t *testing.T) {
+		t.Parallel()
+		const limit = 4096
+		b := setup(t, func(c *Config) { c.MaxFrameBytes = limit })
+		c := b.dial(t)
+		c.sendRaw(t, []byte(`["REQ","s",{"#t":["`+strings.Repeat("y", 2*limit)+`"]}]`))
+		c.expect(t, "NOTICE", wire.FrameTooLarge(2*limit+1, limit))
+		err := c.closed(t)
+		require.Equal(t, websocket.StatusMessageTooBig, websocket.CloseStatus(err))
+	})
+
+	t.Run("ParseErrorsAndBinary", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		c := b.dial(t)
+		c.auth(t)
+		c.sendRaw(t, []byte(`{"not":"an array"}`))
+		c.expect(t, "NOTICE", "invalid message: Invalid message format: expected JSON array")
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		require.NoError(t, c.ws.Write(ctx, websocket.MessageBinary, []byte{0xff, 0xfe}))
+		require.NoError(t, c.ws.Write(ctx, websocket.MessageBinary, []byte(`["CLOSE","bin"]`)))
+		c.expect(t, "CLOSED", "bin", "") // the invalid UTF-8 frame was ignored
+	})
+}
+
+func TestSlowClient(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StoredEventClosesAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *Config) { c.SendBuffer = 16 })
+		fast := b.dial(t)
+		fast.auth(t)
+		fast.send(t, "REQ", "f", map[string]any{"kinds": []int{1}})
+		fast.expect(t, "EOSE", "f")
+
+		// The slow client reads synchronously up to EOSE, then stops.
+		slow := b.dialWith(t, dialOpts{paused: true})
+		readOne := func() []json.RawMessage {
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			_, raw, err := slow.ws.Read(ctx)
+			require.NoError(t, err)
+			var f []json.RawMessage
+			require.NoError(t, json.Unmarshal(raw, &f))
+			return f
+		}
+		slow.challenge = str(t, readOne()[1])
+		authEv := slow.authEvent(t, "ws://"+hostA)
+		slow.send(t, "AUTH", authEv)
+		require.Equal(t, "OK", str(t, readOne()[0]))
+		slow.send(t, "REQ", "s", map[string]any{"kinds": []int{1}})
+		require.Equal(t, "EOSE", str(t, readOne()[0]))
+
+		author := eventtest.NewKey()
+		content := strings.Repeat("z", 64<<10)
+		sent := 0
+		for ; sent < 5000 && testutil.ToFloat64(b.metrics.WSBackpressureDisconnects) == 0; sent++ {
+			ev := author.Signed(t, 1, eventtest.Content(content))
+			b.srv.Broadcast(ingest.Delivery{CommunityID: communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
+			require.Equal(t, ev.ID, eventID(t, fast.expect(t, "EVENT", "f")), "the fast subscriber gets every event")
+		}
+		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.WSBackpressureDisconnects))
+		slow.start()
+		err := slow.closed(t)
+		require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
+		require.Contains(t, err.Error(), "slow client")
+		eventually(t, func() bool { return b.srv.Connections() == 1 }, "slow client torn down")
+	})
+
+	t.Run("EphemeralStrikes", func(t *testing.T) {
+		t.Parallel()
+		srv := New(Config{SendBuffer: 1})
+		c := &conn{srv: srv, send: make(chan []byte, 1), ctrl: make(chan closeReq, 1), log: srv.log}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		require.True(t, c.enqueueLocked([]byte("typing"), true))
+		for range DefaultSlowClientGraceLimit - 1 {
+			require.False(t, c.enqueueLocked([]byte("typing"), true))
+			require.False(t, c.closing.Load())
+		}
+		<-c.send
+		require.True(t, c.enqueueLocked([]byte("typing"), true), "a successful enqueue resets the strikes")
+		for range DefaultSlowClientGraceLimit - 1 {
+			require.False(t, c.enqueueLocked([]byte("typing"), true))
+		}
+		require.False(t, c.closing.Load())
+		require.False(t, c.enqueueLocked([]byte("typing"), true))
+		require.True(t, c.closing.Load(), "the 15th consecutive drop closes")
+		req := <-c.ctrl
+		require.Equal(t, websocket.StatusPolicyViolation, req.code)
+		require.Equal(t, "slow client", req.reason)
+	})
+
+	t.Run("StoredOnFullQueue", func(t *testing.T) {
+		t.Parallel()
+		srv := New(Config{SendBuffer: 1})
+		c := &conn{srv: srv, send: make(chan []byte, 1), ctrl: make(chan closeReq, 1), log: srv.log}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		require.True(t, c.enqueueLocked([]byte("a"), false))
+		require.False(t, c.enqueueLocked([]byte("b"), false))
+		require.True(t, c.closing.Load())
+	})
+
+	t.Run("TypingOnlySubscriberClosed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *Config) { c.SendBuffer = 4 })
+		slow := b.dialWith(t, dialOpts{paused: true})
+		readOne := func() []json.RawMessage {
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			_, raw, err := slow.ws.Read(ctx)
+			require.NoError(t, err)
+			var f []json.RawMessage
+			require.NoError(t, json.Unmarshal(raw, &f))
+			return f
+		}
+		slow.challenge = str(t, readOne()[1])
+		authEv := slow.authEvent(t, "ws://"+hostA)
+		slow.send(t, "AUTH", authEv)
+		require.Equal(t, "OK", str(t, readOne()[0]))
+		slow.send(t, "REQ", "s", map[string]any{"kinds": []int{event.KindTyping}})
+		require.Equal(t, "EOSE", str(t, readOne()[0]))
+		author := eventtest.NewKey()
+		content := strings.Repeat("t", 64<<10)
+		for i := 0; i < 5000 && testutil.ToFloat64(b.metrics.WSBackpressureDisconnects) == 0; i++ {
+			ev := author.Signed(t, event.KindTyping, eventtest.Content(content))
+			b.srv.Broadcast(ingest.Delivery{CommunityID: communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
+		}
+		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.WSBackpressureDisconnects))
+		slow.start()
+		require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(slow.closed(t)))
+	})
+}
+
+func TestHeartbeat(t *testing.T) {
+	t.Parallel()
+	const interval = 30 * time.Millisecond
+	b := setup(t, func(c *Config) {
+		c.HeartbeatInterval = interval
+		c.AuthTimeout = time.Minute
+	})
+
+	start := time.Now()
+	deaf := b.dialWith(t, dialOpts{onPing: func(context.Context, []byte) bool { return false }})
+	var pings atomic.Int64
+	alive := b.dialWith(t, dialOpts{onPing: func(context.Context, []byte) bool { pings.Add(1); return true }})
+
+	err := deaf.closed(t)
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
+	require.GreaterOrEqual(t, time.Since(start), 3*interval)
+
+	eventually(t, func() bool { return pings.Load() >= 8 }, "the answering client keeps being pinged")
+	alive.send(t, "CLOSE", "still-here")
+	alive.expect(t, "CLOSED", "still-here", "")
+}
