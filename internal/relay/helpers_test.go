@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -423,5 +422,3 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
 	require.Eventually(t, cond, waitFor, 5*time.Millisecond, msg)
 }
-
-var _ = strings.TrimSpace
