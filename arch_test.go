@@ -1,0 +1,84 @@
+// Package buzz_test holds the architecture test: the import graph of the
+// module must follow the arrows of docs/ARCHITECTURE.md.
+package buzz_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/buzz-relay/buzz/"
+
+// may maps each internal package to the internal packages it may import.
+// docs/ARCHITECTURE.md carries the same table with the reasons.
+var may = map[string]string{
+	"event":     "",
+	"wire":      "event",
+	"host":      "",
+	"config":    "",
+	"pg":        "",
+	"pgcluster": "",
+	"metrics":   "",
+	"health":    "",
+	"store":     "event pg",
+	"community": "host pg store",
+	"read":      "event metrics store",
+	"auth":      "event host",
+	"ingest":    "event host metrics pg store wire",
+	"relay":     "auth event host ingest metrics read wire",
+	"httpapi":   "auth event host ingest metrics read wire",
+	"client":    "event wire",
+	"server":    "community config event health httpapi ingest metrics pg pgcluster read relay store",
+	"dbtest":    "pg pgcluster",
+	"eventtest": "event",
+	"relaytest": "auth config dbtest event eventtest server store",
+	"e2e":       "",
+}
+
+// pure packages import only the standard library and the Schnorr library.
+var pure = map[string]bool{"event": true, "wire": true, "host": true}
+
+func TestArrows(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		for _, imp := range fields[1:] {
+			if why := broken(pkg, imp); why != "" {
+				t.Errorf("%s imports %s: %s", pkg, imp, why)
+			}
+		}
+	}
+}
+
+func broken(pkg, imp string) string {
+	if strings.HasPrefix(imp, module+"cmd/") {
+		return "nothing imports cmd/"
+	}
+	if !strings.HasPrefix(pkg, "internal/") {
+		return "" // cmd/ and the module root may import any internal package
+	}
+	name := strings.TrimPrefix(pkg, "internal/")
+	allowed, known := may[name]
+	if !known {
+		return "package missing from the arrows table"
+	}
+	if strings.HasPrefix(imp, module+"internal/") {
+		dep := strings.TrimPrefix(imp, module+"internal/")
+		for _, a := range strings.Fields(allowed) {
+			if a == dep {
+				return ""
+			}
+		}
+		return "not in its arrows"
+	}
+	if pure[name] && strings.Contains(imp, ".") && !strings.HasPrefix(imp, "github.com/btcsuite/btcd/btcec/v2") {
+		return "the core is pure: standard library and Schnorr only"
+	}
+	return ""
+}
