@@ -62,6 +62,11 @@ func New(cfg Config) *Pipeline {
 	return &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
 }
 
+// outOfScopeEphemeral are kinds of the ephemeral range that the product
+// refuses as unknown instead of fanning them out: the NIP-43 leave request
+// (spec 10 §2.5, §4.1, check 20).
+var outOfScopeEphemeral = event.KindSet{28936: {}}
+
 // refusal is a pipeline answer other than success, carried as an error
 // through the steps.
 type refusal struct{ res Result }
@@ -101,6 +106,9 @@ func (p *Pipeline) submit(ctx context.Context, req Request) Result {
 		return p.answer(ctx, req, err)
 	}
 	if event.IsEphemeral(ev.Kind) {
+		if outOfScopeEphemeral.Has(ev.Kind) { // 9
+			return p.answer(ctx, req, reject(wire.Restricted, "unknown event kind"))
+		}
 		return p.answer(ctx, req, p.ephemeral(ctx, req))
 	}
 	plan, err := p.authorize(ctx, req) // steps 9–19
