@@ -53,7 +53,9 @@ func TestKindsAccepted(t *testing.T) {
 		inChannel bool
 	}
 	plain := func(kind int, opts ...eventtest.Option) func(*testing.T, eventtest.Key, *relaytest.WS) event.Event {
-		return func(t *testing.T, author eventtest.Key, _ *relaytest.WS) event.Event { return author.Signed(t, kind, opts...) }
+		return func(t *testing.T, author eventtest.Key, _ *relaytest.WS) event.Event {
+			return author.Signed(t, kind, opts...)
+		}
 	}
 	inChannel := func(kind int) func(*testing.T, eventtest.Key, *relaytest.WS) event.Event {
 		return func(t *testing.T, author eventtest.Key, _ *relaytest.WS) event.Event {
