@@ -33,6 +33,13 @@ type plan struct {
 	forget []string
 }
 
+// simple reports whether the event's write transaction holds nothing but
+// the event row and its mentions (no lock, no other row).
+func (pl *plan) simple(kind int) bool {
+	return !event.IsReplaceable(kind) && !event.IsAddressable(kind) && pl.dTag == nil && pl.delTarget == nil && pl.delCoord == nil && pl.reactTarget == nil &&
+		!pl.setNIP05 && pl.addPolicy == ""
+}
+
 type coordinate struct {
 	kind   int
 	pubkey string

@@ -21,6 +21,12 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 	ev := &req.Event
 	cid := req.Tenant.CommunityID
 	s := p.cfg.Store
+	if pl.simple(ev.Kind) && p.cfg.AfterInsertFunc == nil {
+		// The hot path: the event row and its mentions are one statement,
+		// so it commits atomically on its own in one round trip.
+		inserted, err := s.EventInsert(ctx, p.cfg.Pool, store.EventInsertParams{CommunityID: cid, Event: ev, Channel: pl.channel, DTag: pl.dTag})
+		return !inserted, err
+	}
 	err = p.inTx(ctx, func(tx pgx.Tx) error {
 		duplicate = false
 		if key, ok := replaceableKey(cid, ev, pl); ok {
