@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip11"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -349,46 +351,84 @@ func TestHistoryDatabaseError(t *testing.T) { // check 85
 }
 
 // TestIndependentClient speaks to the relay with go-nostr, an independent
-// client library: AUTH with its own signer, publish, query and rpCount.
+// client library: its connection, envelopes, signer and NIP-11 fetcher.
+// (Its Relay type is not used: Relay.Close races with its own writer
+// goroutine under the race detector.)
 func TestIndependentClient(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	url := "ws://" + r.Host
 
-	notices := make(chan string, 8)
-	rl, err := nostr.RelayConnect(ctx, "ws://"+r.Host, nostr.WithNoticeHandler(func(n string) {
-		select {
-		case notices <- n:
-		default:
-		}
-	}))
+	info, err := nip11.Fetch(ctx, url)
 	require.NoError(t, err)
-	defer rl.Close()
+	require.Equal(t, "Buzz Relay", info.Name)
+	require.Contains(t, info.SupportedNIPs, any(float64(42)))
+
+	conn, err := nostr.NewConnection(ctx, url, nil, nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	next := func() nostr.Envelope {
+		t.Helper()
+		var buf bytes.Buffer
+		require.NoError(t, conn.ReadMessage(ctx, &buf))
+		env := nostr.ParseMessage(buf.String())
+		require.NotNil(t, env, "unparsable frame %s", buf.String())
+		return env
+	}
+	send := func(env nostr.Envelope) {
+		t.Helper()
+		b, err := env.MarshalJSON()
+		require.NoError(t, err)
+		require.NoError(t, conn.WriteMessage(ctx, b))
+	}
+	challenge, ok := next().(*nostr.AuthEnvelope)
+	require.True(t, ok)
+	require.NotNil(t, challenge.Challenge)
+
 	sk := nostr.GeneratePrivateKey()
 	pub, err := nostr.GetPublicKey(sk)
 	require.NoError(t, err)
-
 	note := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Tags: nostr.Tags{}, Content: "hello from go-nostr"}
 	require.NoError(t, note.Sign(sk))
-	// Before AUTH the relay refuses; the OK also orders this goroutine after
-	// the challenge the client library stored.
-	err = rl.Publish(ctx, note)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "auth-required: not authenticated")
 
-	require.NoError(t, rl.Auth(ctx, func(ev *nostr.Event) error { return ev.Sign(sk) }))
-	require.NoError(t, rl.Publish(ctx, note))
+	send(&nostr.EventEnvelope{Event: note})
+	okEnv, isOK := next().(*nostr.OKEnvelope)
+	require.True(t, isOK)
+	require.Equal(t, nostr.OKEnvelope{EventID: note.ID, OK: false, Reason: "auth-required: not authenticated"}, *okEnv)
 
-	got, err := rl.QuerySync(ctx, nostr.Filter{IDs: []string{note.ID}})
+	authEv := nostr.Event{Kind: nostr.KindClientAuthentication, CreatedAt: nostr.Now(),
+		Tags: nostr.Tags{{"relay", url}, {"challenge", *challenge.Challenge}}}
+	require.NoError(t, authEv.Sign(sk))
+	send(&nostr.AuthEnvelope{Event: authEv})
+	okEnv, isOK = next().(*nostr.OKEnvelope)
+	require.True(t, isOK)
+	require.Equal(t, nostr.OKEnvelope{EventID: authEv.ID, OK: true, Reason: ""}, *okEnv)
+
+	send(&nostr.EventEnvelope{Event: note})
+	okEnv, isOK = next().(*nostr.OKEnvelope)
+	require.True(t, isOK)
+	require.Equal(t, nostr.OKEnvelope{EventID: note.ID, OK: true, Reason: ""}, *okEnv)
+
+	send(&nostr.ReqEnvelope{SubscriptionID: "q", Filters: nostr.Filters{{IDs: []string{note.ID}}}})
+	evEnv, isEvent := next().(*nostr.EventEnvelope)
+	require.True(t, isEvent)
+	require.Equal(t, "q", *evEnv.SubscriptionID)
+	require.Equal(t, note.ID, evEnv.Event.ID)
+	require.Equal(t, pub, evEnv.Event.PubKey)
+	require.Equal(t, "hello from go-nostr", evEnv.Event.Content)
+	valid, err := evEnv.Event.CheckSignature()
 	require.NoError(t, err)
-	require.Len(t, got, 1)
-	require.Equal(t, note.ID, got[0].ID)
-	require.Equal(t, pub, got[0].PubKey)
-	require.Equal(t, "hello from go-nostr", got[0].Content)
-	require.True(t, got[0].CheckID())
+	require.True(t, valid)
+	eose, isEOSE := next().(*nostr.EOSEEnvelope)
+	require.True(t, isEOSE)
+	require.Equal(t, "q", string(*eose))
 
-	n, _, err := rl.Count(ctx, nostr.Filters{{Kinds: []int{1}, Authors: []string{pub}}})
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+	send(&nostr.CountEnvelope{SubscriptionID: "c", Filter: nostr.Filter{Kinds: []int{1}, Authors: []string{pub}}})
+	cnt, isCount := next().(*nostr.CountEnvelope)
+	require.True(t, isCount)
+	require.Equal(t, "c", cnt.SubscriptionID)
+	require.NotNil(t, cnt.Count)
+	require.EqualValues(t, 1, *cnt.Count)
 }
