@@ -83,6 +83,42 @@ func TestCommunityCommand(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("AddWithOwner", func(t *testing.T) {
+		t.Parallel()
+		b := setupCLI(t)
+		owner := eventtest.NewKey()
+		added := b.mustRun(t, "community", "add", "--host", "o.test", "--owner", owner.PubKey).lines(t)[0]
+		require.Equal(t, "o.test", added["host"])
+		list := b.mustRun(t, "member", "list", "--host", "o.test").lines(t)
+		require.Len(t, list, 1)
+		require.Equal(t, owner.PubKey, list[0]["pubkey"])
+		require.Equal(t, "owner", list[0]["role"])
+	})
+
+	t.Run("ListWithoutAliases", func(t *testing.T) {
+		t.Parallel()
+		b := setupCLI(t)
+		b.mustRun(t, "community", "add", "--host", "c.test")
+		list := b.mustRun(t, "community", "list").lines(t)
+		require.Len(t, list, 1)
+		require.Equal(t, []any{}, list[0]["aliases"])
+	})
+
+	t.Run("UsageErrors", func(t *testing.T) {
+		t.Parallel()
+		b := setupCLI(t)
+		for _, args := range [][]string{
+			{"community"}, {"community", "rename"}, {"community", "add"}, {"community", "add", "--bogus"},
+			{"member", "list"}, {"member", "add", "--host", "x.test", "--pubkey", strings.Repeat("a", 64), "--role", "boss"},
+			{"no-such-command"},
+		} {
+			res := b.run(t, args...)
+			require.Equal(t, 2, res.Code, "buzz-relay %v", args)
+			require.NotEmpty(t, res.Stderr, "buzz-relay %v", args)
+			require.Empty(t, res.Stdout, "buzz-relay %v", args)
+		}
+	})
+
 	t.Run("AddHostToUnknownHostFails", func(t *testing.T) {
 		t.Parallel()
 		b := setupCLI(t)

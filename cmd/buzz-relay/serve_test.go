@@ -99,11 +99,15 @@ func TestFirstStart(t *testing.T) {
 	cli["BUZZ_DATA_DIR"] = env["BUZZ_DATA_DIR"]
 	res := runBinary(t, cli, "community", "list")
 	require.Equal(t, 0, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
-	var hosts []any
+	var dev map[string]any
 	for _, line := range res.lines(t) {
-		hosts = append(hosts, line["host"])
+		if line["host"] == "localhost:3000" {
+			dev = line
+		}
 	}
-	require.Contains(t, hosts, "localhost:3000")
+	require.NotNil(t, dev, "no community for localhost:3000:\n%s", res.Stdout)
+	require.Regexp(t, uuidRE, dev["community_id"])
+	require.Equal(t, []any{}, dev["aliases"])
 	// The relay is still serving on the cluster the command shared.
 	p.waitReady()
 
