@@ -36,6 +36,9 @@ func (s *Server) events(ctx context.Context, rq *bridgeRequest) (any, error) {
 		Source: ingest.SourceHTTP,
 		Event:  ev,
 	})
+	if res.After != nil {
+		res.After() // evictions of revoked subscriptions; they concern other connections
+	}
 	switch status := statusOf(res.Code); status {
 	case http.StatusOK:
 		msg := res.Message

@@ -29,15 +29,29 @@ type plan struct {
 	nip05     *string
 	setNIP05  bool
 	addPolicy string
-	// forget lists readers whose cached access the commit changes.
-	forget []string
+	// forget lists readers whose cached access the commit changes;
+	// forgetAll drops the whole community's cached access.
+	forget    []string
+	forgetAll bool
+	// group is the NIP-29 command's decision (kinds 9000–9022).
+	group *groupPlan
+	// state: re-publish 39000–39002; notices: 44100/44101 to send.
+	state          bool
+	notices        []notice
+	channelCreated bool
+	// evictions after the answer (spec 10 §5.5).
+	evictPubkey     string
+	evictNonMembers bool
+	evictAll        bool
+	// thread is the reply's thread row (NIP-10).
+	thread *store.ThreadReplyParams
 }
 
 // simple reports whether the event's write transaction holds nothing but
 // the event row and its mentions (no lock, no other row).
 func (pl *plan) simple(kind int) bool {
 	return !event.IsReplaceable(kind) && !event.IsAddressable(kind) && pl.dTag == nil && pl.delTarget == nil && pl.delCoord == nil && pl.reactTarget == nil &&
-		!pl.setNIP05 && pl.addPolicy == ""
+		!pl.setNIP05 && pl.addPolicy == "" && pl.group == nil && pl.thread == nil
 }
 
 type coordinate struct {
@@ -46,10 +60,6 @@ type coordinate struct {
 	d      string
 }
 
-// nip29Kinds are the NIP-29 commands whose state machine lives in the
-// channel work; until it lands they are refused as unknown.
-var nip29Kinds = event.KindSet{9000: {}, 9001: {}, 9002: {}, 9005: {}, 9007: {}, 9008: {}, 9021: {}, 9022: {}}
-
 // channelExempt kinds skip step 14: their own rules decide.
 var channelExempt = event.KindSet{9002: {}, 9005: {}, 9007: {}, 9008: {}, 9021: {}, 40003: {}}
 
@@ -57,7 +67,7 @@ var channelExempt = event.KindSet{9002: {}, 9005: {}, 9007: {}, 9008: {}, 9021: 
 func (p *Pipeline) authorize(ctx context.Context, req Request) (*plan, error) {
 	ev := &req.Event
 	cid := req.Tenant.CommunityID
-	if !event.IsAccepted(ev.Kind) || nip29Kinds.Has(ev.Kind) || ev.Kind == event.KindMessageEdit || ev.Kind == event.KindForumVote { // 9
+	if !event.IsAccepted(ev.Kind) { // 9
 		return nil, reject(wire.Restricted, "unknown event kind")
 	}
 	pl := &plan{}
@@ -103,6 +113,11 @@ func (p *Pipeline) authorize(ctx context.Context, req Request) (*plan, error) {
 			return nil, invalid("channel is archived")
 		}
 	}
+	if groupKinds.Has(ev.Kind) { // 16 (the stateful part runs under the channel lock in commit)
+		if err := checkGroupShape(ev, pl); err != nil {
+			return nil, err
+		}
+	}
 	if ev.Kind == event.KindDeletion { // 17
 		if err := p.deletion(ctx, req, pl); err != nil {
 			return nil, err
@@ -110,6 +125,20 @@ func (p *Pipeline) authorize(ctx context.Context, req Request) (*plan, error) {
 	}
 	if err := p.validateKind(req, pl); err != nil { // 18
 		return nil, err
+	}
+	switch { // 19 and the target rules of edits and votes
+	case event.ThreadKinds.Has(ev.Kind):
+		if err := p.resolveThread(ctx, cid, ev, pl); err != nil {
+			return nil, err
+		}
+	case ev.Kind == event.KindMessageEdit:
+		if err := p.checkEdit(ctx, cid, ev, pl); err != nil {
+			return nil, err
+		}
+	case ev.Kind == event.KindForumVote:
+		if err := p.checkVote(ctx, cid, ev, pl); err != nil {
+			return nil, err
+		}
 	}
 	return pl, nil
 }

@@ -17,7 +17,7 @@ import (
 // commit is step 20: one write transaction holding everything that must be
 // consistent with the event. duplicate is true when nothing was stored
 // because the event (or a newer version of its key) already is.
-func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate bool, err error) {
+func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate bool, follow []*event.Event, err error) {
 	ev := &req.Event
 	cid := req.Tenant.CommunityID
 	s := p.cfg.Store
@@ -25,10 +25,17 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 		// The hot path: the event row and its mentions are one statement,
 		// so it commits atomically on its own in one round trip.
 		inserted, err := s.EventInsert(ctx, p.cfg.Pool, store.EventInsertParams{CommunityID: cid, Event: ev, Channel: pl.channel, DTag: pl.dTag})
-		return !inserted, err
+		return !inserted, nil, err
 	}
+	base := *pl
 	err = p.inTx(ctx, func(tx pgx.Tx) error {
-		duplicate = false
+		duplicate, follow = false, nil
+		*pl = base // a retried transaction starts from the plan authorize made
+		if pl.group != nil {
+			if err := p.applyGroup(ctx, tx, req, pl); err != nil {
+				return err
+			}
+		}
 		if key, ok := replaceableKey(cid, ev, pl); ok {
 			if err := s.AdvisoryXactLock(ctx, tx, lockKey(key)); err != nil {
 				return err
@@ -70,12 +77,16 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 				return fmt.Errorf("after insert: %w", err)
 			}
 		}
-		return p.sideEffects(ctx, tx, req, pl)
+		if err := p.sideEffects(ctx, tx, req, pl); err != nil {
+			return err
+		}
+		follow, err = p.followUps(ctx, tx, req, pl)
+		return err
 	})
 	if err == errRollback {
-		return true, nil
+		return true, nil, nil
 	}
-	return duplicate, err
+	return duplicate, follow, err
 }
 
 // errRollback ends a transaction that must leave no trace without being an error.
@@ -96,6 +107,16 @@ func (p *Pipeline) sideEffects(ctx context.Context, tx pgx.Tx, req Request, pl *
 			if err := s.ReactionRemove(ctx, tx, cid, t.ID); err != nil {
 				return err
 			}
+		}
+		if changed {
+			if err := s.ThreadReplyRemoved(ctx, tx, cid, t.ID); err != nil {
+				return err
+			}
+		}
+	}
+	if pl.thread != nil {
+		if err := s.ThreadReplyAdd(ctx, tx, *pl.thread); err != nil {
+			return err
 		}
 	}
 	if c := pl.delCoord; c != nil && event.IsAddressable(c.kind) {

@@ -39,6 +39,14 @@ type Config struct {
 	ForgetAccessFunc func(communityID, reader string)
 	// NowFunc returns the current time. Default time.Now.
 	NowFunc func() time.Time
+	// RelayKey signs the relay's follow-up events (group state, notices).
+	RelayKey []byte
+	// SignFunc, when set, signs relay events instead of RelayKey. Tests use
+	// it to make signing fail.
+	SignFunc func(ev *event.Event) error
+	// EvictFunc removes a channel from live subscriptions (pubkey "" = every
+	// holder; nonMembersOnly, when set, picks whom). Wired to the relay.
+	EvictFunc func(communityID, channel, pubkey string, nonMembersOnly func(pubkey string) bool)
 	// AfterInsertFunc, when set, runs inside the write transaction right after
 	// the event row is inserted; an error it returns rolls everything back.
 	// Tests use it to inject faults.
@@ -115,7 +123,7 @@ func (p *Pipeline) submit(ctx context.Context, req Request) Result {
 	if err != nil {
 		return p.answer(ctx, req, err)
 	}
-	dup, err := p.commit(ctx, req, plan) // step 20
+	dup, follow, err := p.commit(ctx, req, plan) // step 20
 	if err != nil {
 		return p.answer(ctx, req, err)
 	}
@@ -124,11 +132,21 @@ func (p *Pipeline) submit(ctx context.Context, req Request) Result {
 	}
 	if m := p.cfg.Metrics; m != nil {
 		m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
+		if plan.channelCreated {
+			m.ChannelsCreated.WithLabelValues(req.Tenant.Host, plan.group.channelType).Inc()
+		}
 	}
 	p.log.Debug("event stored", slog.String("community", req.Tenant.Host), slog.String("event_id", ev.ID), slog.Int("kind", ev.Kind))
+	p.forgetAccess(req, plan)                             // stale caches go right after commit
 	p.broadcast(req.Tenant.CommunityID, plan.channel, ev) // step 21
-	p.afterCommit(req, plan)                              // cache invalidation
-	return Result{Code: Accepted}                         // step 22
+	for _, fe := range follow {
+		channel := plan.channel
+		if fe.Kind == event.KindMemberAdded || fe.Kind == event.KindMemberRemoved {
+			channel = ""
+		}
+		p.broadcast(req.Tenant.CommunityID, channel, fe)
+	}
+	return Result{Code: Accepted, After: p.evictions(req, plan)} // step 22; evictions are step 23
 }
 
 // answer turns a step's error into a Result; anything that is not a refusal
@@ -230,12 +248,41 @@ func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
 	p.cfg.Broadcaster.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
 }
 
-func (p *Pipeline) afterCommit(req Request, plan *plan) {
+func (p *Pipeline) forgetAccess(req Request, plan *plan) {
 	if p.cfg.ForgetAccessFunc == nil {
+		return
+	}
+	if plan.forgetAll {
+		p.cfg.ForgetAccessFunc(req.Tenant.CommunityID, "")
 		return
 	}
 	for _, who := range plan.forget {
 		p.cfg.ForgetAccessFunc(req.Tenant.CommunityID, who)
+	}
+}
+
+// evictions returns the dispatch that runs after the answer (step 23):
+// live subscriptions that lost access to the channel stop at once.
+func (p *Pipeline) evictions(req Request, plan *plan) func() {
+	evict := p.cfg.EvictFunc
+	if evict == nil || (plan.evictPubkey == "" && !plan.evictNonMembers && !plan.evictAll) {
+		return nil
+	}
+	cid, ch := req.Tenant.CommunityID, plan.channel
+	return func() {
+		switch {
+		case plan.evictAll:
+			evict(cid, ch, "", nil)
+		case plan.evictNonMembers:
+			evict(cid, ch, "", func(pubkey string) bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, cid, ch, pubkey)
+				return err != nil || !st.ActiveMember()
+			})
+		default:
+			evict(cid, ch, plan.evictPubkey, nil)
+		}
 	}
 }
 

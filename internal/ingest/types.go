@@ -54,6 +54,9 @@ type Result struct {
 	Code Code
 	// Message is the exact OK message (empty for Accepted).
 	Message string
+	// After, when set, is dispatch that must run after the answer was
+	// queued (evictions of revoked subscriptions). The door calls it.
+	After func()
 }
 
 // OK reports the boolean of the OK frame.

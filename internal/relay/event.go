@@ -47,6 +47,9 @@ func (c *conn) handleEvent(ev event.Event) {
 			Event:  ev,
 		})
 		c.reply(wire.OK(ev.ID, res.OK(), res.Message))
+		if res.After != nil {
+			res.After() // dispatch after the answer: evictions
+		}
 	})
 }
 

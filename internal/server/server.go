@@ -41,6 +41,8 @@ var Version = "dev"
 type Hooks struct {
 	// AfterInsertFunc runs inside the write transaction after the event row.
 	AfterInsertFunc func(ctx context.Context, ev *event.Event) error
+	// SignFunc replaces the relay's signing of follow-up events.
+	SignFunc func(ev *event.Event) error
 	// QueryHookFunc runs before each history query of the read engine.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
 }
@@ -125,6 +127,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Pipeline = ingest.New(ingest.Config{
 		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
 		ForgetAccessFunc: a.Reader.Forget, AfterInsertFunc: h.AfterInsertFunc,
+		RelayKey: a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 	})
 	a.Relay = relay.New(relay.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
@@ -265,7 +268,13 @@ func (a *App) maintenance(ctx context.Context) error {
 // fanout breaks the construction cycle between the pipeline (which
 // broadcasts) and the relay (which submits): it forwards to the relay's
 // subscription index once that exists.
-type fanout struct{ local ingest.Broadcaster }
+type fanout struct{ local *relay.Server }
+
+func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
+	if f.local != nil {
+		f.local.Evict(communityID, channel, pubkey, nonMembersOnly)
+	}
+}
 
 func (f *fanout) Broadcast(d ingest.Delivery) {
 	if f.local != nil {

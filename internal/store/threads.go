@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// ThreadRow is a thread_metadata row.
+type ThreadRow struct {
+	EventID         string
+	CreatedAt       int64
+	Channel         string
+	ParentID        string
+	ParentCreatedAt int64
+	RootID          string
+	RootCreatedAt   int64
+	Depth           int
+	ReplyCount      int
+	DescendantCount int
+	Broadcast       bool
+}
+
+// ThreadGet returns the thread row of an event; found is false when it has none.
+func (s *Store) ThreadGet(ctx context.Context, q pg.Querier, communityID, eventID string) (r ThreadRow, found bool, err error) {
+	var (
+		ts, pts, rts *time.Time
+		pid, rid     []byte
+	)
+	err = q.QueryRow(ctx, `SELECT event_created_at, channel_id::text, parent_event_id, parent_event_created_at,
+			root_event_id, root_event_created_at, depth, reply_count, descendant_count, broadcast
+		FROM thread_metadata WHERE community_id = $1 AND event_id = $2 LIMIT 1`, communityID, hexOne(eventID)).
+		Scan(&ts, &r.Channel, &pid, &pts, &rid, &rts, &r.Depth, &r.ReplyCount, &r.DescendantCount, &r.Broadcast)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ThreadRow{}, false, nil
+	}
+	if err != nil {
+		return ThreadRow{}, false, fmt.Errorf("thread row: %w", err)
+	}
+	r.EventID = eventID
+	r.CreatedAt = unix(ts)
+	r.ParentID, r.ParentCreatedAt = hexOrEmpty(pid), unix(pts)
+	r.RootID, r.RootCreatedAt = hexOrEmpty(rid), unix(rts)
+	return r, true, nil
+}
+
+// ThreadReplyParams describe a new reply.
+type ThreadReplyParams struct {
+	CommunityID     string
+	Channel         string
+	EventID         string
+	CreatedAt       int64
+	ParentID        string
+	ParentCreatedAt int64
+	RootID          string
+	RootCreatedAt   int64
+	Depth           int
+	Broadcast       bool
+}
+
+// ThreadReplyAdd writes a reply's row, ensures depth-0 rows for its parent
+// and root, and bumps the parent's reply_count and last_reply_at and the
+// root's descendant_count. A reply row that already exists changes nothing.
+func (s *Store) ThreadReplyAdd(ctx context.Context, q pg.Querier, p ThreadReplyParams) error {
+	tag, err := q.Exec(ctx, `INSERT INTO thread_metadata (community_id, event_created_at, event_id, channel_id,
+			parent_event_id, parent_event_created_at, root_event_id, root_event_created_at, depth, broadcast)
+		VALUES ($1, to_timestamp($2), $3, $4, $5, to_timestamp($6), $7, to_timestamp($8), $9, $10)
+		ON CONFLICT DO NOTHING`,
+		p.CommunityID, p.CreatedAt, hexOne(p.EventID), p.Channel, hexOne(p.ParentID), p.ParentCreatedAt,
+		hexOne(p.RootID), p.RootCreatedAt, p.Depth, p.Broadcast)
+	if err != nil {
+		return fmt.Errorf("insert thread row: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	for _, top := range [][2]any{{p.ParentID, p.ParentCreatedAt}, {p.RootID, p.RootCreatedAt}} {
+		if _, err := q.Exec(ctx, `INSERT INTO thread_metadata (community_id, event_created_at, event_id, channel_id, depth)
+			SELECT $1, to_timestamp($2), $3, $4, 0
+			WHERE NOT EXISTS (SELECT 1 FROM thread_metadata WHERE community_id = $1 AND event_id = $3)
+			ON CONFLICT DO NOTHING`, p.CommunityID, top[1], hexOne(top[0].(string)), p.Channel); err != nil {
+			return fmt.Errorf("ensure thread top row: %w", err)
+		}
+	}
+	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET reply_count = reply_count + 1, last_reply_at = now()
+		WHERE community_id = $1 AND event_id = $2`, p.CommunityID, hexOne(p.ParentID)); err != nil {
+		return fmt.Errorf("bump parent: %w", err)
+	}
+	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET descendant_count = descendant_count + 1
+		WHERE community_id = $1 AND event_id = $2`, p.CommunityID, hexOne(p.RootID)); err != nil {
+		return fmt.Errorf("bump root: %w", err)
+	}
+	return nil
+}
+
+// ThreadReplyRemoved decrements the counters a deleted reply contributed
+// to, never below 0. It does nothing for an event without a reply row.
+func (s *Store) ThreadReplyRemoved(ctx context.Context, q pg.Querier, communityID, eventID string) error {
+	r, found, err := s.ThreadGet(ctx, q, communityID, eventID)
+	if err != nil || !found || r.ParentID == "" {
+		return err
+	}
+	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET reply_count = GREATEST(reply_count - 1, 0)
+		WHERE community_id = $1 AND event_id = $2`, communityID, hexOne(r.ParentID)); err != nil {
+		return fmt.Errorf("decrement parent: %w", err)
+	}
+	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET descendant_count = GREATEST(descendant_count - 1, 0)
+		WHERE community_id = $1 AND event_id = $2`, communityID, hexOne(r.RootID)); err != nil {
+		return fmt.Errorf("decrement root: %w", err)
+	}
+	return nil
+}
+
+func unix(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.Unix()
+}
+
+func hexOrEmpty(b []byte) string {
+	if b == nil {
+		return ""
+	}
+	return hex.EncodeToString(b)
+}
