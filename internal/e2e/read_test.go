@@ -80,6 +80,15 @@ func rpInsertEvents(t testing.TB, r *relaytest.Relay, host, channel string, evs 
 		     AS u(id, pub, ts, kind, tags, content, sig, ch, d)`,
 		rpCommunityID(t, r, host), ids, pubs, ts, kinds, tags, contents, sigs, chans, dtags)
 	require.NoError(t, err)
+	// The mention rows the store writes with an event: one per distinct
+	// lowercase 64-hex p tag.
+	_, err = r.App.DB.Pool.Exec(context.Background(), `
+		INSERT INTO event_mentions (community_id, pubkey_hex, event_id, event_created_at, channel_id, event_kind)
+		SELECT DISTINCT e.community_id, t->>1, e.id, e.created_at, e.channel_id, e.kind
+		FROM events e, jsonb_array_elements(e.tags) t
+		WHERE e.community_id = $1::uuid AND e.id = ANY($2::bytea[])
+		  AND t->>0 = 'p' AND t->>1 ~ '^[0-9a-f]{64}$'`, rpCommunityID(t, r, host), ids)
+	require.NoError(t, err)
 }
 
 // rpAddChannel inserts a channel of host's community with the given
@@ -156,7 +165,7 @@ func rpEventFrame(f []any, sub string) string {
 	return ""
 }
 
-// rpCount sends a COUNT and returns its rpCount, or the CLOSED message.
+// rpCount sends a COUNT and returns its count, or the CLOSED message.
 func rpCount(t testing.TB, w *relaytest.WS, sub string, filters ...any) (n int64, closed string) {
 	t.Helper()
 	w.Send(append([]any{"COUNT", sub}, filters...)...)
@@ -167,7 +176,9 @@ func rpCount(t testing.TB, w *relaytest.WS, sub string, filters ...any) (n int64
 		}
 		switch msg[0] {
 		case "COUNT":
-			return int64(msg[2].(map[string]any)["rpCount"].(float64)), ""
+			n, ok := msg[2].(map[string]any)["count"].(float64)
+			require.True(t, ok, "COUNT answer without a count: %v", msg)
+			return int64(n), ""
 		case "CLOSED":
 			return -1, msg[2].(string)
 		}
