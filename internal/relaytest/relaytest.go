@@ -7,6 +7,7 @@ package relaytest
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -264,8 +265,10 @@ func (r *Relay) HTTP(t testing.TB, host, method, path string, key *eventtest.Key
 	require.NoError(t, err)
 	req.Host = host
 	if key != nil {
+		// The nonce keeps two tokens of the same second distinct (ids are single-use).
 		tok := key.Signed(t, event.KindNIP98, eventtest.Content(""),
-			eventtest.Tag("u", "http://"+host+path), eventtest.Tag("method", method))
+			eventtest.Tag("u", "http://"+host+path), eventtest.Tag("method", method),
+			eventtest.Tag("nonce", hex.EncodeToString(event.GenerateKey()[:8])))
 		req.Header.Set("Authorization", auth.NIP98Header(tok))
 	}
 	resp, err := http.DefaultClient.Do(req)
