@@ -193,7 +193,7 @@ func TestReadGates(t *testing.T) {
 		require.Empty(t, closed)
 		require.EqualValues(t, 5001, n)
 
-		status, body := r.HTTP(t, "", http.MethodPost, "/count", &a, []byte(`[{"kinds":[1],"#t":["`+tag+`"]}]`))
+		status, body := brHTTP(t, r, "/count", a, []byte(`[{"kinds":[1],"#t":["`+tag+`"]}]`))
 		require.Equal(t, http.StatusBadRequest, status)
 		require.JSONEq(t, `{"error":"restricted: count filter requires narrower constraints"}`, string(body))
 	})
@@ -243,10 +243,10 @@ func TestRelayMembership(t *testing.T) {
 	t.Run("NonMemberBridgeRefused", func(t *testing.T) { // check 17
 		t.Parallel()
 		stranger := eventtest.NewKey()
-		status, body := r.HTTP(t, "", http.MethodPost, "/query", &stranger, []byte(`[{"kinds":[1]}]`))
+		status, body := brHTTP(t, r, "/query", stranger, []byte(`[{"kinds":[1]}]`))
 		require.Equal(t, http.StatusForbidden, status)
 		require.JSONEq(t, `{"error":"relay_membership_required","message":"You must be a relay member to access this relay"}`, string(body))
-		status, body = r.HTTP(t, "", http.MethodPost, "/query", &owner, []byte(`[{"kinds":[1]}]`))
+		status, body = brHTTP(t, r, "/query", owner, []byte(`[{"kinds":[1]}]`))
 		require.Equal(t, http.StatusOK, status, string(body))
 	})
 
