@@ -50,11 +50,26 @@ func checkFilters(reader string, filters []event.Filter) error {
 	if read.ExplicitChannels(filters) > read.MaxExplicitChannels {
 		return refuse(http.StatusBadRequest, msgTooManyChannels)
 	}
-	if msg := read.Gate(reader, filters, read.SurfaceCount); msg != "" {
+	judged := filters
+	for i := range filters {
+		if routeOf(&filters[i]) == routeLegacyThread && filters[i].Kinds == nil {
+			// A legacy thread read returns replies from thread_metadata,
+			// which only thread kinds have: it is judged as if it named
+			// them, like a search filter without kinds, and so is not gated.
+			if &judged[0] == &filters[0] {
+				judged = append([]event.Filter(nil), filters...)
+			}
+			judged[i].Kinds = threadKinds
+		}
+	}
+	if msg := read.Gate(reader, judged, read.SurfaceCount); msg != "" {
 		return refuse(http.StatusForbidden, msg)
 	}
 	return nil
 }
+
+// threadKinds are the kinds that have thread rows.
+var threadKinds = []int{event.KindStreamMessage, event.KindStreamMessage2, event.KindForumPost, event.KindForumComment}
 
 // readScope is a reader's resolved access for one bridge request.
 type readScope struct {
@@ -147,6 +162,48 @@ func routeOf(f *event.Filter) queryRoute {
 	return routePlain
 }
 
+// legacyThreadParams reads the legacy thread read of spec 10 §8.4: the
+// root from the single #e, depth_limit, limit (default 100, at most 500) and
+// the cursor fields thread_cursor / thread_cursor_id (or their camelCase
+// spellings). kinds does not restrict reply kinds on this path.
+func legacyThreadParams(f *event.Filter) (read.ThreadParams, error) {
+	p := read.ThreadParams{Root: strings.ToLower(f.Tags["e"][0]), Channels: f.Tags["h"]}
+	var depth json.Number
+	_ = json.Unmarshal(f.Extra["depth_limit"], &depth)
+	d, _ := depth.Int64()
+	p.DepthLimit = int(min(max(d, 0), 1<<31-1))
+	if f.Limit != nil {
+		p.Limit = *f.Limit
+	}
+	for _, name := range []string{"thread_cursor", "threadCursor"} {
+		raw, ok := f.Extra[name]
+		if !ok {
+			continue
+		}
+		var n json.Number
+		if json.Unmarshal(raw, &n) != nil {
+			return p, refuse(http.StatusBadRequest, "invalid filters: "+name+" must be an integer")
+		}
+		v, err := n.Int64()
+		if err != nil {
+			return p, refuse(http.StatusBadRequest, "invalid filters: "+name+" must be an integer")
+		}
+		p.HasCursor, p.CursorTime = true, v
+	}
+	for _, name := range []string{"thread_cursor_id", "threadCursorId"} {
+		raw, ok := f.Extra[name]
+		if !ok {
+			continue
+		}
+		var id string
+		if json.Unmarshal(raw, &id) != nil || !event.IsHexAnyCase64(id) {
+			return p, refuse(http.StatusBadRequest, "invalid filters: "+name+" must be a 64-char hex event id")
+		}
+		p.CursorID = strings.ToLower(id)
+	}
+	return p, nil
+}
+
 func hasExtra(f *event.Filter, name string) bool { _, ok := f.Extra[name]; return ok }
 
 func isJSONInteger(raw json.RawMessage) bool {
@@ -229,13 +286,18 @@ func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 			// ROUTING HOOK (50-windows.md): top_level / resolve_thread_roots
 			// windows. Not implemented yet: served as a plain read.
 		case routeLegacyThread:
-			// ROUTING HOOK (spec 10 §8.4 legacy thread read: #e root +
-			// depth_limit, thread_cursor / thread_cursor_id, oldest first,
-			// limit ≤ 500). Not implemented yet: served as a plain read.
 		case routePlain:
 		}
-		rows, err := s.cfg.Reader.Query(ctx, rs.sc, rs.acc, &f, opts[i])
-		if err != nil {
+		var rows []read.Row
+		if routeOf(&f) == routeLegacyThread {
+			tp, err := legacyThreadParams(&f)
+			if err != nil {
+				return nil, err
+			}
+			if rows, err = s.cfg.Reader.ThreadReplies(ctx, rs.sc, rs.acc, tp); err != nil {
+				return nil, fmt.Errorf("thread read filter %d: %w", i, err)
+			}
+		} else if rows, err = s.cfg.Reader.Query(ctx, rs.sc, rs.acc, &f, opts[i]); err != nil {
 			return nil, fmt.Errorf("query filter %d: %w", i, err)
 		}
 		for _, row := range rows {

@@ -38,6 +38,8 @@ type Reader interface {
 	Query(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.QueryOptions) ([]read.Row, error)
 	// Count counts one filter; it may return read.ErrCountTooBroad.
 	Count(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter) (int64, error)
+	// ThreadReplies serves the legacy thread read (spec 10 §8.4).
+	ThreadReplies(ctx context.Context, sc read.Scope, acc *read.Access, p read.ThreadParams) ([]read.Row, error)
 }
 
 // MemberChecker answers the relay-membership gate (spec 10 §2.5).

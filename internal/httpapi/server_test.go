@@ -302,3 +302,9 @@ var tokenSeq atomic.Int64
 func errorJSON(msg string) string { return `{"error":` + jsonString(msg) + `}` }
 
 func jsonString(s string) string { return string(event.AppendString(nil, s)) }
+
+// ThreadReplies is not exercised by these transport tests; the legacy thread
+// read is tested end to end against PostgreSQL in internal/e2e.
+func (m *memStore) ThreadReplies(context.Context, read.Scope, *read.Access, read.ThreadParams) ([]read.Row, error) {
+	return nil, nil
+}

@@ -294,3 +294,65 @@ func containsFold(vals []string, s string) bool {
 	}
 	return false
 }
+
+// ThreadParams describe a legacy thread read on /query (spec 10 §8.4).
+type ThreadParams struct {
+	Root string
+	// DepthLimit above MaxThreadDepth means every depth.
+	DepthLimit int
+	// Cursor continues after (CursorTime, CursorID); CursorTime -1 (or
+	// HasCursor false) reads from the start.
+	HasCursor  bool
+	CursorTime int64
+	CursorID   string
+	// Channels restricts the read to these channels (the filter's #h);
+	// nil means every accessible channel.
+	Channels []string
+	Limit    int
+}
+
+// Legacy thread read limits.
+const (
+	ThreadDefaultLimit = 100
+	ThreadMaxLimit     = 500
+	maxThreadDepth     = 100
+)
+
+// ThreadReplies serves the legacy thread read: live replies of a root with
+// depth 1..DepthLimit, oldest first, at most ThreadMaxLimit, in accessible
+// channels only, each passing per-event visibility.
+func (e *Engine) ThreadReplies(ctx context.Context, sc Scope, acc *Access, p ThreadParams) ([]Row, error) {
+	chans := p.Channels
+	if chans == nil {
+		chans = acc.List()
+	}
+	if len(chans) == 0 {
+		return nil, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = ThreadDefaultLimit
+	}
+	limit = min(limit, ThreadMaxLimit)
+	depth := p.DepthLimit
+	if depth > maxThreadDepth || depth < 0 {
+		depth = maxThreadDepth
+	}
+	rows, err := e.cfg.Store.ThreadReplies(ctx, store.ThreadRepliesParams{
+		CommunityID: sc.CommunityID, Root: p.Root, MaxDepth: depth,
+		HasAfter: p.HasCursor && p.CursorTime >= 0, AfterTime: p.CursorTime, AfterID: p.CursorID,
+		Channels: chans, Limit: limit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Row, 0, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		if !VisibleTo(sc.Reader, &r.Event) {
+			continue
+		}
+		out = append(out, Row{Event: r.Event, Channel: r.Channel, JSON: r.Event.AppendJSON(nil)})
+	}
+	return out, nil
+}

@@ -130,3 +130,48 @@ func hexOrEmpty(b []byte) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// ThreadRepliesParams describe a legacy thread read (spec 10 §8.4).
+type ThreadRepliesParams struct {
+	CommunityID string
+	Root        string
+	// MaxDepth bounds the reply depth (1..MaxDepth).
+	MaxDepth int
+	// After continues strictly after (AfterTime, AfterID); AfterID "" means
+	// strictly after that second; HasAfter false reads from the start.
+	HasAfter  bool
+	AfterTime int64
+	AfterID   string
+	Channels  []string
+	Limit     int
+}
+
+// ThreadReplies returns live replies of a root, oldest first with ties by
+// ascending id.
+func (s *Store) ThreadReplies(ctx context.Context, p ThreadRepliesParams) ([]StoredEvent, error) {
+	cursor := "true"
+	args := []any{p.CommunityID, hexOne(p.Root), p.MaxDepth, p.Channels, p.Limit}
+	if p.HasAfter {
+		args = append(args, time.Unix(p.AfterTime, 0).UTC())
+		if p.AfterID != "" {
+			args = append(args, hexOne(p.AfterID))
+			cursor = "(t.event_created_at, t.event_id) > ($6, $7)"
+		} else {
+			cursor = "t.event_created_at > $6"
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text
+		FROM thread_metadata t
+		JOIN events e ON e.community_id = t.community_id AND e.id = t.event_id AND e.created_at = t.event_created_at
+		WHERE t.community_id = $1 AND t.root_event_id = $2 AND t.depth BETWEEN 1 AND $3
+		  AND t.channel_id = ANY($4::uuid[]) AND e.deleted_at IS NULL AND `+cursor+`
+		ORDER BY t.event_created_at ASC, t.event_id ASC LIMIT $5`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("thread replies: %w", err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("thread replies: %w", err)
+	}
+	return out, nil
+}
