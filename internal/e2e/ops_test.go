@@ -3,18 +3,22 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
@@ -273,6 +277,47 @@ func TestHealth(t *testing.T) { // check 118
 	require.True(t, ok, "%v", status)
 	require.GreaterOrEqual(t, uptime, float64(0))
 	require.Len(t, status, 7, "%v", status)
+
+	// PostgreSQL unreachable for this relay: its database refuses
+	// connections and the pool's are terminated.
+	ctx := context.Background()
+	u, err := url.Parse(r.DBURL)
+	require.NoError(t, err)
+	dbName := pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()
+	admin, err := pgx.Connect(ctx, dbtest.URL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS false")
+	require.NoError(t, err)
+	reopened := false
+	reopen := func() {
+		if !reopened {
+			reopened = true
+			_, err := admin.Exec(ctx, "ALTER DATABASE "+dbName+" ALLOW_CONNECTIONS true")
+			require.NoError(t, err)
+		}
+	}
+	defer reopen()
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+		strings.TrimPrefix(u.Path, "/"))
+	require.NoError(t, err)
+	opsEventually(t, func() bool {
+		resp, body := opsGet(t, r.HealthURL+"/_readiness", nil)
+		return resp.StatusCode == http.StatusServiceUnavailable && string(body) == `{"status":"not_ready","postgres":false}`
+	}, "readiness 503 not_ready with PostgreSQL down")
+	resp, body = opsGet(t, r.HealthURL+"/_liveness", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "ok", string(body))
+	resp, body = opsGet(t, r.HealthURL+"/_status", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.Unmarshal(body, &status))
+	require.Equal(t, "error", status["postgres"])
+
+	reopen()
+	opsEventually(t, func() bool {
+		resp, body := opsGet(t, r.HealthURL+"/_readiness", nil)
+		return resp.StatusCode == http.StatusOK && string(body) == `{"status":"ready"}`
+	}, "readiness back to 200 once PostgreSQL answers")
 }
 
 // metricNames are the metrics of spec 10 §11.2.
