@@ -1,0 +1,228 @@
+package search
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// StatementTimeout is the default bound of one search statement (spec 20 §3.4).
+const StatementTimeout = 5 * time.Second
+
+// ErrNoCommunity is returned by Search, before any SQL, for a query without
+// a community.
+var ErrNoCommunity = errors.New("search query has no community")
+
+// Config configures a Searcher.
+type Config struct {
+	Pool *pgxpool.Pool
+	// StatementTimeout bounds each search statement (SET LOCAL
+	// statement_timeout). Default StatementTimeout.
+	StatementTimeout time.Duration
+}
+
+// Searcher runs search statements. It is safe for concurrent use.
+type Searcher struct {
+	cfg Config
+}
+
+// New returns a Searcher.
+func New(cfg Config) *Searcher {
+	if cfg.StatementTimeout <= 0 {
+		cfg.StatementTimeout = StatementTimeout
+	}
+	return &Searcher{cfg: cfg}
+}
+
+// Hit is one candidate (spec 20 §3.6): no content, no tags.
+type Hit struct {
+	ID     [32]byte
+	Kind   int
+	PubKey [32]byte
+	// Channel is the channel id, "" when the event has none.
+	Channel   string
+	CreatedAt int64
+	Rank      float32
+}
+
+// IDHex returns the event id as lowercase hex.
+func (h *Hit) IDHex() string { return hex.EncodeToString(h.ID[:]) }
+
+// Result is one page of hits and the page actually used.
+type Result struct {
+	Hits []Hit
+	Page int64
+}
+
+// Search runs one page of q. Empty text (after NormalizeText) returns no
+// hits and issues no SQL; the clamped page is reported either way. The
+// statement runs in a read-only transaction with custom plans and the
+// statement timeout. Database failures are "database error: {cause}".
+func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
+	if q.Community == "" {
+		return Result{}, ErrNoCommunity
+	}
+	page, perPage := ClampPage(q.Page), ClampPerPage(q.PerPage)
+	res := Result{Page: page}
+	text := NormalizeText(q.Text)
+	if text == "" {
+		return res, nil
+	}
+	st := build(&q, text, page, perPage)
+	err := pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
+		b.Queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", s.cfg.StatementTimeout.Milliseconds()))
+		br := tx.SendBatch(ctx, b)
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, st.sql, st.args...)
+		if err != nil {
+			return err
+		}
+		res.Hits, err = scanHits(rows)
+		return err
+	})
+	if err != nil {
+		var lenErr *columnLengthError
+		if errors.As(err, &lenErr) {
+			return Result{Page: page}, lenErr
+		}
+		return Result{Page: page}, fmt.Errorf("database error: %w", err)
+	}
+	return res, nil
+}
+
+type columnLengthError struct {
+	column string
+	n      int
+}
+
+func (e *columnLengthError) Error() string {
+	return fmt.Sprintf("%s column is %d bytes, expected 32", e.column, e.n)
+}
+
+func scanHits(rows pgx.Rows) ([]Hit, error) {
+	defer rows.Close()
+	hits := []Hit{}
+	for rows.Next() {
+		var (
+			id, pub []byte
+			channel *string
+			h       Hit
+		)
+		if err := rows.Scan(&id, &h.Kind, &pub, &channel, &h.CreatedAt, &h.Rank); err != nil {
+			return nil, err
+		}
+		if len(id) != 32 {
+			return nil, &columnLengthError{"event id", len(id)}
+		}
+		if len(pub) != 32 {
+			return nil, &columnLengthError{"pubkey", len(pub)}
+		}
+		copy(h.ID[:], id)
+		copy(h.PubKey[:], pub)
+		if channel != nil {
+			h.Channel = *channel
+		}
+		hits = append(hits, h)
+	}
+	return hits, rows.Err()
+}
+
+// Stored is a hydrated hit: the full stored event and its channel.
+type Stored struct {
+	Event event.Event
+	// Channel is the stored channel_id, "" for none.
+	Channel string
+}
+
+// Hydrate loads the live (not deleted) events of ids in community, in one
+// statement, keyed by lowercase hex id. Missing ids are absent from the map.
+func (s *Searcher) Hydrate(ctx context.Context, community string, ids [][]byte) (map[string]Stored, error) {
+	out := make(map[string]Stored, len(ids))
+	if community == "" {
+		return nil, ErrNoCommunity
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.cfg.Pool.Query(ctx, `
+		SELECT id, pubkey, EXTRACT(EPOCH FROM created_at)::bigint, kind, tags, content, sig, channel_id::text
+		  FROM events
+		 WHERE community_id = $1 AND id = ANY($2::bytea[]) AND deleted_at IS NULL`, community, ids)
+	if err != nil {
+		return nil, fmt.Errorf("database error: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, pub, sig []byte
+			tags         []byte
+			channel      *string
+			st           Stored
+		)
+		if err := rows.Scan(&id, &pub, &st.Event.CreatedAt, &st.Event.Kind, &tags, &st.Event.Content, &sig, &channel); err != nil {
+			return nil, fmt.Errorf("database error: %w", err)
+		}
+		st.Event.ID = hex.EncodeToString(id)
+		st.Event.PubKey = hex.EncodeToString(pub)
+		st.Event.Sig = hex.EncodeToString(sig)
+		if err := json.Unmarshal(tags, &st.Event.Tags); err != nil {
+			return nil, fmt.Errorf("decode tags of %s: %w", st.Event.ID, err)
+		}
+		if channel != nil {
+			st.Channel = *channel
+		}
+		out[st.Event.ID] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("database error: %w", err)
+	}
+	return out, nil
+}
+
+// LiveIDs returns which of ids are live (stored and not deleted) in
+// community, as lowercase hex. The read engine uses it for the edit-target
+// check of kind 40003.
+func (s *Searcher) LiveIDs(ctx context.Context, community string, ids [][]byte) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if community == "" {
+		return nil, ErrNoCommunity
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.cfg.Pool.Query(ctx, `
+		SELECT id FROM events WHERE community_id = $1 AND id = ANY($2::bytea[]) AND deleted_at IS NULL`, community, ids)
+	if err != nil {
+		return nil, fmt.Errorf("database error: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("database error: %w", err)
+		}
+		out[hex.EncodeToString(id)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("database error: %w", err)
+	}
+	return out, nil
+}

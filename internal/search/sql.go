@@ -1,0 +1,84 @@
+package search
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// fullTextQuery is the FullText tsquery of $2.
+const fullTextQuery = `websearch_to_tsquery('simple', $2)`
+
+// prefixQuery is the Prefix tsquery of $2 (spec 20 §3.3): each raw token is
+// parsed like the column, its lexemes are quoted, only the last token's get
+// ":*", and everything is ANDed. Text that yields no lexeme is the empty
+// tsquery, which matches nothing.
+const prefixQuery = `(SELECT COALESCE(string_agg(quote_literal(lx.lexeme)
+                              || CASE WHEN tk.token_ord = tk.last_ord THEN ':*' ELSE '' END,
+                            ' & ' ORDER BY tk.token_ord, lx.lex_ord), '')::tsquery
+   FROM (SELECT token, token_ord, max(token_ord) OVER () AS last_ord
+           FROM regexp_split_to_table($2, '\s+') WITH ORDINALITY AS t(token, token_ord)) AS tk
+   CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('simple', tk.token)))
+        WITH ORDINALITY AS lx(lexeme, lex_ord))`
+
+// statement is one built search statement.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// build returns the statement of a normalised query (spec 20 §3.4). text is
+// already normalised and non-empty; page and perPage already clamped.
+// community_id = $1 is always the first predicate.
+func build(q *Query, text string, page, perPage int64) statement {
+	st := statement{args: []any{q.Community, text}}
+	arg := func(v any) string {
+		st.args = append(st.args, v)
+		return "$" + strconv.Itoa(len(st.args))
+	}
+	tsq := fullTextQuery
+	if q.Mode == Prefix {
+		tsq = prefixQuery
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT id, kind, pubkey, channel_id::text,
+       EXTRACT(EPOCH FROM created_at)::bigint AS created_at_s,
+       ts_rank_cd(search_tsv, search_query.query) AS rank
+FROM events CROSS JOIN LATERAL (SELECT `)
+	b.WriteString(tsq)
+	b.WriteString(` AS query) AS search_query
+WHERE community_id = $1
+  AND deleted_at IS NULL
+  AND search_tsv @@ search_query.query`)
+	if frag := q.Scope.fragment(arg); frag != "" {
+		b.WriteString("\n  AND " + frag)
+	}
+	if len(q.Kinds) > 0 {
+		b.WriteString("\n  AND kind = ANY(" + arg(q.Kinds) + "::int[])")
+	}
+	if len(q.Authors) > 0 {
+		b.WriteString("\n  AND pubkey = ANY(" + arg(q.Authors) + "::bytea[])")
+	}
+	if q.Since != nil {
+		b.WriteString("\n  AND created_at >= " + arg(time.Unix(*q.Since, 0).UTC()))
+	}
+	if q.Until != nil {
+		b.WriteString("\n  AND created_at <= " + arg(time.Unix(*q.Until, 0).UTC()))
+	}
+	b.WriteString("\nORDER BY ")
+	if exactPriority(q, text) {
+		b.WriteString("search_tsv @@ websearch_to_tsquery('simple', $2) DESC, ")
+	}
+	b.WriteString("rank DESC, created_at DESC, id")
+	b.WriteString("\nLIMIT " + arg(perPage) + " OFFSET " + arg((page-1)*perPage))
+	st.sql = b.String()
+	return st
+}
+
+// exactPriority reports the exact-lexeme ordering of spec 20 §3.4: Prefix
+// mode, kinds exactly [0] and at most 2 code points of text, so a short
+// exact name comes before longer names that start with it.
+func exactPriority(q *Query, text string) bool {
+	return q.Mode == Prefix && len(q.Kinds) == 1 && q.Kinds[0] == 0 && utf8.RuneCountInString(text) <= 2
+}
