@@ -418,6 +418,13 @@ type notice struct {
 	target string
 }
 
+// noticeContent is the content of a 44100/44101, fields in wire order.
+type noticeContent struct {
+	Type      string `json:"type"`
+	ChannelID string `json:"channel_id"`
+	Actor     string `json:"actor"`
+}
+
 // followUps builds, signs and stores the relay-signed events of spec 10
 // §5.4 for the channel's new state, inside the transaction.
 func (p *Pipeline) followUps(ctx context.Context, tx pgx.Tx, req Request, pl *plan) ([]*event.Event, error) {
@@ -446,7 +453,8 @@ func (p *Pipeline) followUps(ctx context.Context, tx pgx.Tx, req Request, pl *pl
 		if n.kind == event.KindMemberRemoved {
 			typ = "member_removed"
 		}
-		content, _ := json.Marshal(map[string]string{"type": typ, "channel_id": pl.channel, "actor": req.Event.PubKey})
+		// A struct, not a map: the fields keep the order of spec 10 §5.4.
+		content, _ := json.Marshal(noticeContent{Type: typ, ChannelID: pl.channel, Actor: req.Event.PubKey})
 		out = append(out, &event.Event{Kind: n.kind, Tags: event.Tags{{"p", n.target}, {"h", pl.channel}}, Content: string(content)})
 	}
 	last := map[int]int64{}
