@@ -12,6 +12,17 @@ Usage:
   buzz publish [--kind N] [--content S] [--tag name,value,…]… [-]
   buzz query   [FILTER_JSON…] [-]
   buzz count   [FILTER_JSON…] [-]
+  buzz channels create --name N [--private] [--forum] [--about S] [--id UUID]
+  buzz channels list
+  buzz channels join|leave --channel ID
+  buzz channels add-member --channel ID --pubkey HEX [--role R]
+  buzz channels remove-member --channel ID --pubkey HEX
+  buzz messages send --channel ID --content S [--reply-to EVENT_ID]
+  buzz messages list --channel ID [--limit N] [--since T] [--until T]
+  buzz messages react --id EVENT_ID [--emoji E]
+  buzz messages edit --id EVENT_ID --channel ID --content S
+  buzz messages delete --id EVENT_ID
+  buzz threads get --root EVENT_ID --channel ID
   buzz help
 
 publish  signs with BUZZ_PRIVATE_KEY and prints {"id","accepted","message"}.
@@ -23,7 +34,24 @@ query    filters are JSON objects or arrays of objects, as arguments or on
 count    same filters; prints {"count":n}.
 keygen   prints {"private_key","pubkey"}.
 
-Flags of publish, query and count (anywhere on the line):
+channels create   kind 9007; the channel id is --id or a new random UUID.
+                  Prints {"channel_id","event_id","accepted","message"}.
+channels list     reads the relay's kind 39000; one line per channel:
+                  {"channel_id","name","visibility","type","about","topic","archived"}.
+channels join, leave, add-member, remove-member
+                  kinds 9021, 9022, 9000, 9001; print {"channel_id","event_id",
+                  "accepted","message"} (plus "pubkey" for add/remove).
+messages send     kind 9; --reply-to looks the parent up to find the thread
+                  root and adds NIP-10 root/reply e tags. Prints {"event_id",
+                  "channel_id","accepted","message"} (plus "root","reply_to").
+messages list     kinds 9 and 40002 of the channel, one event per line, oldest
+                  first (--limit keeps the newest N; T is unix seconds or RFC 3339).
+messages react    kind 7 on the event (emoji default "+").
+messages edit     kind 40003 with the new text; the original is kept.
+messages delete   kind 5 for one of your events.
+threads get       the root event, then its replies oldest first, one per line.
+
+Flags of every relay command (anywhere on the line):
   --relay URL     relay (default BUZZ_RELAY_URL or ws://localhost:3000)
   --http          use the HTTP bridge (http(s) URL derived from the relay URL)
   --timeout D     bound on the whole request (default 30s)
@@ -39,6 +67,8 @@ Example:
   export BUZZ_PRIVATE_KEY=$(buzz keygen | jq -r .private_key)
   buzz publish --kind 9 --content hello --tag h,<channel-uuid>
   buzz query '{"kinds":[9],"#h":["<channel-uuid>"],"limit":20}'
+  ch=$(buzz channels create --name general | jq -r .channel_id)
+  buzz messages send --channel "$ch" --content hi
 `
 
 func runHelp(_ context.Context, a *app, _ []string) error {

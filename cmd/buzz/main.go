@@ -72,11 +72,14 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"keygen":  {"print a new key pair", runKeygen},
-		"publish": {"sign and publish an event", runPublish},
-		"query":   {"print the events matching filters", runQuery},
-		"count":   {"print the number of events matching filters", runCount},
-		"help":    {"print this help", runHelp},
+		"keygen":   {"print a new key pair", runKeygen},
+		"publish":  {"sign and publish an event", runPublish},
+		"query":    {"print the events matching filters", runQuery},
+		"count":    {"print the number of events matching filters", runCount},
+		"channels": {"create, list, join and leave channels; manage members", runChannels},
+		"messages": {"send, list, react to, edit and delete messages", runMessages},
+		"threads":  {"print a thread", runThreads},
+		"help":     {"print this help", runHelp},
 	}
 }
 
