@@ -46,8 +46,17 @@ type Relay struct {
 }
 
 // Start runs a relay with the given environment overrides on a fresh
-// database. It stops when the test ends.
+// database. Its warnings go to the test's output. It stops when the test ends.
 func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
+	t.Helper()
+	return start(t, env, func(slog.Level) slog.Handler {
+		return slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
+	}, hooks...)
+}
+
+// start runs a relay whose logger comes from newHandler, given the level of
+// BUZZ_LOG_LEVEL.
+func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog.Handler, hooks ...server.Hooks) *Relay {
 	t.Helper()
 	_, url := dbtest.NewDB(t)
 	app, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,9 +74,7 @@ func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
 		"BUZZ_HEALTH_PORT":        strconv.Itoa(hl.Addr().(*net.TCPAddr).Port),
 		"BUZZ_METRICS_PORT":       strconv.Itoa(ml.Addr().(*net.TCPAddr).Port),
 		"BUZZ_DB_POOL_SIZE":       "10",
-		"BUZZ_LOG_FORMAT":         "text",
 		"BUZZ_LOG_LEVEL":          "warn",
-		"BUZZ_AUDIT_ENABLED":      "true",
 		"BUZZ_REQUIRE_AUTH_TOKEN": "true",
 	}
 	for k, v := range env {
@@ -75,16 +82,15 @@ func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
 	}
 	cfg, _, err := config.Load(func(k string) string { return vars[k] }, nil)
 	require.NoError(t, err)
-	if d, ok := env["TEST_HEARTBEAT"]; ok {
-		cfg.HeartbeatInterval, _ = time.ParseDuration(d)
+	for name, d := range map[string]*time.Duration{
+		"TEST_HEARTBEAT": &cfg.HeartbeatInterval, "TEST_MEMBERSHIP_RECHECK": &cfg.MembershipRecheck, "TEST_AUTH_TIMEOUT": &cfg.AuthTimeout,
+	} {
+		if v, ok := env[name]; ok {
+			*d, err = time.ParseDuration(v)
+			require.NoError(t, err, name)
+		}
 	}
-	if d, ok := env["TEST_MEMBERSHIP_RECHECK"]; ok {
-		cfg.MembershipRecheck, _ = time.ParseDuration(d)
-	}
-	if d, ok := env["TEST_AUTH_TIMEOUT"]; ok {
-		cfg.AuthTimeout, _ = time.ParseDuration(d)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(newHandler(cfg.LogLevel))
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := server.Start(ctx, cfg, log, hooks...)
 	if err != nil {
