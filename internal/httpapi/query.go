@@ -276,12 +276,9 @@ func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 		}
 		switch routeOf(&f) {
 		case routeSearch:
-			if strings.TrimSpace(*f.Search) == "" {
+			if read.SearchText(*f.Search) == "" {
 				continue // empty search text: no events and no SQL (20-search.md §5)
 			}
-			// The read engine runs the search branch (20-search.md) for a
-			// filter carrying search; before_id does not apply to it.
-			opts[i] = read.QueryOptions{}
 		case routeWindow:
 			// ROUTING HOOK (50-windows.md): top_level / resolve_thread_roots
 			// windows. Not implemented yet: served as a plain read.
@@ -289,7 +286,11 @@ func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 		case routePlain:
 		}
 		var rows []read.Row
-		if routeOf(&f) == routeLegacyThread {
+		if routeOf(&f) == routeSearch {
+			if rows, err = s.search(ctx, rs, &f, i); err != nil {
+				return nil, err
+			}
+		} else if routeOf(&f) == routeLegacyThread {
 			tp, err := legacyThreadParams(&f)
 			if err != nil {
 				return nil, err
@@ -316,4 +317,58 @@ func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 		}
 	}
 	return json.RawMessage(append(out, ']')), nil
+}
+
+// searchReader is the read engine's NIP-50 branch. A Reader without it
+// serves search filters through Query.
+type searchReader interface {
+	Search(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.SearchOptions) ([]read.Row, error)
+}
+
+// searchOptions reads the bridge's search extensions from the raw filter
+// (20-search.md §5): search_mode, else searchMode ("prefix" selects
+// Prefix); page, else search_page, else searchPage (the first key present
+// wins; a positive integer that fits in 32 bits, anything else is 1).
+func searchOptions(f *event.Filter) read.SearchOptions {
+	opt := read.SearchOptions{OnePage: true, Page: 1}
+	for _, name := range []string{"search_mode", "searchMode"} {
+		if raw, ok := f.Extra[name]; ok {
+			var mode string
+			if json.Unmarshal(raw, &mode) == nil && mode == "prefix" {
+				opt.Mode = read.SearchPrefix
+			}
+			break
+		}
+	}
+	for _, name := range []string{"page", "search_page", "searchPage"} {
+		if raw, ok := f.Extra[name]; ok {
+			var n json.Number
+			if json.Unmarshal(raw, &n) == nil {
+				if v, err := n.Int64(); err == nil && v > 0 && v <= 1<<31-1 {
+					opt.Page = v
+				}
+			}
+			break
+		}
+	}
+	return opt
+}
+
+// search serves one search filter of /query: one FTS statement, one
+// hydration, the acceptance checks of the read engine. A failure is logged
+// here without the search text and answered 500.
+func (s *Server) search(ctx context.Context, rs *readScope, f *event.Filter, i int) ([]read.Row, error) {
+	sr, ok := s.cfg.Reader.(searchReader)
+	if !ok {
+		rows, err := s.cfg.Reader.Query(ctx, rs.sc, rs.acc, f, read.QueryOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("search filter %d: %w", i, err)
+		}
+		return rows, nil
+	}
+	rows, err := sr.Search(ctx, rs.sc, rs.acc, f, searchOptions(f))
+	if err != nil {
+		return nil, fmt.Errorf("search filter %d (text length %d): %w", i, len(*f.Search), err)
+	}
+	return rows, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/search"
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
@@ -23,14 +24,17 @@ type Config struct {
 	NowFunc func() time.Time
 	// QueryHookFunc, when set, runs before each history query; an error it
 	// returns fails the query. Tests use it to inject database failures.
+	// For a search filter it runs before each FTS statement and each
+	// hydration instead; SearchStage(ctx) tells which.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
 }
 
 // Engine is the read engine. It is safe for concurrent use.
 type Engine struct {
-	cfg   Config
-	mu    sync.Mutex
-	cache map[accessKey]accessEntry
+	cfg      Config
+	searcher *search.Searcher
+	mu       sync.Mutex
+	cache    map[accessKey]accessEntry
 }
 
 type accessKey struct{ community, reader string }
@@ -51,7 +55,11 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
+	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
+	if cfg.Store != nil {
+		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
+	}
+	return e
 }
 
 // Accessible returns the reader's accessible channels, from a 10 s cache.
@@ -143,6 +151,7 @@ func (e *Engine) CanAccess(ctx context.Context, sc Scope, ch string) bool {
 // means MaxLimit, 0 means nothing), kinds [] matches nothing, newest first
 // with ties by ascending id, scope pushed into SQL, then the post-filter on
 // every row (exact NIP-01 match, accessible channel, per-event visibility).
+// A search filter goes to Search with the WebSocket paging.
 func (e *Engine) Query(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt QueryOptions) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
@@ -151,8 +160,8 @@ func (e *Engine) Query(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 	if limit == 0 || f.MatchesNothing() {
 		return nil, nil
 	}
-	if f.Search != nil && strings.TrimSpace(*f.Search) == "" {
-		return nil, nil
+	if f.Search != nil {
+		return e.Search(ctx, sc, acc, f, SearchOptions{})
 	}
 	p, ok, err := e.params(ctx, sc, acc, f)
 	if err != nil || !ok {

@@ -2,9 +2,10 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"strings"
 	"sync"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/read"
@@ -169,7 +170,11 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 	}
 	c.mu.Unlock()
 
-	if !c.history(sub, sc, acc, log) {
+	if search {
+		if !c.searchHistory(sub, sc, acc, log) {
+			return
+		}
+	} else if !c.history(sub, sc, acc, log) {
 		return
 	}
 	c.mu.Lock()
@@ -263,13 +268,89 @@ func (c *conn) history(sub *subscription, sc read.Scope, acc *read.Access, log *
 	return true
 }
 
+// SearchDeadline bounds a whole search REQ, the statement in flight
+// included; when it passes the REQ ends with EOSE (20-search.md §4.2).
+const SearchDeadline = 15 * time.Second
+
+// searchReader is the read engine's NIP-50 branch. A Reader without it
+// serves search filters through Query.
+type searchReader interface {
+	Search(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.SearchOptions) ([]read.Row, error)
+}
+
+// searchHistory runs the filters of a one-shot search REQ in order
+// (20-search.md §4): each filter's accepted hits in rank order, an id sent
+// for an earlier filter neither sent again nor counted, and a failure —
+// logged without the search text — ends only that filter. It reports
+// whether the REQ should go on to EOSE.
+func (c *conn) searchHistory(sub *subscription, sc read.Scope, acc *read.Access, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(c.ctx, SearchDeadline)
+	defer cancel()
+	seen := make(map[string]struct{})
+	current := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.currentLocked(sub)
+	}
+	sr, native := c.srv.cfg.Reader.(searchReader)
+	for i := range sub.filters {
+		f := &sub.filters[i]
+		if yieldsNothing(f) {
+			continue
+		}
+		var (
+			rows []read.Row
+			err  error
+		)
+		if native {
+			// Search de-duplicates after acceptance through seen.
+			rows, err = sr.Search(ctx, sc, acc, f, read.SearchOptions{Seen: seen, ContinueFunc: current})
+		} else {
+			rows, err = c.srv.cfg.Reader.Query(ctx, sc, acc, f, read.QueryOptions{})
+		}
+		for j := range rows {
+			if !native {
+				if _, dup := seen[rows[j].Event.ID]; dup {
+					continue
+				}
+				seen[rows[j].Event.ID] = struct{}{}
+			}
+			js := rows[j].JSON
+			if js == nil {
+				js = rows[j].Event.AppendJSON(nil)
+			}
+			if !c.sendSub(sub, wire.EventFrame(sub.id, js), false) {
+				return false
+			}
+		}
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return false
+			}
+			attrs := []any{slog.String("transport", "ws"), slog.Int("filter", i), slog.Int("text_len", len(*f.Search))}
+			var se *read.SearchError
+			if errors.As(err, &se) {
+				attrs = append(attrs, slog.Int64("page", se.Page))
+			}
+			log.Warn(err.Error(), attrs...)
+			if ctx.Err() != nil {
+				break // the REQ deadline passed: EOSE with what was sent
+			}
+		}
+		if !current() {
+			return false
+		}
+	}
+	return true
+}
+
 // yieldsNothing reports filters that run no query: kinds [], limit 0, or a
 // blank search.
 func yieldsNothing(f *event.Filter) bool {
 	if f.MatchesNothing() || (f.Limit != nil && *f.Limit == 0) {
 		return true
 	}
-	return f.Search != nil && strings.TrimSpace(*f.Search) == ""
+	return f.Search != nil && read.SearchText(*f.Search) == ""
 }
 
 // requestedChannels returns the distinct "#h" values of all filters.

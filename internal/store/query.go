@@ -135,9 +135,6 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 			b.where = append(b.where, "e.created_at <= "+until)
 		}
 	}
-	if f.Search != nil {
-		b.where = append(b.where, "e.search_tsv @@ plainto_tsquery('simple', "+b.arg(*f.Search)+")")
-	}
 
 	addressableOnly := f.Kinds != nil && len(f.Kinds) > 0
 	for _, k := range f.Kinds {

@@ -1,0 +1,250 @@
+package read
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/search"
+)
+
+// Search paging (20-search.md §4.2, §5, §8). The WebSocket budget is derived
+// from the advertised max_limit, never tuned by hand.
+const (
+	SearchPageSize     = 100
+	MaxSearchPages     = (MaxLimit + SearchPageSize - 1) / SearchPageSize
+	HTTPSearchDefault  = 100
+	HTTPSearchMaxLimit = 500
+)
+
+// SearchMode is how search text becomes a tsquery; transports name it
+// through read so they need not import package search.
+type SearchMode = search.Mode
+
+// The search modes (20-search.md §3.3).
+const (
+	SearchFullText = search.FullText
+	SearchPrefix   = search.Prefix
+)
+
+// SearchOptions are the per-request settings of Engine.Search.
+type SearchOptions struct {
+	// Mode is FullText on WebSocket; the bridge may choose Prefix.
+	Mode SearchMode
+	// OnePage selects the HTTP bridge's shape: one FTS statement of Page with
+	// per_page = the filter's limit (default 100, at most 500). Otherwise the
+	// WebSocket loop runs up to MaxSearchPages pages of SearchPageSize until
+	// the filter's limit (default and cap MaxLimit) is filled.
+	OnePage bool
+	Page    int64
+	// Seen holds the ids already sent for this request, shared across its
+	// filters: a hit in it is skipped and does not count towards the limit,
+	// and every accepted hit is added. Nil disables cross-filter dedupe.
+	Seen map[string]struct{}
+	// ContinueFunc, when set, is asked at every page boundary; false stops
+	// the search (a CLOSE arrived).
+	ContinueFunc func() bool
+}
+
+// SearchError is a failed FTS statement or hydration. Its message is the log
+// line of 20-search.md §7; it never contains the search text.
+type SearchError struct {
+	// Fetch is true for a hydration (batch fetch) failure.
+	Fetch bool
+	// Page is the FTS page that failed.
+	Page int64
+	Err  error
+}
+
+func (e *SearchError) Error() string {
+	if e.Fetch {
+		return "NIP-50 batch fetch failed: " + e.Err.Error()
+	}
+	return "NIP-50 search failed: " + e.Err.Error()
+}
+
+func (e *SearchError) Unwrap() error { return e.Err }
+
+// SearchText normalises NIP-50 text as the query function does
+// (20-search.md §3.2); "" means the filter is skipped with no SQL.
+func SearchText(s string) string { return search.NormalizeText(s) }
+
+type stageKey struct{}
+
+// SearchStage reports, inside Config.QueryHookFunc, which search statement is
+// about to run: "fts" or "hydrate"; "" for a plain history query.
+func SearchStage(ctx context.Context) string {
+	s, _ := ctx.Value(stageKey{}).(string)
+	return s
+}
+
+var uuidShape = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// Search runs one search filter (20-search.md §4.2 and §5): scope from the
+// filter's #h and the reader's access, FTS pages through package search,
+// one batched hydration per page, then acceptance in rank order — the
+// filter's full NIP-01 match, an accessible channel, per-event visibility,
+// a live edit target for kind 40003, not already in opt.Seen. Empty text,
+// limit 0, kinds [] and a #h with nothing accessible issue no search SQL.
+// On failure it returns the rows accepted so far and a *SearchError.
+func (e *Engine) Search(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt SearchOptions) ([]Row, error) {
+	if f.Search == nil || f.MatchesNothing() {
+		return nil, nil
+	}
+	text := search.NormalizeText(*f.Search)
+	limit, perPage, pages := MaxLimit, int64(SearchPageSize), MaxSearchPages
+	if opt.OnePage {
+		limit, pages = HTTPSearchDefault, 1
+		if f.Limit != nil {
+			limit = min(*f.Limit, HTTPSearchMaxLimit)
+		}
+		perPage = int64(limit)
+	} else if f.Limit != nil {
+		limit = min(*f.Limit, MaxLimit)
+	}
+	if text == "" || limit == 0 {
+		return nil, nil
+	}
+	q := search.Query{Community: sc.CommunityID, Text: text, Kinds: f.Kinds, Since: f.Since, Until: f.Until, Mode: opt.Mode, PerPage: perPage}
+	channels := map[string]struct{}{}
+	if hs := f.Tags["h"]; len(hs) > 0 {
+		var shaped []string
+		for _, h := range hs {
+			if uuidShape.MatchString(h) {
+				shaped = append(shaped, h)
+			}
+		}
+		if len(shaped) == 0 {
+			return nil, nil // never widen
+		}
+		kept, err := e.Confirm(ctx, sc, acc, shaped)
+		if err != nil {
+			return nil, &SearchError{Page: 1, Err: err}
+		}
+		if len(kept) == 0 {
+			return nil, nil
+		}
+		for _, ch := range kept {
+			channels[ch] = struct{}{}
+		}
+		q.Scope = search.Channels(kept)
+	} else {
+		q.Scope = search.ChannelsOrChannelLess(acc.List())
+	}
+	for _, a := range f.Authors {
+		b, err := hex.DecodeString(a)
+		if err == nil && len(b) == 32 {
+			q.Authors = append(q.Authors, b)
+		}
+	}
+	if len(f.Authors) > 0 && len(q.Authors) == 0 {
+		return nil, nil
+	}
+
+	var out []Row
+	for page := int64(1); page <= int64(pages); page++ {
+		if page > 1 && opt.ContinueFunc != nil && !opt.ContinueFunc() {
+			break
+		}
+		if opt.OnePage {
+			q.Page = opt.Page
+		} else {
+			q.Page = page
+		}
+		if err := e.hook(ctx, "fts", f); err != nil {
+			return out, &SearchError{Page: q.Page, Err: err}
+		}
+		res, err := e.searcher.Search(ctx, q)
+		if err != nil {
+			return out, &SearchError{Page: q.Page, Err: err}
+		}
+		rows, err := e.accept(ctx, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out))
+		out = append(out, rows...)
+		if err != nil {
+			return out, &SearchError{Fetch: true, Page: q.Page, Err: err}
+		}
+		if len(out) >= limit || int64(len(res.Hits)) < perPage {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) hook(ctx context.Context, stage string, f *event.Filter) error {
+	if h := e.cfg.QueryHookFunc; h != nil {
+		return h(context.WithValue(ctx, stageKey{}, stage), f)
+	}
+	return nil
+}
+
+// accept hydrates one page of hits and returns, in rank order, at most want
+// rows that pass the acceptance checks of 20-search.md §4.2.
+func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
+	hits []search.Hit, seen map[string]struct{}, want int) ([]Row, error) {
+	if len(hits) == 0 || want <= 0 {
+		return nil, nil
+	}
+	ids := make([][]byte, len(hits))
+	for i := range hits {
+		ids[i] = hits[i].ID[:]
+	}
+	if err := e.hook(ctx, "hydrate", f); err != nil {
+		return nil, err
+	}
+	stored, err := e.searcher.Hydrate(ctx, sc.CommunityID, ids)
+	if err != nil {
+		return nil, err
+	}
+	var targets [][]byte
+	for _, st := range stored {
+		if st.Event.Kind == event.KindMessageEdit {
+			if b, err := hex.DecodeString(editTarget(&st.Event)); err == nil && len(b) == 32 {
+				targets = append(targets, b)
+			}
+		}
+	}
+	live := map[string]bool{}
+	if len(targets) > 0 {
+		if live, err = e.searcher.LiveIDs(ctx, sc.CommunityID, targets); err != nil {
+			return nil, fmt.Errorf("edit targets: %w", err)
+		}
+	}
+	var out []Row
+	for i := range hits {
+		st, ok := stored[hits[i].IDHex()]
+		switch {
+		case !ok: // deleted or gone since the FTS statement
+		case !f.Matches(&st.Event, st.Channel):
+		case st.Channel != "" && !acc.Has(st.Channel) && !has(channels, st.Channel):
+		case !VisibleTo(sc.Reader, &st.Event):
+		case st.Event.Kind == event.KindMessageEdit && !live[editTarget(&st.Event)]:
+		default:
+			if seen != nil {
+				if _, dup := seen[st.Event.ID]; dup {
+					continue
+				}
+				seen[st.Event.ID] = struct{}{}
+			}
+			out = append(out, Row{Event: st.Event, Channel: st.Channel, JSON: st.Event.AppendJSON(nil)})
+			if len(out) == want {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// editTarget is the first 64-hex "e" value of an edit, lowercased.
+func editTarget(ev *event.Event) string {
+	for _, t := range ev.Tags {
+		if len(t) > 1 && t[0] == "e" && event.IsHexAnyCase64(t[1]) {
+			return strings.ToLower(t[1])
+		}
+	}
+	return ""
+}
+
+func has(set map[string]struct{}, k string) bool { _, ok := set[k]; return ok }
