@@ -1,0 +1,365 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+)
+
+// Chainer constants of spec 30 §8.
+const (
+	// BatchSize is the most intents one batch transaction chains.
+	BatchSize = 500
+	// PollInterval is how often the chainer looks for work without a wake-up.
+	PollInterval = 250 * time.Millisecond
+	// ParallelCommunities is how many communities are chained at once.
+	ParallelCommunities = 4
+	// pendingScan is how many communities one pass considers.
+	pendingScan = 64
+	backoffMin  = time.Second
+	backoffMax  = 30 * time.Second
+	gaugeEvery  = time.Second
+)
+
+// ChainerConfig configures a Chainer.
+type ChainerConfig struct {
+	// Pool is the audit pool (spec 30 §8: at most 5 connections). Required.
+	Pool *pgxpool.Pool
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Metrics; nil-safe.
+	Metrics *Metrics
+	// CommunityHostFunc names a community in log lines (its host). Optional.
+	CommunityHostFunc func(communityID string) string
+	// ChainedFunc, when set, is called after each committed batch with the
+	// community, the number of entries and the new head seq. Tests wait on it.
+	ChainedFunc func(communityID string, n int, head int64)
+	// FailedFunc, when set, is called after each rolled-back batch. Tests wait on it.
+	FailedFunc func(communityID string, err error)
+}
+
+// Chainer moves intents from audit_outbox into each community's chain (spec
+// 30 §5.2). One runs per process; several processes may run against one
+// database, the per-community advisory lock keeping each chain single-writer.
+type Chainer struct {
+	cfg  ChainerConfig
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu        sync.Mutex
+	backoff   map[string]backoffState
+	lastGauge time.Time
+}
+
+type backoffState struct {
+	delay time.Duration
+	until time.Time
+}
+
+// NewChainer returns a Chainer; call Run to start it.
+func NewChainer(cfg ChainerConfig) *Chainer {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Chainer{cfg: cfg, log: log.With("component", "audit"), wake: make(chan struct{}, 1), backoff: map[string]backoffState{}}
+}
+
+// Wake asks the chainer to look for work now. It never blocks and is safe
+// to call from any goroutine, any number of times.
+func (c *Chainer) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run chains pending intents on every wake-up and every PollInterval until
+// ctx ends. A batch in flight when ctx ends commits or rolls back; either
+// way nothing is lost. Run returns nil on cancellation.
+func (c *Chainer) Run(ctx context.Context) error {
+	t := time.NewTicker(PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-t.C:
+		}
+		if err := c.runOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("Audit log failed: "+err.Error(), slog.Any("err", err))
+		}
+	}
+}
+
+// Flush chains everything pending now, ignoring backoff, until the outbox
+// holds nothing chainable by this process or ctx ends. Shutdown calls it
+// after the doors closed; tests call it instead of waiting.
+func (c *Chainer) Flush(ctx context.Context) error {
+	for ctx.Err() == nil {
+		ids, err := c.pending(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		progress := false
+		for _, id := range ids {
+			n, err := c.chainCommunity(ctx, id)
+			if err != nil {
+				return err
+			}
+			progress = progress || n > 0
+		}
+		if !progress {
+			return nil // every pending community is locked by another process
+		}
+	}
+	c.refreshGauges(context.WithoutCancel(ctx), true)
+	return ctx.Err()
+}
+
+// runOnce is one pass: the communities with pending intents, oldest first,
+// ParallelCommunities at a time.
+func (c *Chainer) runOnce(ctx context.Context) error {
+	defer c.refreshGauges(ctx, false)
+	ids, err := c.pending(ctx)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ParallelCommunities)
+	now := time.Now()
+	for _, id := range ids {
+		if c.inBackoff(id, now) {
+			continue
+		}
+		g.Go(func() error {
+			_, err := c.chainCommunity(gctx, id)
+			if err != nil && gctx.Err() == nil {
+				c.log.Error("Audit log failed: "+err.Error(), slog.String("community", c.host(id)), slog.Any("cause", errors.Unwrap(err)))
+			}
+			return nil // one community's failure never stops the others
+		})
+	}
+	return g.Wait()
+}
+
+func (c *Chainer) pending(ctx context.Context) ([]string, error) {
+	rows, err := c.cfg.Pool.Query(ctx, `SELECT community_id::text FROM audit_outbox
+		GROUP BY community_id ORDER BY min(id) LIMIT $1`, pendingScan)
+	if err != nil {
+		return nil, dbError(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbError(err)
+	}
+	return ids, nil
+}
+
+func (c *Chainer) host(id string) string {
+	if c.cfg.CommunityHostFunc != nil {
+		if h := c.cfg.CommunityHostFunc(id); h != "" {
+			return h
+		}
+	}
+	return "unknown"
+}
+
+func (c *Chainer) inBackoff(id string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.backoff[id]
+	return ok && now.Before(b.until)
+}
+
+func (c *Chainer) noteResult(id string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.backoff, id)
+		return
+	}
+	b := c.backoff[id]
+	b.delay = min(max(b.delay*2, backoffMin), backoffMax)
+	b.until = time.Now().Add(b.delay)
+	c.backoff[id] = b
+}
+
+// chainCommunity runs batches for one community until one is not full.
+// It returns how many entries it appended.
+func (c *Chainer) chainCommunity(ctx context.Context, id string) (int, error) {
+	total := 0
+	for {
+		n, err := c.batch(ctx, id)
+		c.noteResult(id, err)
+		total += n
+		if err != nil {
+			if m := c.cfg.Metrics; m != nil && m.LogErrors != nil {
+				m.LogErrors.Inc()
+			}
+			if c.cfg.FailedFunc != nil {
+				c.cfg.FailedFunc(id, err)
+			}
+			return total, err
+		}
+		if n < BatchSize {
+			return total, nil
+		}
+	}
+}
+
+// claimed is one intent deleted from the outbox by the batch that chains it.
+type claimed struct {
+	id         int64
+	action     string
+	actor      []byte
+	objectID   *string
+	detail     []byte
+	occurredAt time.Time
+}
+
+// batch is the batch transaction of spec 30 §5.2. It returns 0 when another
+// process holds the community's lock or nothing is pending. A panic is
+// recovered, the transaction rolled back and the connection returned clean.
+func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
+	start := time.Now()
+	tx, err := c.cfg.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return 0, dbError(err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &SerializationError{What: fmt.Sprintf("chainer panic: %v", r)}
+			n = 0
+		}
+		if err != nil || n == 0 {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var locked bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0))`, id).Scan(&locked); err != nil {
+		return 0, dbError(err)
+	}
+	if !locked {
+		return 0, nil
+	}
+	rows, err := tx.Query(ctx, `DELETE FROM audit_outbox
+		WHERE community_id = $1
+		  AND id IN (SELECT id FROM audit_outbox WHERE community_id = $1 ORDER BY id LIMIT $2)
+		RETURNING id, action, actor_pubkey, object_id, detail, occurred_at`, id, BatchSize)
+	if err != nil {
+		return 0, dbError(err)
+	}
+	var batch []claimed
+	for rows.Next() {
+		var r claimed
+		if err := rows.Scan(&r.id, &r.action, &r.actor, &r.objectID, &r.detail, &r.occurredAt); err != nil {
+			rows.Close()
+			return 0, dbError(err)
+		}
+		batch = append(batch, r)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, dbError(err)
+	}
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
+	var (
+		seq  int64
+		prev []byte
+	)
+	err = tx.QueryRow(ctx, `SELECT seq, hash FROM audit_log WHERE community_id = $1 ORDER BY seq DESC LIMIT 1`, id).Scan(&seq, &prev)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, dbError(err)
+	}
+	k := len(batch)
+	seqs, hashes, prevs := make([]int64, k), make([][]byte, k), make([][]byte, k)
+	actions, actors, objects, details := make([]string, k), make([][]byte, k), make([]*string, k), make([]string, k)
+	times := make([]time.Time, k)
+	for i, r := range batch {
+		seq++
+		h, err := Hash(Entry{CommunityID: id, Seq: seq, CreatedAt: r.occurredAt, Action: Action(r.action),
+			Actor: r.actor, ObjectID: r.objectID, Detail: r.detail, PrevHash: prev, Version: HashVersion})
+		if err != nil {
+			return 0, err
+		}
+		seqs[i], hashes[i], prevs[i] = seq, h[:], prev
+		actions[i], actors[i], objects[i], details[i], times[i] = r.action, r.actor, r.objectID, string(r.detail), r.occurredAt
+		prev = hashes[i]
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO audit_log (community_id, seq, hash, prev_hash, action, actor_pubkey, object_id, detail, created_at, hash_version)
+		SELECT $1, s, h, p, a, ac, o, d::jsonb, t, 2
+		FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[])
+		  AS u(s, h, p, a, ac, o, d, t)`, id, seqs, hashes, prevs, actions, actors, objects, details, times)
+	if err != nil {
+		return 0, dbError(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, dbError(err)
+	}
+	if m := c.cfg.Metrics; m != nil {
+		if m.LogSeconds != nil {
+			m.LogSeconds.Observe(time.Since(start).Seconds())
+		}
+		if m.Appended != nil {
+			m.Appended.Add(float64(k))
+		}
+	}
+	if c.cfg.ChainedFunc != nil {
+		c.cfg.ChainedFunc(id, k, seq)
+	}
+	return k, nil
+}
+
+// refreshGauges sets the outbox gauges at most once a second (force: now).
+func (c *Chainer) refreshGauges(ctx context.Context, force bool) {
+	m := c.cfg.Metrics
+	if m == nil || (m.OutboxPending == nil && m.OutboxLag == nil) {
+		return
+	}
+	c.mu.Lock()
+	if !force && time.Since(c.lastGauge) < gaugeEvery {
+		c.mu.Unlock()
+		return
+	}
+	c.lastGauge = time.Now()
+	c.mu.Unlock()
+	pending, lag, err := OutboxStats(ctx, c.cfg.Pool)
+	if err != nil {
+		return
+	}
+	if m.OutboxPending != nil {
+		m.OutboxPending.Set(float64(pending))
+	}
+	if m.OutboxLag != nil {
+		m.OutboxLag.Set(lag.Seconds())
+	}
+}
+
+// OutboxStats returns the number of pending intents (all communities) and
+// the age of the oldest, 0 when none.
+func OutboxStats(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (pending int64, lag time.Duration, err error) {
+	var secs float64
+	err = q.QueryRow(ctx, `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(occurred_at)), 0)::float8
+		FROM audit_outbox`).Scan(&pending, &secs)
+	if err != nil {
+		return 0, 0, dbError(err)
+	}
+	return pending, time.Duration(max(secs, 0) * float64(time.Second)), nil
+}
