@@ -288,31 +288,13 @@ func validateEngram(ev *event.Event) error {
 // lowercased, or "".
 func channelFromTags(tags event.Tags) string {
 	for _, t := range tags {
-		if len(t) > 1 && t[0] == "h" && isUUIDAnyCase(t[1]) {
-			return strings.ToLower(t[1])
+		if len(t) > 1 && t[0] == "h" {
+			if id, ok := event.ChannelID(t[1]); ok {
+				return id
+			}
 		}
 	}
 	return ""
-}
-
-func isUUIDAnyCase(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func firstHex64(tags event.Tags, name string) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
@@ -102,21 +103,6 @@ func (s *Store) ChannelsAccessible(ctx context.Context, communityID, pubkey stri
 
 // isUUID reports whether s is a hyphenated UUID in lowercase.
 func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
+	id, ok := event.ChannelID(s)
+	return ok && id == s
 }
