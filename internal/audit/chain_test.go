@@ -1,7 +1,6 @@
 package audit_test
 
 import (
-
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -213,7 +212,9 @@ func TestChain(t *testing.T) {
 			}, "hash chain integrity violation at seq 1: prev_hash does not match preceding entry"},
 			{"Version1", func(c string) []string { return []string{`UPDATE audit_log SET hash_version = 1 WHERE ` + where(c, 2)} },
 				"unsupported audit hash version 1"},
-			{"Version99", func(c string) []string { return []string{`UPDATE audit_log SET hash_version = 99 WHERE ` + where(c, 2)} },
+			{"Version99", func(c string) []string {
+				return []string{`UPDATE audit_log SET hash_version = 99 WHERE ` + where(c, 2)}
+			},
 				"unsupported audit hash version 99"},
 			{"UnknownAction", func(c string) []string { return []string{`UPDATE audit_log SET action = 'bogus' WHERE ` + where(c, 7)} },
 				"unknown audit action in database"},
@@ -477,5 +478,3 @@ func waitChained(t *testing.T, ch <-chan string, cid string, d time.Duration) {
 		}
 	}
 }
-
-

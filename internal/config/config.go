@@ -204,7 +204,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.RedisPoolSize = l.integer("BUZZ_REDIS_POOL_SIZE", DefaultRedisPoolSize, 1, 1000)
 	c.ReadDatabaseURL = l.postgresURL("READ_DATABASE_URL")
 	c.DBReadPoolSize = l.integer("BUZZ_DB_READ_POOL_SIZE", c.DBPoolSize, 1, 1000)
-	c.AuditEnabled, _ = l.boolean("BUZZ_AUDIT_ENABLED", true)
+	c.AuditEnabled = l.auditEnabled("BUZZ_AUDIT_ENABLED")
 	c.OperatorListeners = l.str("BUZZ_OPERATOR_LISTENERS", "")
 	c.LogLevel = l.logLevel("BUZZ_LOG_LEVEL")
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")

@@ -246,6 +246,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"RequireAuthTokenMaybe", []string{"BUZZ_REQUIRE_AUTH_TOKEN", "y"}, "BUZZ_REQUIRE_AUTH_TOKEN", ""},
 		{"RequireRelayMembershipMaybe", []string{"BUZZ_REQUIRE_RELAY_MEMBERSHIP", "2"}, "BUZZ_REQUIRE_RELAY_MEMBERSHIP", ""},
 		{"AuditEnabledMaybe", []string{"BUZZ_AUDIT_ENABLED", "enabled"}, "BUZZ_AUDIT_ENABLED", ""},
+		{"AuditEnabledSometimes", []string{"BUZZ_AUDIT_ENABLED", "sometimes"}, "BUZZ_AUDIT_ENABLED",
+			`invalid BUZZ_AUDIT_ENABLED: "sometimes" is not a boolean (use true or false)`},
 		{"PrivateKeyXyz", []string{"BUZZ_RELAY_PRIVATE_KEY", "xyz"}, "BUZZ_RELAY_PRIVATE_KEY",
 			"invalid BUZZ_RELAY_PRIVATE_KEY: must be 64 hex characters (got 3 characters)"},
 		{"PrivateKeyNsec", []string{"BUZZ_RELAY_PRIVATE_KEY", "nsec1vl029mgpspedva04g90vltkh6fvh240zqtv9k0t9af8935ke9laqsnlfe5"}, "BUZZ_RELAY_PRIVATE_KEY",

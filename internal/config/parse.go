@@ -70,6 +70,20 @@ func (l *loader) boolean(name string, def bool) (value, set bool) {
 	return def, true
 }
 
+// auditEnabled reads BUZZ_AUDIT_ENABLED (spec 30 §8): the booleans of
+// boolean, default true, and its own message for anything else.
+func (l *loader) auditEnabled(name string) bool {
+	raw := l.get(name)
+	switch strings.ToLower(raw) {
+	case "", "true", "1", "yes", "on":
+		return true
+	case "false", "0", "no", "off":
+		return false
+	}
+	l.fail(name, "%q is not a boolean (use true or false)", raw)
+	return true
+}
+
 func (l *loader) oneOf(name, def string, allowed ...string) string {
 	raw := l.get(name)
 	if raw == "" {

@@ -152,6 +152,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		}
 		var ne *auth.NIP98Error
 		if errors.As(err, &ne) {
+			s.auditAuthFailure(tenant.CommunityID, "", nip98Reason(ne))
 			return "", refuse(http.StatusUnauthorized, ne.Message)
 		}
 		return "", fmt.Errorf("verify NIP-98: %w", err)
@@ -166,7 +167,11 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		if m != nil {
 			m.AuthFailures.WithLabelValues("nip98_replay").Inc()
 		}
+		s.auditAuthFailure(tenant.CommunityID, "", "replay")
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98Replay)
+	}
+	if !s.cfg.RequireRelayMembership {
+		s.auditAuthSuccess(tenant.CommunityID, ev.PubKey)
 	}
 	return ev.PubKey, nil
 }
@@ -185,7 +190,9 @@ func (s *Server) requireMember(ctx context.Context, tenant host.Tenant, pubkey s
 		if m := s.cfg.Metrics; m != nil {
 			m.AuthFailures.WithLabelValues("not_relay_member").Inc()
 		}
+		s.auditAuthFailure(tenant.CommunityID, pubkey, "not_relay_member")
 		return &apiError{status: http.StatusForbidden, body: errorBody{Error: msgMembershipRequired, Message: msgMembershipDetail}}
 	}
+	s.auditAuthSuccess(tenant.CommunityID, pubkey)
 	return nil
 }

@@ -72,6 +72,8 @@ type Config struct {
 	// Metrics receives http_requests_total and http_request_latency_ms and
 	// the NIP-98 auth counters. Nil disables them.
 	Metrics *metrics.Metrics
+	// Audit records NIP-98 successes and failures (spec 30 §4.3); nil disables it.
+	Audit AuditObserver
 	// Logger defaults to slog.Default() when nil.
 	Logger *slog.Logger
 	// Secure makes NIP-98 expect https URLs (RELAY_URL is wss://).

@@ -24,7 +24,9 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 	if pl.simple(ev.Kind) && p.cfg.AfterInsertFunc == nil {
 		// The hot path: the event row and its mentions are one statement,
 		// so it commits atomically on its own in one round trip.
-		inserted, err := s.EventInsert(ctx, p.cfg.Pool, store.EventInsertParams{CommunityID: cid, Event: ev, Channel: pl.channel, DTag: pl.dTag})
+		// The audit intent rides in the same statement (spec 30 §5.1).
+		inserted, err := s.EventInsert(ctx, p.cfg.Pool, store.EventInsertParams{CommunityID: cid, Event: ev, Channel: pl.channel, DTag: pl.dTag,
+			Audit: p.eventIntent(req, ev, pl.channel)})
 		return !inserted, nil, err
 	}
 	base := *pl
@@ -32,7 +34,14 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 		duplicate, follow = false, nil
 		*pl = base // a retried transaction starts from the plan authorize made
 		if pl.group != nil {
+			before, err := p.groupBefore(ctx, tx, req, pl)
+			if err != nil {
+				return err
+			}
 			if err := p.applyGroup(ctx, tx, req, pl); err != nil {
+				return err
+			}
+			if err := p.groupIntents(ctx, tx, req, pl, before); err != nil {
 				return err
 			}
 		}
@@ -64,7 +73,8 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 				return conflict(wire.Reason(wire.Duplicate, "reaction already exists"))
 			}
 		}
-		inserted, err := s.EventInsert(ctx, tx, store.EventInsertParams{CommunityID: cid, Event: ev, Channel: pl.channel, DTag: pl.dTag})
+		inserted, err := s.EventInsert(ctx, tx, store.EventInsertParams{CommunityID: cid, Event: ev, Channel: pl.channel, DTag: pl.dTag,
+			Audit: p.eventIntent(req, ev, pl.channel)})
 		if err != nil {
 			return err
 		}
@@ -80,8 +90,10 @@ func (p *Pipeline) commit(ctx context.Context, req Request, pl *plan) (duplicate
 		if err := p.sideEffects(ctx, tx, req, pl); err != nil {
 			return err
 		}
-		follow, err = p.followUps(ctx, tx, req, pl)
-		return err
+		if follow, err = p.followUps(ctx, tx, req, pl); err != nil {
+			return err
+		}
+		return p.followUpIntents(ctx, tx, req, pl, follow)
 	})
 	if err == errRollback {
 		return true, nil, nil
@@ -103,6 +115,11 @@ func (p *Pipeline) sideEffects(ctx context.Context, tx pgx.Tx, req Request, pl *
 		if err != nil {
 			return err
 		}
+		if changed {
+			if err := p.deletedIntent(ctx, tx, req, *t); err != nil {
+				return err
+			}
+		}
 		if changed && t.Kind == event.KindReaction {
 			if err := s.ReactionRemove(ctx, tx, cid, t.ID); err != nil {
 				return err
@@ -120,8 +137,14 @@ func (p *Pipeline) sideEffects(ctx context.Context, tx pgx.Tx, req Request, pl *
 		}
 	}
 	if c := pl.delCoord; c != nil && event.IsAddressable(c.kind) {
-		if _, err := s.AddressableDelete(ctx, tx, cid, c.kind, c.pubkey, c.d, ev.CreatedAt); err != nil {
+		deleted, err := s.AddressableDelete(ctx, tx, cid, c.kind, c.pubkey, c.d, ev.CreatedAt)
+		if err != nil {
 			return err
+		}
+		for _, t := range deleted {
+			if err := p.deletedIntent(ctx, tx, req, t); err != nil {
+				return err
+			}
 		}
 	}
 	if pl.setNIP05 {

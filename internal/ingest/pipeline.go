@@ -51,6 +51,12 @@ type Config struct {
 	// the event row is inserted; an error it returns rolls everything back.
 	// Tests use it to inject faults.
 	AfterInsertFunc func(ctx context.Context, ev *event.Event) error
+	// AuditEnabled writes the audit intents of spec 30 §4.1 in each event's
+	// transaction (BUZZ_AUDIT_ENABLED). Default false.
+	AuditEnabled bool
+	// AuditWakeFunc, when set, is called after each commit that wrote
+	// intents: the local chainer's Wake. It must not block.
+	AuditWakeFunc func()
 }
 
 // Pipeline is the transport-neutral EVENT pipeline. It is safe for concurrent use.
@@ -125,10 +131,14 @@ func (p *Pipeline) submit(ctx context.Context, req Request) Result {
 	}
 	dup, follow, err := p.commit(ctx, req, plan) // step 20
 	if err != nil {
+		p.countIntentError(err)
 		return p.answer(ctx, req, err)
 	}
 	if dup {
 		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
+	}
+	if p.cfg.AuditWakeFunc != nil && p.auditOn() {
+		p.cfg.AuditWakeFunc()
 	}
 	if m := p.cfg.Metrics; m != nil {
 		m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()

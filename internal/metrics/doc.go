@@ -1,4 +1,5 @@
-// Package metrics defines the relay's Prometheus metrics of spec 10 §11.2.
+// Package metrics defines the relay's Prometheus metrics of spec 10 §11.2
+// and the audit metrics of spec 30 §9 (audit.go).
 //
 // It owns the metric names, types, help texts, label names and buckets, the
 // bounded kind label (KindLabel) and the collector that reads the writer
@@ -9,6 +10,6 @@
 // It does NOT decide when a metric moves (the relay, ingest, auth and httpapi
 // packages do), serve /metrics (health.MetricsHandler does), or import the
 // database driver: the pool is read through SetPoolStatsFunc. Metrics of
-// other spec files (search, audit, read state, listeners, scale-out) are
-// added by those packages on the same registerer.
+// other spec files (search, read state, listeners, scale-out) are added by
+// those packages on the same registerer.
 package metrics

@@ -104,6 +104,10 @@ type Metrics struct {
 	// HTTPRequestLatencyMs is http_request_latency_ms{action} (histogram), in
 	// milliseconds.
 	HTTPRequestLatencyMs *prometheus.HistogramVec
+	// Audit holds the audit metrics of spec 30 §9.
+	Audit Audit
+	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
+	AuditSendErrors prometheus.Counter
 
 	pool *poolCollector
 }
@@ -216,6 +220,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,
 		m.pool,
 	)
+	m.Audit = newAudit(reg)
+	m.AuditSendErrors = m.Audit.SendErrors
 	for _, k := range kindLabels() {
 		m.EventsReceived.WithLabelValues(k)
 		m.EventsStored.WithLabelValues(k)

@@ -44,6 +44,15 @@ var specNames = map[string]dto.MetricType{
 	"buzz_db_pool_max":                            dto.MetricType_GAUGE,
 	"http_requests_total":                         dto.MetricType_COUNTER,
 	"http_request_latency_ms":                     dto.MetricType_HISTOGRAM,
+	// spec 30 §9
+	"buzz_audit_enabled":            dto.MetricType_GAUGE,
+	"buzz_audit_send_errors_total":  dto.MetricType_COUNTER,
+	"buzz_audit_log_errors_total":   dto.MetricType_COUNTER,
+	"buzz_audit_log_seconds":        dto.MetricType_HISTOGRAM,
+	"buzz_audit_appended_total":     dto.MetricType_COUNTER,
+	"buzz_audit_outbox_pending":     dto.MetricType_GAUGE,
+	"buzz_audit_outbox_lag_seconds": dto.MetricType_GAUGE,
+	"buzz_audit_suppressed_total":   dto.MetricType_COUNTER,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
@@ -80,7 +89,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2 and 30 §9")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

@@ -35,6 +35,7 @@ func (c *conn) handleAuth(ev event.Event) {
 		Now:        time.Now(),
 	})
 	if err != nil {
+		c.auditAuthFailure("", nip42Reason(err))
 		c.failAuth("nip42_invalid")
 		c.log.Debug("auth failed", slog.String("reason", err.Error()))
 		c.reply(wire.OK(ev.ID, false, wire.MsgVerification))
@@ -48,6 +49,7 @@ func (c *conn) handleAuth(ev event.Event) {
 			return
 		}
 		if !ok {
+			c.auditAuthFailure(ev.PubKey, "not_relay_member")
 			c.failAuth("not_relay_member")
 			c.log.Debug("auth failed", slog.String("pubkey", ev.PubKey), slog.String("reason", "not a relay member"))
 			c.reply(wire.OK(ev.ID, false, wire.MsgNotRelayMember))
@@ -62,6 +64,9 @@ func (c *conn) handleAuth(ev event.Event) {
 	}
 	c.enqueueLocked(wire.OK(ev.ID, true, ""), false)
 	c.mu.Unlock()
+	if a := c.srv.cfg.Audit; a != nil {
+		a.AuthSuccess(c.tenant.CommunityID, ev.PubKey, "nip42")
+	}
 	c.log.Debug("auth succeeded", slog.String("pubkey", ev.PubKey))
 }
 

@@ -18,6 +18,7 @@ func (c *conn) handleCount(id string, filters []event.Filter) {
 		return
 	}
 	if !c.srv.acquire() {
+		c.auditRateLimited()
 		c.reply(wire.Closed(id, wire.MsgRateLimited))
 		return
 	}

@@ -26,6 +26,7 @@ func (c *conn) handleEvent(ev event.Event) {
 		return
 	}
 	if !c.srv.acquire() {
+		c.auditRateLimited()
 		c.reply(wire.OK(ev.ID, false, wire.MsgRateLimited))
 		return
 	}

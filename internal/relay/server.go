@@ -89,6 +89,8 @@ type Config struct {
 	Members MemberChecker
 	// Metrics receives the transport metrics; nil disables them.
 	Metrics *metrics.Metrics
+	// Audit records auth and rate-limit observations (spec 30 §4.3); nil disables it.
+	Audit AuditObserver
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 	// Secure is true when RELAY_URL is wss://; NIP-42 relay tags must then be wss.

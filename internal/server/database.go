@@ -15,7 +15,10 @@ import (
 
 // Database is an open pool and, when the relay runs its own, the private cluster.
 type Database struct {
-	Pool    *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// URL is the connection string the pool uses; the audit pool opens it too.
+	// It may hold a password: never log it.
+	URL     string
 	cluster *pgcluster.Cluster
 }
 
@@ -57,7 +60,7 @@ func OpenDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	db.Pool = pool
+	db.Pool, db.URL = pool, url
 	log.Info("postgres connected", slog.Bool("private_cluster", db.cluster != nil))
 	if len(skipMigrations) > 0 && skipMigrations[0] && db.cluster == nil {
 		return db, nil

@@ -45,22 +45,26 @@ type Hooks struct {
 	SignFunc func(ev *event.Event) error
 	// QueryHookFunc runs before each history query of the read engine.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
+	// AuditChainedFunc is called after each committed chainer batch.
+	AuditChainedFunc func(communityID string, n int, head int64)
 }
 
 // App is a running relay: every component wired together. Tests build one
 // with Start and stop it with Close.
 type App struct {
-	Config    config.Config
-	DB        *Database
-	Store     *store.Store
-	Reader    *read.Engine
-	Pipeline  *ingest.Pipeline
-	Relay     *relay.Server
-	HTTP      *httpapi.Server
-	Health    *health.Server
-	Registry  *prometheus.Registry
-	Metrics   *metrics.Metrics
-	Resolver  *community.Resolver
+	Config   config.Config
+	DB       *Database
+	Store    *store.Store
+	Reader   *read.Engine
+	Pipeline *ingest.Pipeline
+	Relay    *relay.Server
+	HTTP     *httpapi.Server
+	Health   *health.Server
+	Registry *prometheus.Registry
+	Metrics  *metrics.Metrics
+	Resolver *community.Resolver
+	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
+	Audit     *Audit
 	RelayKey  []byte
 	Log       *slog.Logger
 	appSrv    *http.Server
@@ -123,11 +127,28 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}
 	a.Resolver = community.NewResolver(a.Store)
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc})
+	if a.Audit, err = startAudit(ctx, a, h); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok {
+			a.Audit.close()
+		}
+	}()
+	var (
+		auditWake func()
+		wsAudit   relay.AuditObserver
+		httpAudit httpapi.AuditObserver
+	)
+	if a.Audit != nil { // a nil *audit.Observer must not become a non-nil interface
+		auditWake, wsAudit, httpAudit = a.Audit.Chainer.Wake, a.Audit.Observer, a.Audit.Observer
+	}
 	fan := &fanout{}
 	a.Pipeline = ingest.New(ingest.Config{
 		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
 		ForgetAccessFunc: a.Reader.Forget, AfterInsertFunc: h.AfterInsertFunc,
 		RelayKey: a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
+		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
 	})
 	a.Relay = relay.New(relay.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
@@ -135,6 +156,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
+		Audit: wsAudit,
 	})
 	fan.local = a.Relay
 	started := time.Now()
@@ -152,6 +174,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
+		Audit: httpAudit,
 	})
 	ok = true
 	return a, nil
@@ -213,6 +236,9 @@ func (a *App) Run(ctx context.Context, app, healthL, metricsL net.Listener) erro
 	g.Go(serveOn(a.metricSrv, metricsL))
 	g.Go(func() error { return a.Relay.Run(gctx) })
 	g.Go(func() error { return a.maintenance(gctx) })
+	if a.Audit != nil {
+		g.Go(func() error { return a.Audit.run(gctx, a.Log) })
+	}
 	a.Log.Info("listening", slog.String("app", app.Addr().String()), slog.String("health", healthL.Addr().String()),
 		slog.String("metrics", metricsL.Addr().String()), slog.String("relay_url", a.Config.RelayURL))
 	select {
@@ -241,8 +267,11 @@ func (a *App) drain() {
 	a.Log.Info("drain complete")
 }
 
-// Close releases the database and the private cluster.
-func (a *App) Close() { a.DB.Close() }
+// Close releases the audit pool, the database and the private cluster.
+func (a *App) Close() {
+	a.Audit.close()
+	a.DB.Close()
+}
 
 // maintenance runs the periodic jobs: partitions every 24 h, NIP-98 replay
 // purge every 60 s.

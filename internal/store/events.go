@@ -22,10 +22,26 @@ type EventInsertParams struct {
 	Channel string
 	// DTag is the d value of an addressable event (nil for other kinds).
 	DTag *string
+	// Audit, when set, is the event's event_created intent (spec 30 §5.1),
+	// written into audit_outbox by the same statement, so it commits with
+	// the event row on the one-statement hot path too. Nothing is written
+	// when the event was already stored.
+	Audit *OutboxIntent
 }
 
-// EventInsert stores an event and its event_mentions rows in one statement,
-// inside the caller's transaction. inserted is false when the exact event is
+// OutboxIntent is an audit_outbox row written with an event. The audit
+// package builds it; the store only carries it into the statement.
+type OutboxIntent struct {
+	DedupeKey string
+	Action    string
+	Actor     []byte // nil = NULL
+	ObjectID  *string
+	Detail    []byte // JSON
+}
+
+// EventInsert stores an event, its event_mentions rows and, when p.Audit is
+// set, its audit intent in one statement, inside the caller's transaction (or
+// on its own, autocommitted, when q is the pool). inserted is false when the exact event is
 // already stored (ON CONFLICT DO NOTHING); then no mention row is written.
 func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertParams) (inserted bool, err error) {
 	ev := p.Event
@@ -40,7 +56,16 @@ func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertPara
 		}
 	}
 	mentions := Mentions(ev)
-	var n int
+	var (
+		n                             int
+		auditKey, auditAction, detail *string
+		auditActor                    []byte
+		auditObject                   *string
+	)
+	if a := p.Audit; a != nil {
+		d := string(a.Detail)
+		auditKey, auditAction, auditActor, auditObject, detail = &a.DedupeKey, &a.Action, a.Actor, a.ObjectID, &d
+	}
 	err = q.QueryRow(ctx, `
 		WITH ins AS (
 			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
@@ -52,9 +77,15 @@ func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertPara
 			SELECT $1, p, $2, to_timestamp($4), $9, $5 FROM unnest($11::text[]) AS p
 			WHERE EXISTS (SELECT 1 FROM ins)
 			ON CONFLICT DO NOTHING
+		), a AS (
+			INSERT INTO audit_outbox (community_id, dedupe_key, action, actor_pubkey, object_id, detail)
+			SELECT $1, $12, $13, $14, $15, $16::jsonb
+			WHERE $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM ins)
+			ON CONFLICT (community_id, dedupe_key) DO NOTHING
 		)
 		SELECT count(*) FROM ins`,
-		p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions).Scan(&n)
+		p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions,
+		auditKey, auditAction, auditActor, auditObject, detail).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("insert event: %w", pg.MapError(err))
 	}
@@ -134,19 +165,40 @@ func (s *Store) EventSoftDelete(ctx context.Context, q pg.Querier, communityID, 
 }
 
 // AddressableDelete soft-deletes the live versions of an addressable
-// coordinate created at or before upTo (a NIP-09 "a" deletion).
-func (s *Store) AddressableDelete(ctx context.Context, q pg.Querier, communityID string, kind int, pubkey, d string, upTo int64) (int64, error) {
+// coordinate created at or before upTo (a NIP-09 "a" deletion) and returns
+// the rows it deleted.
+func (s *Store) AddressableDelete(ctx context.Context, q pg.Querier, communityID string, kind int, pubkey, d string, upTo int64) ([]EventRef, error) {
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
-		return 0, fmt.Errorf("addressable delete: bad pubkey")
+		return nil, fmt.Errorf("addressable delete: bad pubkey")
 	}
-	tag, err := q.Exec(ctx, `UPDATE events SET deleted_at = now()
+	rows, err := q.Query(ctx, `UPDATE events SET deleted_at = now()
 		WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4
-		  AND created_at <= to_timestamp($5) AND deleted_at IS NULL`, communityID, kind, pub, d, upTo)
+		  AND created_at <= to_timestamp($5) AND deleted_at IS NULL
+		RETURNING id, channel_id::text`, communityID, kind, pub, d, upTo)
 	if err != nil {
-		return 0, fmt.Errorf("addressable delete: %w", err)
+		return nil, fmt.Errorf("addressable delete: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	defer rows.Close()
+	var out []EventRef
+	for rows.Next() {
+		var (
+			id      []byte
+			channel *string
+		)
+		if err := rows.Scan(&id, &channel); err != nil {
+			return nil, fmt.Errorf("addressable delete: %w", err)
+		}
+		ref := EventRef{ID: hex.EncodeToString(id), PubKey: pubkey, Kind: kind}
+		if channel != nil {
+			ref.Channel = *channel
+		}
+		out = append(out, ref)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("addressable delete: %w", err)
+	}
+	return out, nil
 }
 
 // Head is the live version of a replaceable or addressable key.

@@ -1,0 +1,37 @@
+package httpapi
+
+import (
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/auth"
+)
+
+// AuditObserver records NIP-98 successes and failures as the observational
+// audit actions of spec 30 §4.3: it samples and queues, and never blocks the
+// request. server fills it with *audit.Observer; nil disables it.
+type AuditObserver interface {
+	AuthSuccess(communityID, pubkey, method string)
+	AuthFailure(communityID, actor, method, reason string)
+}
+
+// auditAuthFailure reports a refused NIP-98 request of a resolved community.
+// actor is set only for a policy refusal of a valid token (spec 30 §4.2).
+func (s *Server) auditAuthFailure(communityID, actor, reason string) {
+	if a := s.cfg.Audit; a != nil {
+		a.AuthFailure(communityID, actor, "nip98", reason)
+	}
+}
+
+func (s *Server) auditAuthSuccess(communityID, pubkey string) {
+	if a := s.cfg.Audit; a != nil {
+		a.AuthSuccess(communityID, pubkey, "nip98")
+	}
+}
+
+// nip98Reason maps a NIP-98 verification failure to an auth_failure reason.
+func nip98Reason(ne *auth.NIP98Error) string {
+	if strings.Contains(ne.Message, "timestamp outside") {
+		return "expired"
+	}
+	return "invalid"
+}

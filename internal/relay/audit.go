@@ -1,0 +1,44 @@
+package relay
+
+import (
+	"strings"
+)
+
+// AuditObserver records the observational audit actions of spec 30 §4.3:
+// it samples and queues, and never blocks the connection. server fills it
+// with *audit.Observer; nil disables it.
+type AuditObserver interface {
+	AuthSuccess(communityID, pubkey, method string)
+	AuthFailure(communityID, actor, method, reason string)
+	RateLimited(communityID, principal, limit, transport string)
+}
+
+// limitHandlerPool names the one limiter of spec 10 §7.4 in audit entries.
+const limitHandlerPool = "handler_pool"
+
+// auditAuthFailure reports a refused NIP-42 AUTH. actor is set only for a
+// policy refusal of a cryptographically valid, fresh event (spec 30 §4.2).
+func (c *conn) auditAuthFailure(actor, reason string) {
+	if a := c.srv.cfg.Audit; a != nil {
+		a.AuthFailure(c.tenant.CommunityID, actor, "nip42", reason)
+	}
+}
+
+// auditRateLimited reports a "rate-limited:" reply of the handler pool.
+func (c *conn) auditRateLimited() {
+	a := c.srv.cfg.Audit
+	if a == nil {
+		return
+	}
+	pubkey, _ := c.identity()
+	a.RateLimited(c.tenant.CommunityID, pubkey, limitHandlerPool, "ws")
+}
+
+// nip42Reason maps a NIP-42 verification error to an auth_failure reason:
+// expired for the clock window, invalid for everything else.
+func nip42Reason(err error) string {
+	if strings.Contains(err.Error(), "created_at") {
+		return "expired"
+	}
+	return "invalid"
+}

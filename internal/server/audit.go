@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/audit"
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// auditPoolSize is the dedicated audit pool's size (spec 30 §8).
+const auditPoolSize = 5
+
+// flushTimeout bounds the chaining of what is pending at shutdown.
+const flushTimeout = 10 * time.Second
+
+// Audit is the running audit subsystem: its pool, the chainer and the
+// observational writer. Nil when BUZZ_AUDIT_ENABLED is false.
+type Audit struct {
+	Pool     *pgxpool.Pool
+	Chainer  *audit.Chainer
+	Observer *audit.Observer
+}
+
+// startAudit opens the audit pool and builds the chainer and the observer,
+// or logs that audit is off (spec 30 §8).
+func startAudit(ctx context.Context, a *App, h Hooks) (*Audit, error) {
+	if !a.Config.AuditEnabled {
+		a.Metrics.Audit.Enabled.Set(0)
+		a.Log.Info("Audit logging disabled by BUZZ_AUDIT_ENABLED")
+		return nil, nil
+	}
+	a.Metrics.Audit.Enabled.Set(1)
+	pool, err := pg.Open(ctx, a.DB.URL, pg.PoolConfig{MaxConns: auditPoolSize, Logger: a.Log})
+	if err != nil {
+		return nil, fmt.Errorf("Audit DB connection failed: %w", err)
+	}
+	am := a.Metrics.Audit
+	m := &audit.Metrics{SendErrors: am.SendErrors, LogErrors: am.LogErrors, LogSeconds: am.LogSeconds, Appended: am.Appended,
+		OutboxPending: am.OutboxPending, OutboxLag: am.OutboxLag, Suppressed: am.Suppressed}
+	chainer := audit.NewChainer(audit.ChainerConfig{Pool: pool, Logger: a.Log, Metrics: m,
+		CommunityHostFunc: a.communityHost, ChainedFunc: h.AuditChainedFunc})
+	observer := audit.NewObserver(audit.ObserverConfig{Pool: pool, Logger: a.Log, Metrics: m, WakeFunc: chainer.Wake})
+	a.Log.Info("Audit service ready")
+	return &Audit{Pool: pool, Chainer: chainer, Observer: observer}, nil
+}
+
+// communityHost names a community in the chainer's log lines.
+func (a *App) communityHost(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var host string
+	if err := a.DB.Pool.QueryRow(ctx, `SELECT host FROM communities WHERE id = $1`, id).Scan(&host); err != nil {
+		return ""
+	}
+	return host
+}
+
+// runAudit runs the observer and the chainer until ctx ends (the doors are
+// closed by then), then drains the observer and chains what is pending, so
+// a restart finds nothing this process could have chained.
+func (x *Audit) run(ctx context.Context, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- x.Observer.Run(ctx) }()
+	err := x.Chainer.Run(ctx)
+	<-done
+	fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if ferr := x.Chainer.Flush(fctx); ferr != nil {
+		log.Error("Audit log failed: "+ferr.Error(), slog.String("during", "shutdown flush"))
+	}
+	return err
+}
+
+// close releases the audit pool.
+func (x *Audit) close() {
+	if x != nil {
+		x.Pool.Close()
+	}
+}
