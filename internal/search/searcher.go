@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -225,4 +226,30 @@ func (s *Searcher) LiveIDs(ctx context.Context, community string, ids [][]byte) 
 		return nil, fmt.Errorf("database error: %w", err)
 	}
 	return out, nil
+}
+
+// Explain returns the EXPLAIN (ANALYZE, BUFFERS) output of q's statement,
+// run with the same settings as Search. For plan checks and operators.
+func (s *Searcher) Explain(ctx context.Context, q Query) (string, error) {
+	text := NormalizeText(q.Text)
+	if q.Community == "" || text == "" {
+		return "", ErrNoCommunity
+	}
+	st := build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage))
+	var out []string
+	err := pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.sql, st.args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("database error: %w", err)
+	}
+	return strings.Join(out, "\n"), nil
 }

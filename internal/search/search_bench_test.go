@@ -1,0 +1,235 @@
+package search_test
+
+// P4 of docs/PERFORMANCE.md: NIP-50 search for a common and a rare word on
+// 1M events across 10 communities, over real WebSockets with NIP-42, and the
+// plan check of the same statements. Not part of `go test ./...` (a
+// benchmark): run it with
+//
+//	go test -run '^$' -bench SearchP4 -benchtime 1x -count 3 -timeout 60m ./internal/search
+//
+// The dataset is generated once per process, deterministically: 10
+// communities × 100,000 kind 9 events in one open channel each, 64 authors
+// (keys derived from a fixed seed), 12 words per event drawn from a
+// 186-word vocabulary with a seeded PRNG, the rare word in 1 event of 1000,
+// created_at spread over the last 180 days (monthly partitions). Every
+// event is really signed (in parallel on every core) and loaded with COPY.
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/search"
+)
+
+const (
+	benchCommunities  = 10
+	benchPerCommunity = 100_000
+	benchAuthors      = 64
+	benchWords        = 12
+	benchVocab        = 186
+	commonWord        = "w007"
+	rareWord          = "zanzibar"
+	benchConns        = 8
+	benchDuration     = 5 * time.Second
+)
+
+type benchData struct {
+	r           *relaytest.Relay
+	hosts       []string
+	communities []string
+	channels    []string
+	reader      eventtest.Key
+}
+
+var (
+	benchOnce sync.Once
+	bench     *benchData
+)
+
+func loadBench(b *testing.B) *benchData {
+	benchOnce.Do(func() {
+		bench = &benchData{reader: eventtest.NewKey()}
+		bench.r = relaytest.Start(b, nil)
+		ctx := context.Background()
+		pool := bench.r.App.DB.Pool
+		now := time.Now()
+		require.NoError(b, pg.EnsurePartitions(ctx, pool, now.AddDate(0, -7, 0), 10))
+		keys := make([][]byte, benchAuthors)
+		for i := range keys {
+			s := sha256.Sum256([]byte("buzz-bench-author-" + strconv.Itoa(i)))
+			keys[i] = s[:]
+		}
+		vocab := make([]string, benchVocab)
+		for i := range vocab {
+			vocab[i] = fmt.Sprintf("w%03d", i)
+		}
+		began := time.Now()
+		for c := range benchCommunities {
+			host := bench.r.Community(b, "bench"+strconv.Itoa(c))
+			bench.hosts = append(bench.hosts, host)
+			cm, err := bench.r.App.Store.CommunityByHost(ctx, host)
+			require.NoError(b, err)
+			bench.communities = append(bench.communities, cm.ID)
+			channel := uuid.NewSHA1(uuid.NameSpaceOID, []byte("bench-channel-"+strconv.Itoa(c)))
+			bench.channels = append(bench.channels, channel.String())
+			_, err = pool.Exec(ctx, `INSERT INTO channels (id, community_id, name, visibility, created_by)
+				VALUES ($1, $2, 'general', 'open', $3)`, channel, cm.ID, make([]byte, 32))
+			require.NoError(b, err)
+			evs := signAll(b, keys, vocab, c, channel.String(), now)
+			rows := make([][]any, len(evs))
+			for i := range evs {
+				ev := &evs[i]
+				rows[i] = []any{cm.ID, mustHex(ev.ID), mustHex(ev.PubKey), time.Unix(ev.CreatedAt, 0), int32(9),
+					`[["h","` + channel.String() + `"]]`, ev.Content, mustHex(ev.Sig), channel}
+			}
+			n, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
+				[]string{"community_id", "id", "pubkey", "created_at", "kind", "tags", "content", "sig", "channel_id"},
+				pgx.CopyFromRows(rows))
+			require.NoError(b, err)
+			require.EqualValues(b, benchPerCommunity, n)
+		}
+		_, err := pool.Exec(ctx, "VACUUM ANALYZE events")
+		require.NoError(b, err)
+		fmt.Fprintf(os.Stderr, "dataset: %d events signed and loaded in %s\n", benchCommunities*benchPerCommunity, time.Since(began).Round(time.Second))
+	})
+	return bench
+}
+
+// signAll signs community c's events on every core; the content of event i
+// depends only on (c, i).
+func signAll(b *testing.B, keys [][]byte, vocab []string, c int, channel string, now time.Time) []event.Event {
+	evs := make([]event.Event, benchPerCommunity)
+	var wg sync.WaitGroup
+	workers := runtime.NumCPU()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(evs); i += workers {
+				rng := rand.New(rand.NewPCG(uint64(c), uint64(i)))
+				words := make([]string, benchWords)
+				for j := range words {
+					words[j] = vocab[rng.IntN(len(vocab))]
+				}
+				if i%1000 == 7 {
+					words[rng.IntN(benchWords)] = rareWord
+				}
+				ev := event.Event{Kind: 9, Content: strings.Join(words, " "),
+					CreatedAt: now.Add(-time.Duration(rng.Int64N(int64(180 * 24 * time.Hour)))).Unix(),
+					Tags:      event.Tags{{"h", channel}}}
+				if err := ev.Sign(keys[i%len(keys)]); err != nil {
+					panic(err)
+				}
+				evs[i] = ev
+			}
+		}()
+	}
+	wg.Wait()
+	return evs
+}
+
+func mustHex(s string) []byte {
+	b := make([]byte, len(s)/2)
+	for i := range b {
+		v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
+		if err != nil {
+			panic(err)
+		}
+		b[i] = byte(v)
+	}
+	return b
+}
+
+// BenchmarkSearchP4 prints the plan check (EXPLAIN (ANALYZE, BUFFERS) of
+// the common-word and rare-word statements in one community), then runs 3
+// rounds of search REQs (REQ → EOSE, kinds [9], limit 20; 8 authenticated
+// connections spread over the 10 communities, each with one REQ in flight,
+// 5 s per word per round) and reports the median round's q/s, p50 and p99.
+// Everything happens in one benchmark run because the dataset lives as long
+// as the benchmark: use -benchtime 1x.
+func BenchmarkSearchP4(b *testing.B) {
+	d := loadBench(b)
+	s := search.New(search.Config{Pool: d.r.App.DB.Pool})
+	for _, word := range []string{commonWord, rareWord} {
+		out, err := s.Explain(context.Background(), search.Query{Community: d.communities[3], Text: word,
+			Kinds: []int{9}, Scope: search.ChannelsOrChannelLess([]string{d.channels[3]}), PerPage: 100})
+		require.NoError(b, err)
+		fmt.Fprintf(os.Stderr, "\n== plan: %q, community 4 of 10, kinds [9], page 1 of 100 ==\n%s\n", word, out)
+	}
+	for b.Loop() {
+		for _, word := range []string{commonWord, rareWord} {
+			type round struct {
+				qps      float64
+				p50, p99 time.Duration
+				perQ     float64
+			}
+			var rounds []round
+			for i := range 3 {
+				qps, p50, p99, perQ := runLoad(b, d, word)
+				rounds = append(rounds, round{qps, p50, p99, perQ})
+				fmt.Fprintf(os.Stderr, "search %q round %d: %.0f q/s, p50 %s, p99 %s, %.1f events/REQ\n", word, i+1, qps, p50, p99, perQ)
+			}
+			slices.SortFunc(rounds, func(x, y round) int { return int(x.qps - y.qps) })
+			m := rounds[1]
+			b.ReportMetric(m.qps, word+"-q/s")
+			b.ReportMetric(float64(m.p50.Microseconds())/1000, word+"-p50-ms")
+			b.ReportMetric(float64(m.p99.Microseconds())/1000, word+"-p99-ms")
+		}
+	}
+}
+
+func runLoad(b *testing.B, d *benchData, word string) (float64, time.Duration, time.Duration, float64) {
+	conns := make([]*relaytest.WS, benchConns)
+	for i := range conns {
+		conns[i] = d.r.Dial(b, d.hosts[i%len(d.hosts)])
+		conns[i].Auth(d.reader)
+	}
+	var (
+		mu     sync.Mutex
+		lat    []time.Duration
+		events atomic.Int64
+		wg     sync.WaitGroup
+	)
+	deadline := time.Now().Add(benchDuration)
+	for i, w := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for n := 0; time.Now().Before(deadline); n++ {
+				t := time.Now()
+				evs, closed, eose := w.Req("s"+strconv.Itoa(n), map[string]any{"kinds": []int{9}, "search": word, "limit": 20})
+				if closed != "" || !eose {
+					panic(fmt.Sprintf("conn %d: closed %q", i, closed))
+				}
+				mine = append(mine, time.Since(t))
+				events.Add(int64(len(evs)))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return float64(len(lat)) / benchDuration.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], float64(events.Load()) / float64(len(lat))
+}
