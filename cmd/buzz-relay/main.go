@@ -42,6 +42,8 @@ func run(args []string) int {
 		return communityCmd(ctx, args)
 	case "member":
 		return memberCmd(ctx, args)
+	case "maintenance":
+		return maintenanceCmd(ctx, args)
 	case "version", "--version":
 		fmt.Println(server.Version)
 		return 0
@@ -67,6 +69,7 @@ commands:
   member add --host H --pubkey HEX [--role member|admin|owner]
   member remove --host H --pubkey HEX
   member list --host H
+  maintenance search-kinds --show [--json] | --set KINDS [--yes]
   version
 
 Configuration is read from the environment; see docs/OPERATIONS.md.
