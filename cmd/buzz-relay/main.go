@@ -4,6 +4,7 @@
 //	buzz-relay migrate [--status]          apply pending migrations, or list them
 //	buzz-relay community add|add-host|list manage communities (tenants)
 //	buzz-relay member add|remove|list      manage relay members
+//	buzz-relay audit head|verify           export a checkpoint, verify a chain
 //
 // Configuration comes from the environment (docs/OPERATIONS.md). Operator
 // commands print one JSON object per line on stdout; errors go to stderr
@@ -44,6 +45,8 @@ func run(args []string) int {
 		return memberCmd(ctx, args)
 	case "maintenance":
 		return maintenanceCmd(ctx, args)
+	case "audit":
+		return auditCmd(ctx, args)
 	case "version", "--version":
 		fmt.Println(server.Version)
 		return 0
@@ -70,6 +73,8 @@ commands:
   member remove --host H --pubkey HEX
   member list --host H
   maintenance search-kinds --show [--json] | --set KINDS [--yes]
+  audit head --community H                print the chain head as a signed checkpoint
+  audit verify --community H [--from N] [--to M] [--checkpoint FILE] [--signer HEX] [--json]
   version
 
 Configuration is read from the environment; see docs/OPERATIONS.md.
