@@ -175,8 +175,9 @@ func TestSearchREQ(t *testing.T) {
 	t.Run("PagingBudget", func(t *testing.T) { // check 28
 		t.Parallel()
 		b := srSetup(t)
+		base := time.Now().Unix()
 		evs := rpSignMany(t, b.author, 9, 1500, func(i int) []eventtest.Option {
-			return []eventtest.Option{eventtest.Content("budget " + strconv.Itoa(i)), eventtest.Channel(b.open), eventtest.At(time.Now().Unix() - int64(i))}
+			return []eventtest.Option{eventtest.Content("budget " + strconv.Itoa(i)), eventtest.Channel(b.open), eventtest.At(base - int64(i))}
 		})
 		rpInsertEvents(t, b.r, "", b.open, evs)
 		w := rpAuthed(t, b.r, "", b.reader)
@@ -289,8 +290,9 @@ func TestSearchBridge(t *testing.T) {
 		require.Empty(t, brQuery(t, b.r, b.reader, `[{"search":"proj","search_mode":"word"}]`))
 		require.Empty(t, brQuery(t, b.r, b.reader, `[{"search":"proj"}]`))
 
+		base := time.Now().Unix()
 		many := rpSignMany(t, b.author, 9, 600, func(i int) []eventtest.Option {
-			return []eventtest.Option{eventtest.Content("paged"), eventtest.Channel(b.open), eventtest.At(time.Now().Unix() - int64(i))}
+			return []eventtest.Option{eventtest.Content("paged"), eventtest.Channel(b.open), eventtest.At(base - int64(i))}
 		})
 		rpInsertEvents(t, b.r, "", b.open, many)
 		all := rpIdsOf(many) // equal ranks: newest first, which is signing order
