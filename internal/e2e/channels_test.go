@@ -896,9 +896,12 @@ func TestChannelRosterConcurrency(t *testing.T) {
 			ws[c].Send("EVENT", ev)
 		}
 	}
+	// The changes serialise on the channel row, so an answer may wait for
+	// all the others: allow more than the 5 s of Next under a loaded -race run.
 	for i, w := range ws {
 		for len(pending[i]) > 0 {
-			f := w.Next()
+			f, err := w.NextErr(30 * time.Second)
+			require.NoError(t, err)
 			if f[0] != "OK" {
 				continue // state events of the channel never reach these connections, but be lenient
 			}
