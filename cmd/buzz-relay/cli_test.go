@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -163,6 +164,28 @@ func TestMemberCommand(t *testing.T) {
 		list = b.mustRun(t, "member", "list", "--host", "m.test").lines(t)
 		require.Len(t, list, 1)
 		require.Equal(t, bob.PubKey, list[0]["pubkey"])
+
+		// Each change (not the no-op second remove) is an audit intent of
+		// relay scope with no actor, written with the membership row.
+		pool, err := pgxpool.New(context.Background(), b.env["DATABASE_URL"])
+		require.NoError(t, err)
+		defer pool.Close()
+		rows, err := pool.Query(context.Background(), `SELECT action, object_id, actor_pubkey IS NULL, detail::text
+			FROM audit_outbox WHERE community_id = $1 ORDER BY id`, cid)
+		require.NoError(t, err)
+		type intent struct {
+			Action, Object string
+			NoActor        bool
+			Detail         string
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[intent])
+		require.NoError(t, err)
+		require.Equal(t, []intent{
+			{"member_added", alice.PubKey, true, `{"role": "member", "scope": "relay", "event_id": null, "channel_id": null, "previous_role": null}`},
+			{"member_added", alice.PubKey, true, `{"role": "admin", "scope": "relay", "event_id": null, "channel_id": null, "previous_role": "member"}`},
+			{"member_added", bob.PubKey, true, `{"role": "owner", "scope": "relay", "event_id": null, "channel_id": null, "previous_role": null}`},
+			{"member_removed", alice.PubKey, true, `{"scope": "relay", "reason": "removed", "event_id": null, "channel_id": null}`},
+		}, got)
 	})
 
 	t.Run("InvalidPubkey", func(t *testing.T) {

@@ -8,11 +8,13 @@ import (
 	"io"
 	"strings"
 
+	"github.com/buzz-relay/buzz/internal/audit"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // memberCmd runs `member add | remove | list`.
@@ -64,13 +66,34 @@ func memberCmd(ctx context.Context, args []string) int {
 	}
 	switch sub {
 	case "add":
-		m, err := s.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{CommunityID: c.ID, Pubkey: pk, Role: *role, AddedBy: "cli"})
+		var m store.RelayMember
+		err := pg.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
+			prev, err := s.RelayMemberRole(ctx, tx, c.ID, pk)
+			if err != nil {
+				return err
+			}
+			m, err = s.RelayMemberUpsert(ctx, tx, store.RelayMemberUpsertParams{CommunityID: c.ID, Pubkey: pk, Role: *role, AddedBy: "cli"})
+			if err != nil || !cfg.AuditEnabled || prev == m.Role {
+				return err
+			}
+			return audit.Append(ctx, tx, audit.NewMemberAdded(c.ID, "", audit.MemberChange{
+				Scope: "relay", Member: pk, Role: m.Role, PreviousRole: prev}))
+		})
 		if err != nil {
 			return fail(err)
 		}
 		printJSON(map[string]string{"community_id": c.ID, "pubkey": pk, "role": m.Role})
 	case "remove":
-		removed, err := s.RelayMemberRemove(ctx, c.ID, pk)
+		var removed bool
+		err := pg.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
+			var err error
+			removed, err = s.RelayMemberRemove(ctx, tx, c.ID, pk)
+			if err != nil || !removed || !cfg.AuditEnabled {
+				return err
+			}
+			return audit.Append(ctx, tx, audit.NewMemberRemoved(c.ID, "", audit.MemberChange{
+				Scope: "relay", Member: pk, Reason: "removed"}))
+		})
 		if err != nil {
 			return fail(err)
 		}

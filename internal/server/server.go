@@ -113,7 +113,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap owner: %w", err)
 		}
-		if _, err := a.Store.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
+		if _, err := a.Store.RelayMemberUpsert(ctx, db.Pool, store.RelayMemberUpsertParams{
 			CommunityID: c.ID, Pubkey: cfg.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
 			return nil, fmt.Errorf("bootstrap owner: %w", err)
 		}

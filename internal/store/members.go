@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // RelayMember is one row of relay_members.
@@ -26,9 +29,10 @@ type RelayMemberUpsertParams struct {
 }
 
 // RelayMemberUpsert inserts a member or changes the role of an existing one.
-func (s *Store) RelayMemberUpsert(ctx context.Context, p RelayMemberUpsertParams) (RelayMember, error) {
+// It runs on q: the pool, or a transaction that also records the change.
+func (s *Store) RelayMemberUpsert(ctx context.Context, q pg.Querier, p RelayMemberUpsertParams) (RelayMember, error) {
 	m := RelayMember{CommunityID: p.CommunityID, Pubkey: p.Pubkey}
-	err := s.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		INSERT INTO relay_members (community_id, pubkey, role, added_by) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (community_id, pubkey) DO UPDATE SET role = EXCLUDED.role, updated_at = now()
 		RETURNING role, COALESCE(added_by, ''), created_at`, p.CommunityID, p.Pubkey, p.Role, p.AddedBy).
@@ -39,9 +43,22 @@ func (s *Store) RelayMemberUpsert(ctx context.Context, p RelayMemberUpsertParams
 	return m, nil
 }
 
+// RelayMemberRole returns a member's role, or "" when it has no row.
+func (s *Store) RelayMemberRole(ctx context.Context, q pg.Querier, communityID, pubkey string) (string, error) {
+	var role string
+	err := q.QueryRow(ctx, `SELECT role FROM relay_members WHERE community_id = $1 AND pubkey = $2`, communityID, pubkey).Scan(&role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("relay member role: %w", err)
+	}
+	return role, nil
+}
+
 // RelayMemberRemove deletes a member; removed is false when there was none.
-func (s *Store) RelayMemberRemove(ctx context.Context, communityID, pubkey string) (removed bool, err error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM relay_members WHERE community_id = $1 AND pubkey = $2`, communityID, pubkey)
+func (s *Store) RelayMemberRemove(ctx context.Context, q pg.Querier, communityID, pubkey string) (removed bool, err error) {
+	tag, err := q.Exec(ctx, `DELETE FROM relay_members WHERE community_id = $1 AND pubkey = $2`, communityID, pubkey)
 	if err != nil {
 		return false, fmt.Errorf("remove relay member: %w", err)
 	}
