@@ -89,4 +89,3 @@ func IsChannelSubscription(filters []event.Filter) bool {
 	}
 	return true
 }
-
