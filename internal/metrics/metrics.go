@@ -106,6 +106,8 @@ type Metrics struct {
 	HTTPRequestLatencyMs *prometheus.HistogramVec
 	// Audit holds the audit metrics of spec 30 §9.
 	Audit Audit
+	// Search holds the NIP-50 metrics of spec 20 §8.
+	Search Search
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -221,6 +223,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.pool,
 	)
 	m.Audit = newAudit(reg)
+	m.Search = newSearch(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	for _, k := range kindLabels() {
 		m.EventsReceived.WithLabelValues(k)

@@ -31,3 +31,16 @@ func MapError(err error) error {
 	}
 	return err
 }
+
+// IsQueryCanceled reports whether err is a statement canceled by
+// statement_timeout or a cancel request (SQLSTATE 57014).
+func IsQueryCanceled(err error) bool { return hasCode(err, "57014") }
+
+// IsLockNotAvailable reports whether err is a lock_timeout expiry
+// (SQLSTATE 55P03).
+func IsLockNotAvailable(err error) bool { return hasCode(err, "55P03") }
+
+func hasCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}

@@ -3,9 +3,11 @@ package read
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/search"
@@ -90,9 +92,25 @@ var uuidShape = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 // a live edit target for kind 40003, not already in opt.Seen. Empty text,
 // limit 0, kinds [] and a #h with nothing accessible issue no search SQL.
 // On failure it returns the rows accepted so far and a *SearchError.
-func (e *Engine) Search(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt SearchOptions) ([]Row, error) {
+func (e *Engine) Search(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt SearchOptions) (rows []Row, err error) {
 	if f.Search == nil || f.MatchesNothing() {
 		return nil, nil
+	}
+	transport := "ws"
+	if opt.OnePage {
+		transport = "http"
+	}
+	if m := e.cfg.Metrics; m != nil {
+		defer func() {
+			outcome := "ok"
+			switch {
+			case err != nil && (errors.Is(err, context.DeadlineExceeded) || search.IsTimeout(err)):
+				outcome = "timeout"
+			case err != nil:
+				outcome = "error"
+			}
+			m.Search.Requests.WithLabelValues(transport, outcome).Inc()
+		}()
 	}
 	text := search.NormalizeText(*f.Search)
 	limit, perPage, pages := MaxLimit, int64(SearchPageSize), MaxSearchPages
@@ -157,11 +175,15 @@ func (e *Engine) Search(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 		if err := e.hook(ctx, "fts", f); err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
+		started := time.Now()
 		res, err := e.searcher.Search(ctx, q)
+		if m := e.cfg.Metrics; m != nil {
+			m.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+		}
 		if err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
-		rows, err := e.accept(ctx, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out))
+		rows, err := e.accept(ctx, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport)
 		out = append(out, rows...)
 		if err != nil {
 			return out, &SearchError{Fetch: true, Page: q.Page, Err: err}
@@ -183,9 +205,14 @@ func (e *Engine) hook(ctx context.Context, stage string, f *event.Filter) error 
 // accept hydrates one page of hits and returns, in rank order, at most want
 // rows that pass the acceptance checks of 20-search.md §4.2.
 func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
-	hits []search.Hit, seen map[string]struct{}, want int) ([]Row, error) {
+	hits []search.Hit, seen map[string]struct{}, want int, transport string) ([]Row, error) {
 	if len(hits) == 0 || want <= 0 {
 		return nil, nil
+	}
+	count := func(result string) {
+		if m := e.cfg.Metrics; m != nil {
+			m.Search.Hits.WithLabelValues(transport, result).Inc()
+		}
 	}
 	ids := make([][]byte, len(hits))
 	for i := range hits {
@@ -217,17 +244,24 @@ func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 		st, ok := stored[hits[i].IDHex()]
 		switch {
 		case !ok: // deleted or gone since the FTS statement
+			count("missing")
 		case !f.Matches(&st.Event, st.Channel):
+			count("filter")
 		case st.Channel != "" && !acc.Has(st.Channel) && !has(channels, st.Channel):
+			count("channel")
 		case !VisibleTo(sc.Reader, &st.Event):
+			count("visibility")
 		case st.Event.Kind == event.KindMessageEdit && !live[editTarget(&st.Event)]:
+			count("edit_target")
 		default:
 			if seen != nil {
 				if _, dup := seen[st.Event.ID]; dup {
+					count("duplicate")
 					continue
 				}
 				seen[st.Event.ID] = struct{}{}
 			}
+			count("sent")
 			out = append(out, Row{Event: st.Event, Channel: st.Channel, JSON: st.Event.AppendJSON(nil)})
 			if len(out) == want {
 				return out, nil

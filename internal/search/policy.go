@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -276,8 +275,7 @@ func Rewrite(ctx context.Context, cfg RewriteConfig) error {
 		return fmt.Errorf("set timeouts: %w", err)
 	}
 	if err := step("lock", exec("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+		if pg.IsLockNotAvailable(err) {
 			return ErrLockTimeout
 		}
 		return fmt.Errorf("lock events: %w", err)

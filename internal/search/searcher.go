@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // StatementTimeout is the default bound of one search statement (spec 20 §3.4).
@@ -253,3 +254,7 @@ func (s *Searcher) Explain(ctx context.Context, q Query) (string, error) {
 	}
 	return strings.Join(out, "\n"), nil
 }
+
+// IsTimeout reports whether err is a search statement that ran out of its
+// statement_timeout.
+func IsTimeout(err error) bool { return pg.IsQueryCanceled(err) }
