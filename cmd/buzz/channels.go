@@ -46,6 +46,7 @@ var (
 		"react":  {"react to an event (kind 7)", runMessagesReact},
 		"edit":   {"edit one of your messages (kind 40003)", runMessagesEdit},
 		"delete": {"delete one of your events (kind 5)", runMessagesDelete},
+		"search": {"search messages (NIP-50, over the HTTP bridge)", runMessagesSearch},
 	}
 	threadCommands = map[string]command{
 		"get": {"print a thread: the root, then its replies oldest first", runThreadsGet},

@@ -22,6 +22,8 @@ Usage:
   buzz messages react --id EVENT_ID [--emoji E]
   buzz messages edit --id EVENT_ID --channel ID --content S
   buzz messages delete --id EVENT_ID
+  buzz messages search --query S [--author HEX|npub|NAME] [--channel ID]
+                       [--kinds 9,45001] [--since T] [--until T] [--limit N] [--prefix]
   buzz threads get --root EVENT_ID --channel ID
   buzz help
 
@@ -49,6 +51,15 @@ messages list     kinds 9 and 40002 of the channel, one event per line, oldest
 messages react    kind 7 on the event (emoji default "+").
 messages edit     kind 40003 with the new text; the original is kept.
 messages delete   kind 5 for one of your events.
+messages search   one POST /query (always the HTTP bridge) with one search
+                  filter; prints the relay's JSON array in rank order. --kinds
+                  default 9,40002,40003,45001,45003; --limit 1..500 (default
+                  100); --prefix matches the last word as a prefix. --author
+                  NAME is resolved by a kind 0 search: exactly one profile
+                  whose display_name or name equals NAME (any case), else
+                  exit 1 with the "candidates". Exit 0 ok, 1 bad input (no
+                  request sent), 2 relay or network error, 3 auth (401/403),
+                  4 other.
 threads get       the root event, then its replies oldest first, one per line.
 
 Flags of every relay command (anywhere on the line):

@@ -3,7 +3,8 @@
 // Every result is one JSON object per line on stdout; every error is one
 // {"error":"…"} line on stderr. The exit status is 0 on success, 1 when the
 // relay refused (an OK false, a CLOSED, a 4xx from the bridge) and 2 for
-// usage or connection errors. The key comes from BUZZ_PRIVATE_KEY (64 hex),
+// usage or connection errors (messages search has its own statuses: see
+// buzz help). The key comes from BUZZ_PRIVATE_KEY (64 hex),
 // the relay from --relay, BUZZ_RELAY_URL or ws://localhost:3000.
 //
 // It does NOT keep state between runs, retry, or talk to more than one relay.
@@ -101,6 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	err := cmd.run(ctx, a, args[1:])
 	var refused *client.RefusedError
+	var searchErr *searchError
 	switch {
 	case err == nil:
 		return exitOK
@@ -108,6 +110,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return exitRefused
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &searchErr):
+		_ = writeJSON(stderr, searchErr.errorObject())
+		return searchErr.code
 	case errors.As(err, &refused) && (refused.Status == 0 || refused.Status < 500):
 		writeError(stderr, err.Error())
 		return exitRefused
