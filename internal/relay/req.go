@@ -40,6 +40,7 @@ func (c *conn) handleReq(id string, filters []event.Filter) {
 		return
 	}
 	if !c.srv.acquire() {
+		c.auditRateLimited()
 		c.reply(wire.Closed(id, wire.MsgRateLimited))
 		return
 	}
