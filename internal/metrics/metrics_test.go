@@ -53,6 +53,10 @@ var specNames = map[string]dto.MetricType{
 	"buzz_audit_outbox_pending":     dto.MetricType_GAUGE,
 	"buzz_audit_outbox_lag_seconds": dto.MetricType_GAUGE,
 	"buzz_audit_suppressed_total":   dto.MetricType_COUNTER,
+	// spec 20 §8
+	"buzz_search_requests_total": dto.MetricType_COUNTER,
+	"buzz_search_query_seconds":  dto.MetricType_HISTOGRAM,
+	"buzz_search_hits_total":     dto.MetricType_COUNTER,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
@@ -89,7 +93,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2 and 30 §9")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8 and 30 §9")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {
