@@ -274,16 +274,25 @@ func (a *App) Close() {
 }
 
 // maintenance runs the periodic jobs: partitions every 24 h, NIP-98 replay
-// purge every 60 s.
+// purge every 60 s, and every 10 s ANALYZE of the tables whose statistics
+// fell behind their data (pg.AnalyzeHot).
 func (a *App) maintenance(ctx context.Context) error {
 	partitions := time.NewTicker(24 * time.Hour)
 	replay := time.NewTicker(60 * time.Second)
+	analyze := time.NewTicker(10 * time.Second)
 	defer partitions.Stop()
 	defer replay.Stop()
+	defer analyze.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-analyze.C:
+			if names, err := pg.AnalyzeHot(ctx, a.DB.Pool, 1000); err != nil && ctx.Err() == nil {
+				a.Log.Error("analyze failed", slog.String("err", err.Error()))
+			} else if len(names) > 0 {
+				a.Log.Debug("analyzed", slog.Any("tables", names))
+			}
 		case <-partitions.C:
 			_ = ensurePartitions(ctx, a)
 		case <-replay.C:

@@ -42,8 +42,8 @@ type EventQueryParams struct {
 // constraints, newest first with ties by ascending id.
 func (s *Store) EventQuery(ctx context.Context, p EventQueryParams) ([]StoredEvent, error) {
 	b := buildQuery(p)
-	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text " + b.from() +
-		" WHERE " + strings.Join(b.where, " AND ") + " ORDER BY " + b.order() + " LIMIT " + strconv.Itoa(p.Limit)
+	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text " + b.fromWhere() +
+		" ORDER BY " + b.order() + " LIMIT " + strconv.Itoa(p.Limit)
 	rows, err := s.pool.Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("query events: %w", err)
@@ -60,7 +60,7 @@ func (s *Store) EventQuery(ctx context.Context, p EventQueryParams) ([]StoredEve
 func (s *Store) EventCount(ctx context.Context, p EventQueryParams) (int64, error) {
 	b := buildQuery(p)
 	var n int64
-	sql := "SELECT count(*) " + b.from() + " WHERE " + strings.Join(b.where, " AND ")
+	sql := "SELECT count(*) " + b.fromWhere()
 	if err := s.pool.QueryRow(ctx, sql, b.args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count events: %w", err)
 	}
@@ -68,8 +68,12 @@ func (s *Store) EventCount(ctx context.Context, p EventQueryParams) (int64, erro
 }
 
 type queryBuilder struct {
-	args        []any
-	where       []string
+	args []any
+	// where holds the predicates on events e.
+	where []string
+	// mention holds the predicates on event_mentions m when a single #p is
+	// served through it (joinMention).
+	mention     []string
 	joinMention bool
 }
 
@@ -78,16 +82,24 @@ func (b *queryBuilder) arg(v any) string {
 	return "$" + strconv.Itoa(len(b.args))
 }
 
-func (b *queryBuilder) from() string {
+// fromWhere is the FROM and WHERE of the statement. A single-#p read walks
+// the reader's event_mentions rows newest first (kind, time and channel are
+// filtered there, on its own index) and looks each event up by its key in a
+// LATERAL with LIMIT 1: a nested loop whatever the statistics say, so a
+// freshly loaded partition cannot turn it into a merge join over every
+// mention.
+func (b *queryBuilder) fromWhere() string {
 	if b.joinMention {
-		return "FROM event_mentions m JOIN events e ON e.community_id = m.community_id AND e.id = m.event_id AND e.created_at = m.event_created_at"
+		return "FROM event_mentions m CROSS JOIN LATERAL (SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id" +
+			" FROM events e WHERE e.community_id = m.community_id AND e.id = m.event_id AND e.created_at = m.event_created_at AND " +
+			strings.Join(b.where, " AND ") + " LIMIT 1) e WHERE " + strings.Join(b.mention, " AND ")
 	}
-	return "FROM events e"
+	return "FROM events e WHERE " + strings.Join(b.where, " AND ")
 }
 
 func (b *queryBuilder) order() string {
 	if b.joinMention {
-		return "m.event_created_at DESC, e.id ASC"
+		return "m.event_created_at DESC, m.event_id ASC"
 	}
 	return "e.created_at DESC, e.id ASC"
 }
@@ -149,12 +161,16 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 		switch {
 		case name == "p" && len(values) == 1 && event.IsHex64(values[0]):
 			b.joinMention = true
-			b.where = append(b.where, "m.community_id = "+cid, "m.pubkey_hex = "+b.arg(values[0]))
+			b.mention = append(b.mention, "m.community_id = "+cid, "m.pubkey_hex = "+b.arg(values[0]))
 		case name == "d" && addressableOnly:
 			b.where = append(b.where, "e.d_tag = ANY("+b.arg(values)+"::text[])")
 		default:
 			b.tagCondition(name, values)
 		}
+	}
+
+	if b.joinMention {
+		b.mentionCopies(p)
 	}
 
 	// Per-event visibility pushed down, so LIMIT counts visible rows only.
@@ -165,6 +181,31 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 		b.where = append(b.where, "(e.kind NOT IN (30622, 44200) OR EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) t WHERE t->>0 = 'p' AND t->>1 = "+b.arg(p.Reader)+"))")
 	}
 	return b
+}
+
+// mentionCopies repeats the kind, time and channel predicates on the
+// mention rows, so the walk over event_mentions skips what cannot match
+// before any event is looked up. The predicates on e stay: these only
+// narrow the candidates.
+func (b *queryBuilder) mentionCopies(p EventQueryParams) {
+	f := p.Filter
+	if len(f.Kinds) > 0 {
+		b.mention = append(b.mention, "m.event_kind = ANY("+b.arg(f.Kinds)+"::int[])")
+	}
+	if f.Since != nil {
+		b.mention = append(b.mention, "m.event_created_at >= "+b.arg(time.Unix(*f.Since, 0).UTC()))
+	}
+	if f.Until != nil {
+		b.mention = append(b.mention, "m.event_created_at <= "+b.arg(time.Unix(*f.Until, 0).UTC()))
+	}
+	switch {
+	case p.ChannelOnly:
+		b.mention = append(b.mention, "m.channel_id = ANY("+b.arg(p.Channels)+"::uuid[])")
+	case len(p.Channels) > 0:
+		b.mention = append(b.mention, "(m.channel_id = ANY("+b.arg(p.Channels)+"::uuid[]) OR m.channel_id IS NULL)")
+	default:
+		b.mention = append(b.mention, "m.channel_id IS NULL")
+	}
 }
 
 // tagCondition adds the GIN pre-filter (containment, OR-ed per value) and the
