@@ -16,7 +16,7 @@ go build -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench
 port=${BENCH_PORT:-3390}
 for run in $(seq 1 "$runs"); do
   data="$bin/data-$run"
-  env $BENCH_ENV BUZZ_DATA_DIR="$data" BUZZ_LOG_LEVEL=warn BUZZ_BIND_ADDR=127.0.0.1:$port \
+  env ${BENCH_ENV:-} BUZZ_DATA_DIR="$data" BUZZ_LOG_LEVEL=warn BUZZ_BIND_ADDR=127.0.0.1:$port \
     RELAY_URL=ws://localhost:$port BUZZ_HEALTH_PORT=$((port + 1)) BUZZ_METRICS_PORT=$((port + 2)) \
     "$bin/buzz-relay" >"$bin/relay-$run.log" 2>&1 &
   relay=$!
