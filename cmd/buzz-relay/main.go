@@ -5,6 +5,7 @@
 //	buzz-relay community add|add-host|list manage communities (tenants)
 //	buzz-relay member add|remove|list      manage relay members
 //	buzz-relay audit head|verify           export a checkpoint, verify a chain
+//	buzz-relay maintenance search-kinds    show or change what is searchable
 //
 // Configuration comes from the environment (docs/OPERATIONS.md). Operator
 // commands print one JSON object per line on stdout; errors go to stderr
