@@ -7,7 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/buzz-relay/buzz/internal/event"
 )
 
 // Canonical writes a JSON value in the canonical form of spec 30 §3.3: no
@@ -46,7 +47,7 @@ func appendCanonical(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, x...), nil
 	case string:
-		return appendCanonicalString(b, x), nil
+		return event.AppendString(b, x), nil // the NIP-01 escaping is the canonical form
 	case []any:
 		b = append(b, '[')
 		for i, e := range x {
@@ -70,7 +71,7 @@ func appendCanonical(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonicalString(b, k)
+			b = event.AppendString(b, k)
 			b = append(b, ':')
 			var err error
 			if b, err = appendCanonical(b, x[k]); err != nil {
@@ -95,43 +96,4 @@ func isInteger(s string) bool {
 		}
 	}
 	return true
-}
-
-const hexDigits = "0123456789abcdef"
-
-func appendCanonicalString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			b = utf8.AppendRune(b, r) // invalid bytes become U+FFFD, as the decoder already made them
-			i += size
-			continue
-		}
-		switch c {
-		case '"':
-			b = append(b, '\\', '"')
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\r':
-			b = append(b, '\\', 'r')
-		default:
-			if c < 0x20 {
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			} else {
-				b = append(b, c)
-			}
-		}
-		i++
-	}
-	return append(b, '"')
 }
