@@ -16,7 +16,7 @@ var may = map[string]string{
 	"event":     "",
 	"wire":      "event",
 	"host":      "",
-	"config":    "",
+	"config":    "host",
 	"pg":        "",
 	"pgcluster": "",
 	"metrics":   "",
