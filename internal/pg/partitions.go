@@ -33,6 +33,15 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
+// partitionStatistics is the DDL of a partition's extended statistics on
+// (community_id, channel_id): a channel belongs to one community, and the
+// planner must know it to pick the community's smallest index for a search
+// (migration 0004 explains; it creates them for partitions that predate it).
+func partitionStatistics(partition string) string {
+	return fmt.Sprintf("CREATE STATISTICS IF NOT EXISTS %s_community_channel (dependencies, ndistinct) ON community_id, channel_id FROM %s",
+		partition, partition)
+}
+
 // PartitionName is the name of the events partition holding month t (UTC).
 func PartitionName(t time.Time) string {
 	t = t.UTC()
@@ -79,6 +88,9 @@ func createPartition(ctx context.Context, pool *pgxpool.Pool, from time.Time) er
 	}
 	if _, err := tx.Exec(ctx, ddl); err != nil {
 		return err
+	}
+	if _, err := tx.Exec(ctx, partitionStatistics(PartitionName(from))); err != nil {
+		return fmt.Errorf("create statistics: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -170,6 +170,34 @@ func TestEnsurePartitions(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes
 			WHERE tablename = 'events_p2027_02' AND indexdef LIKE '%search_tsv%'`).Scan(&n))
 		require.Equal(t, 1, n)
+
+		// Every partition, the default one (migration 0004) and the new
+		// ones alike, has dependency statistics on (community_id,
+		// channel_id), so a channel-scoped search is estimated right.
+		rows, err = pool.Query(ctx, `
+			SELECT c.relname, s.stxname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			  LEFT JOIN pg_statistic_ext s ON s.stxrelid = c.oid AND 'd' = ANY(s.stxkind)
+			   AND ARRAY(SELECT a.attname::text FROM pg_attribute a
+			              WHERE a.attrelid = c.oid AND a.attnum = ANY(s.stxkeys) ORDER BY 1) = ARRAY['channel_id', 'community_id']
+			 WHERE i.inhparent = 'events'::regclass ORDER BY 1`)
+		require.NoError(t, err)
+		stats := map[string]string{}
+		for rows.Next() {
+			var part string
+			var stat *string
+			require.NoError(t, rows.Scan(&part, &stat))
+			stats[part] = ""
+			if stat != nil {
+				stats[part] = *stat
+			}
+		}
+		rows.Close()
+		require.NoError(t, rows.Err())
+		require.Equal(t, map[string]string{
+			"events_p2026_11": "events_p2026_11_community_channel", "events_p2026_12": "events_p2026_12_community_channel",
+			"events_p2027_01": "events_p2027_01_community_channel", "events_p2027_02": "events_p2027_02_community_channel",
+			"events_p_default": "events_p_default_community_channel",
+		}, stats)
 	})
 
 	t.Run("CurrentMonthFailureIsCurrent", func(t *testing.T) {

@@ -214,14 +214,10 @@ func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 			m.Search.Hits.WithLabelValues(transport, result).Inc()
 		}
 	}
-	ids := make([][]byte, len(hits))
-	for i := range hits {
-		ids[i] = hits[i].ID[:]
-	}
 	if err := e.hook(ctx, "hydrate", f); err != nil {
 		return nil, err
 	}
-	stored, err := e.searcher.Hydrate(ctx, sc.CommunityID, ids)
+	stored, err := e.searcher.Hydrate(ctx, sc.CommunityID, hits)
 	if err != nil {
 		return nil, err
 	}

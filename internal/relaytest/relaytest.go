@@ -46,7 +46,9 @@ type Relay struct {
 }
 
 // Start runs a relay with the given environment overrides on a fresh
-// database. Its warnings go to the test's output. It stops when the test ends.
+// database (or on env["DATABASE_URL"] when the caller names one, as
+// benchmarks that keep a loaded dataset do). Its warnings go to the test's
+// output. It stops when the test ends.
 func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
 	t.Helper()
 	return start(t, env, func(slog.Level) slog.Handler {
@@ -58,7 +60,10 @@ func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
 // BUZZ_LOG_LEVEL.
 func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog.Handler, hooks ...server.Hooks) *Relay {
 	t.Helper()
-	_, url := dbtest.NewDB(t)
+	url := env["DATABASE_URL"]
+	if url == "" {
+		_, url = dbtest.NewDB(t)
+	}
 	app, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,7 +72,6 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 	require.NoError(t, err)
 	port := app.Addr().(*net.TCPAddr).Port
 	vars := map[string]string{
-		"DATABASE_URL":            url,
 		"BUZZ_AUTO_MIGRATE":       "true",
 		"RELAY_URL":               "ws://localhost:" + strconv.Itoa(port),
 		"BUZZ_BIND_ADDR":          app.Addr().String(),
@@ -80,6 +84,7 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 	for k, v := range env {
 		vars[k] = v
 	}
+	vars["DATABASE_URL"] = url
 	cfg, _, err := config.Load(func(k string) string { return vars[k] }, nil)
 	require.NoError(t, err)
 	for name, d := range map[string]*time.Duration{

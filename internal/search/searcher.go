@@ -79,27 +79,8 @@ func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
 		return res, nil
 	}
 	st := build(&q, text, page, perPage)
-	err := pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
-		b.Queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", s.cfg.StatementTimeout.Milliseconds()))
-		br := tx.SendBatch(ctx, b)
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
-				_ = br.Close()
-				return err
-			}
-		}
-		if err := br.Close(); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, st.sql, st.args...)
-		if err != nil {
-			return err
-		}
-		res.Hits, err = scanHits(rows)
-		return err
-	})
+	hits, err := s.run(ctx, st)
+	res.Hits = hits
 	if err != nil {
 		var lenErr *columnLengthError
 		if errors.As(err, &lenErr) {
@@ -108,6 +89,60 @@ func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
 		return Result{Page: page}, fmt.Errorf("database error: %w", err)
 	}
 	return res, nil
+}
+
+// run executes one search statement in its read-only transaction with two
+// round trips instead of four: BEGIN and the two SET LOCALs go as one
+// simple-protocol message, then the statement and COMMIT as one pipelined
+// batch. The settings come first so that the statement timeout also bounds
+// preparing the statement (which waits for a lock on events like running
+// it). A failure leaves the connection in a transaction, so it is rolled
+// back before the connection goes back to the pool.
+func (s *Searcher) run(ctx context.Context, st statement) ([]Hit, error) {
+	conn, err := s.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	hits, err := s.runOn(ctx, conn.Conn(), st)
+	if err != nil && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Exec(rctx, "ROLLBACK")
+		cancel()
+	}
+	return hits, err
+}
+
+func (s *Searcher) runOn(ctx context.Context, conn *pgx.Conn, st statement) ([]Hit, error) {
+	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL statement_timeout = %d",
+		s.cfg.StatementTimeout.Milliseconds())
+	if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(st.sql, st.args...)
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	hits, err := readBatch(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return hits, err
+}
+
+func readBatch(br pgx.BatchResults) ([]Hit, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	hits, err := scanHits(rows)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	return hits, nil
 }
 
 type columnLengthError struct {
@@ -154,20 +189,30 @@ type Stored struct {
 	Channel string
 }
 
-// Hydrate loads the live (not deleted) events of ids in community, in one
-// statement, keyed by lowercase hex id. Missing ids are absent from the map.
-func (s *Searcher) Hydrate(ctx context.Context, community string, ids [][]byte) (map[string]Stored, error) {
-	out := make(map[string]Stored, len(ids))
+// Hydrate loads the live (not deleted) events of hits in community, in one
+// statement, keyed by lowercase hex id. Hits missing from the result (deleted
+// or gone since the FTS statement) are absent from the map. Each hit is
+// looked up by its full primary key (community, created_at, id), so the
+// statement probes one partition per hit instead of every partition per id.
+func (s *Searcher) Hydrate(ctx context.Context, community string, hits []Hit) (map[string]Stored, error) {
+	out := make(map[string]Stored, len(hits))
 	if community == "" {
 		return nil, ErrNoCommunity
 	}
-	if len(ids) == 0 {
+	if len(hits) == 0 {
 		return out, nil
 	}
+	ids := make([][]byte, len(hits))
+	at := make([]time.Time, len(hits))
+	for i := range hits {
+		ids[i] = hits[i].ID[:]
+		at[i] = time.Unix(hits[i].CreatedAt, 0).UTC()
+	}
 	rows, err := s.cfg.Pool.Query(ctx, `
-		SELECT id, pubkey, EXTRACT(EPOCH FROM created_at)::bigint, kind, tags, content, sig, channel_id::text
-		  FROM events
-		 WHERE community_id = $1 AND id = ANY($2::bytea[]) AND deleted_at IS NULL`, community, ids)
+		SELECT e.id, e.pubkey, EXTRACT(EPOCH FROM e.created_at)::bigint, e.kind, e.tags, e.content, e.sig, e.channel_id::text
+		  FROM unnest($2::timestamptz[], $3::bytea[]) AS h(created_at, id)
+		  JOIN events e ON e.community_id = $1 AND e.created_at = h.created_at AND e.id = h.id
+		 WHERE e.deleted_at IS NULL`, community, at, ids)
 	if err != nil {
 		return nil, fmt.Errorf("database error: %w", err)
 	}
