@@ -32,6 +32,7 @@ var testSettings = map[string]string{
 	"synchronous_commit": "off",
 	"full_page_writes":   "off",
 	"max_connections":    "500",
+	"shared_buffers":     "256MB",
 }
 
 func main() {

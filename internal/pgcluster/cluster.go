@@ -36,11 +36,48 @@ const (
 	startTimeout  = 60 * time.Second
 )
 
-// DefaultSettings are written to buzz.conf in the cluster before every start.
-// fsync stays on: the private cluster holds real data.
+// DefaultSettings are written to buzz.conf in the cluster before every start,
+// with the memory settings of MemorySettings on top. fsync stays on: the
+// private cluster holds real data.
 var DefaultSettings = map[string]string{
-	"shared_buffers":  "128MB",
 	"max_connections": "200",
+}
+
+// MemorySettings sizes the private cluster's memory from the machine's
+// total memory (0 when unknown): shared_buffers a quarter of it, between
+// 128MB and 8GB, and effective_cache_size half of it (a planner estimate of
+// the page cache, at least 512MB). A relay's hot set is the recent
+// partitions of events and their indexes; PostgreSQL's 128MB default holds
+// only a few hundred thousand events, and every search or REQ past that
+// reads from the kernel's cache. Operators override either with ALTER
+// SYSTEM (postgresql.auto.conf is read after buzz.conf).
+func MemorySettings(total uint64) map[string]string {
+	const mb = 1 << 20
+	shared := min(max(total/4, 128*mb), 8192*mb)
+	cache := max(total/2, 512*mb)
+	return map[string]string{
+		"shared_buffers":       strconv.FormatUint(shared/mb, 10) + "MB",
+		"effective_cache_size": strconv.FormatUint(cache/mb, 10) + "MB",
+	}
+}
+
+// TotalMemory reads MemTotal from /proc/meminfo; 0 when it cannot.
+func TotalMemory() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // Config configures Start.
@@ -260,6 +297,9 @@ func (c *Cluster) writeSettings(extra map[string]string) error {
 		"listen_addresses":        "''",
 		"port":                    strconv.Itoa(c.port),
 		"unix_socket_directories": quoteConf(c.sockDir),
+	}
+	for k, v := range MemorySettings(TotalMemory()) {
+		settings[k] = v
 	}
 	for k, v := range DefaultSettings {
 		settings[k] = v

@@ -40,6 +40,38 @@ func selectOne(t *testing.T, url string) {
 	require.Equal(t, 1, one)
 }
 
+// showSetting returns a memory setting of the server in MB ("6144MB"),
+// whatever unit SHOW would choose.
+func showSetting(t *testing.T, url, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT (setting::bigint * pg_size_bytes(unit) / 1048576)::text || 'MB'
+		FROM pg_settings WHERE name = $1`, name).Scan(&v))
+	return v
+}
+
+func TestMemorySettings(t *testing.T) {
+	t.Parallel()
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		total          uint64
+		shared, cached string
+	}{
+		{0, "128MB", "512MB"},            // unknown: PostgreSQL's own default
+		{256 << 20, "128MB", "512MB"},    // floors
+		{2 * gib, "512MB", "1024MB"},     // a quarter, a half
+		{24 * gib, "6144MB", "12288MB"},  // this project's reference machine
+		{128 * gib, "8192MB", "65536MB"}, // shared_buffers capped at 8GB
+	} {
+		got := pgcluster.MemorySettings(tc.total)
+		require.Equal(t, map[string]string{"shared_buffers": tc.shared, "effective_cache_size": tc.cached}, got, "total %d", tc.total)
+	}
+}
+
 func TestStart(t *testing.T) {
 	t.Parallel()
 
@@ -49,6 +81,11 @@ func TestStart(t *testing.T) {
 		c := startCluster(t, dir)
 		require.Contains(t, c.URL(), "/buzz?")
 		selectOne(t, c.URL())
+		// The memory settings follow the machine (MemorySettings).
+		want := pgcluster.MemorySettings(pgcluster.TotalMemory())
+		for _, name := range []string{"shared_buffers", "effective_cache_size"} {
+			require.Equal(t, want[name], showSetting(t, c.URL(), name), name)
+		}
 
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, c.URL())
