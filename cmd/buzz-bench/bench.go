@@ -146,7 +146,9 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 	defer f.close()
 
 	setup := setupLine{Phase: "setup", Relay: cfg.relay, Conns: cfg.conns, Sockets: len(f.all), Authors: cfg.authors}
-	if err := createChannel(ctx, f.sockets[0][0], wl, &setup); err != nil {
+	if cfg.kind == event.KindNote {
+		wl.kind = event.KindNote
+	} else if err := createChannel(ctx, f.sockets[0][0], wl, &setup); err != nil {
 		return err
 	}
 	t0 := time.Now()

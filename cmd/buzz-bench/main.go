@@ -33,6 +33,9 @@ type config struct {
 	phases     []string
 	reqSeconds time.Duration
 	pids       []pidGroup
+	// kind is the workload's kind: 9 (a channel message, searchable) or 1
+	// (a note, which the search column leaves NULL).
+	kind int
 }
 
 var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true}
@@ -49,6 +52,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 120*time.Second, "cap on the whole run")
 	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req")
 	reqSecs := fs.Float64("req-seconds", 10, "seconds per REQ shape")
+	fs.IntVar(&c.kind, "kind", 9, "event kind: 9 (channel message, indexed for search) or 1 (note, not indexed)")
 	pids := fs.String("pids", "", "CPU to report: name=PID[+PID…],… e.g. relay=123,postgres=456")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -61,6 +65,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.conns < 1 || c.inflight < 1 || c.events < 1 || c.authors < 1 || c.duration <= 0 || *reqSecs <= 0 {
 		return c, errf("--conns, --inflight, --events, --authors, --duration and --req-seconds must be positive")
+	}
+	if c.kind != 9 && c.kind != 1 {
+		return c, errf("--kind must be 9 or 1")
 	}
 	c.reqSeconds = time.Duration(*reqSecs * float64(time.Second))
 	for p := range strings.SplitSeq(*phases, ",") {

@@ -95,6 +95,12 @@ func TestParseConfig(t *testing.T) {
 	require.ErrorContains(t, err, "loopback")
 	_, err = parseConfig([]string{"--phase", "search"}, io.Discard)
 	require.Error(t, err)
+	require.Equal(t, 9, c.kind, "channel messages by default")
+	c, err = parseConfig([]string{"--kind", "1"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1, c.kind)
+	_, err = parseConfig([]string{"--kind", "40002"}, io.Discard)
+	require.ErrorContains(t, err, "--kind must be 9 or 1")
 }
 
 func TestWorkload(t *testing.T) {

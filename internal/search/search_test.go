@@ -258,4 +258,33 @@ func TestSearch(t *testing.T) {
 		require.ErrorContains(t, err, "database error: ")
 		require.ErrorContains(t, err, "statement timeout")
 	})
+
+	t.Run("ConcurrencyCap", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.insert(t, row{kind: 9, content: "capped"})
+		s := New(Config{Pool: b.pool, MaxConcurrent: 1})
+		q := Query{Community: b.community, Text: "capped", Scope: Any()}
+		ctx := context.Background()
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, "LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+		require.NoError(t, err)
+		first := make(chan error, 1)
+		go func() {
+			_, err := s.Search(ctx, q)
+			first <- err
+		}()
+		require.Eventually(t, func() bool { return len(s.slots) == 1 }, 5*time.Second, 5*time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = s.Search(short, q)
+		require.ErrorContains(t, err, "wait for a search slot")
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, <-first, "the first search runs once the lock is gone")
+		res, err := s.Search(ctx, q)
+		require.NoError(t, err, "the slot is free again")
+		require.Len(t, res.Hits, 1)
+	})
 }

@@ -29,11 +29,18 @@ type Config struct {
 	// StatementTimeout bounds each search statement (SET LOCAL
 	// statement_timeout). Default StatementTimeout.
 	StatementTimeout time.Duration
+	// MaxConcurrent caps the search statements running at once. Default:
+	// half the pool's connections (at least one), so a burst of expensive
+	// searches — a word in most rows ranks every one of them — always leaves
+	// connections for the relay's other reads and writes. A search waits for
+	// a slot under its caller's context (the WebSocket REQ deadline).
+	MaxConcurrent int
 }
 
 // Searcher runs search statements. It is safe for concurrent use.
 type Searcher struct {
-	cfg Config
+	cfg   Config
+	slots chan struct{}
 }
 
 // New returns a Searcher.
@@ -41,7 +48,13 @@ func New(cfg Config) *Searcher {
 	if cfg.StatementTimeout <= 0 {
 		cfg.StatementTimeout = StatementTimeout
 	}
-	return &Searcher{cfg: cfg}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 1
+		if cfg.Pool != nil {
+			cfg.MaxConcurrent = max(1, int(cfg.Pool.Config().MaxConns)/2)
+		}
+	}
+	return &Searcher{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent)}
 }
 
 // Hit is one candidate (spec 20 §3.6): no content, no tags.
@@ -99,6 +112,12 @@ func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
 // it). A failure leaves the connection in a transaction, so it is rolled
 // back before the connection goes back to the pool.
 func (s *Searcher) run(ctx context.Context, st statement) ([]Hit, error) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a search slot: %w", ctx.Err())
+	}
 	conn, err := s.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
