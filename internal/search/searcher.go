@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -30,10 +31,12 @@ type Config struct {
 	// statement_timeout). Default StatementTimeout.
 	StatementTimeout time.Duration
 	// MaxConcurrent caps the search statements running at once. Default:
-	// half the pool's connections (at least one), so a burst of expensive
-	// searches — a word in most rows ranks every one of them — always leaves
-	// connections for the relay's other reads and writes. A search waits for
-	// a slot under its caller's context (the WebSocket REQ deadline).
+	// the machine's CPU count, at most half the pool's connections, at
+	// least one. A search statement is CPU-bound (a word in most rows ranks
+	// every one of them), so a burst of expensive searches then neither
+	// takes the connections nor all the cores that the relay's other reads
+	// and writes need. A search waits for a slot under its caller's context
+	// (the WebSocket REQ deadline).
 	MaxConcurrent int
 }
 
@@ -49,10 +52,11 @@ func New(cfg Config) *Searcher {
 		cfg.StatementTimeout = StatementTimeout
 	}
 	if cfg.MaxConcurrent <= 0 {
-		cfg.MaxConcurrent = 1
+		cfg.MaxConcurrent = runtime.NumCPU()
 		if cfg.Pool != nil {
-			cfg.MaxConcurrent = max(1, int(cfg.Pool.Config().MaxConns)/2)
+			cfg.MaxConcurrent = min(cfg.MaxConcurrent, int(cfg.Pool.Config().MaxConns)/2)
 		}
+		cfg.MaxConcurrent = max(1, cfg.MaxConcurrent)
 	}
 	return &Searcher{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent)}
 }
