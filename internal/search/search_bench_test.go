@@ -217,6 +217,12 @@ func BenchmarkSearchP4(b *testing.B) {
 			b.ReportMetric(m.qps, word+"-q/s")
 			b.ReportMetric(float64(m.p50.Microseconds())/1000, word+"-p50-ms")
 			b.ReportMetric(float64(m.p99.Microseconds())/1000, word+"-p99-ms")
+			// The limit measured in the same run: the FTS statement alone,
+			// from 8 goroutines straight to PostgreSQL (no WebSocket, no
+			// hydration, no acceptance), the same shape and scope.
+			qps, p50, p99 := runStatementOnly(b, d, word)
+			fmt.Fprintf(os.Stderr, "statement only %q: %.0f q/s, p50 %s, p99 %s\n", word, qps, p50, p99)
+			b.ReportMetric(qps, word+"-statement-only-q/s")
 		}
 	}
 }
@@ -256,4 +262,41 @@ func runLoad(b *testing.B, d *benchData, word string) (float64, time.Duration, t
 	wg.Wait()
 	slices.Sort(lat)
 	return float64(len(lat)) / benchDuration.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], float64(events.Load()) / float64(len(lat))
+}
+
+// runStatementOnly runs the FTS statement of a WebSocket search page (kinds
+// [9], the community's channel or none, per_page 100) from benchConns
+// goroutines for benchDuration, through the same Searcher code (read-only
+// transaction, custom plans) without the relay around it.
+func runStatementOnly(b *testing.B, d *benchData, word string) (float64, time.Duration, time.Duration) {
+	s := search.New(search.Config{Pool: d.r.App.DB.Pool, MaxConcurrent: benchConns})
+	var (
+		mu  sync.Mutex
+		lat []time.Duration
+		wg  sync.WaitGroup
+	)
+	deadline := time.Now().Add(benchDuration)
+	for i := range benchConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := i % benchCommunities
+			q := search.Query{Community: d.communities[c], Text: word, Kinds: []int{9},
+				Scope: search.ChannelsOrChannelLess([]string{d.channels[c]}), PerPage: search.DefaultPerPage}
+			var mine []time.Duration
+			for time.Now().Before(deadline) {
+				t := time.Now()
+				if _, err := s.Search(context.Background(), q); err != nil {
+					panic(err)
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return float64(len(lat)) / benchDuration.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100]
 }
