@@ -31,6 +31,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -100,31 +101,17 @@ func loadBench(b *testing.B) *benchData {
 			bench.hosts = append(bench.hosts, host)
 			channel := uuid.NewSHA1(uuid.NameSpaceOID, []byte("bench-channel-"+strconv.Itoa(c)))
 			bench.channels = append(bench.channels, channel.String())
-			if cm, err := bench.r.App.Store.CommunityByHost(ctx, host); err == nil {
-				var n int
-				require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1`, cm.ID).Scan(&n))
-				require.Equal(b, benchPerCommunity, n, "%s holds a partial dataset: load into an empty database", host)
-				bench.communities = append(bench.communities, cm.ID)
+			id, kept := benchCommunity(b, bench.r, host, channel, benchPerCommunity)
+			bench.communities = append(bench.communities, id)
+			if kept {
 				continue
 			}
-			cm, err := bench.r.App.Store.CommunityAdd(ctx, store.CommunityAddParams{Host: host})
-			require.NoError(b, err)
-			bench.communities = append(bench.communities, cm.ID)
-			_, err = pool.Exec(ctx, `INSERT INTO channels (id, community_id, name, visibility, created_by)
-				VALUES ($1, $2, 'general', 'open', $3)`, channel, cm.ID, make([]byte, 32))
-			require.NoError(b, err)
 			evs := signAll(b, keys, vocab, c, channel.String(), now)
 			rows := make([][]any, len(evs))
 			for i := range evs {
-				ev := &evs[i]
-				rows[i] = []any{cm.ID, mustHex(ev.ID), mustHex(ev.PubKey), time.Unix(ev.CreatedAt, 0), int32(9),
-					`[["h","` + channel.String() + `"]]`, ev.Content, mustHex(ev.Sig), channel}
+				rows[i] = eventRow(id, channel, &evs[i])
 			}
-			n, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
-				[]string{"community_id", "id", "pubkey", "created_at", "kind", "tags", "content", "sig", "channel_id"},
-				pgx.CopyFromRows(rows))
-			require.NoError(b, err)
-			require.EqualValues(b, benchPerCommunity, n)
+			copyEvents(b, pool, rows)
 			loaded++
 		}
 		if loaded > 0 {
@@ -136,6 +123,43 @@ func loadBench(b *testing.B) *benchData {
 		}
 	})
 	return bench
+}
+
+// benchCommunity returns the id of host's community and whether it already
+// holds its want events (a dataset kept by an earlier run); otherwise it
+// creates the community and its open channel, to be loaded by the caller.
+// A partial dataset fails the benchmark.
+func benchCommunity(b *testing.B, r *relaytest.Relay, host string, channel uuid.UUID, want int) (string, bool) {
+	ctx := context.Background()
+	pool := r.App.DB.Pool
+	if cm, err := r.App.Store.CommunityByHost(ctx, host); err == nil {
+		var n int
+		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1`, cm.ID).Scan(&n))
+		require.Equal(b, want, n, "%s holds a partial dataset: load into an empty database", host)
+		return cm.ID, true
+	}
+	cm, err := r.App.Store.CommunityAdd(ctx, store.CommunityAddParams{Host: host})
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, `INSERT INTO channels (id, community_id, name, visibility, created_by)
+		VALUES ($1, $2, 'general', 'open', $3)`, channel, cm.ID, make([]byte, 32))
+	require.NoError(b, err)
+	return cm.ID, false
+}
+
+// eventRow is the events row of a signed kind 9 message in channel, in
+// the column order of copyEvents.
+func eventRow(community string, channel uuid.UUID, ev *event.Event) []any {
+	return []any{community, mustHex(ev.ID), mustHex(ev.PubKey), time.Unix(ev.CreatedAt, 0), int32(9),
+		`[["h","` + channel.String() + `"]]`, ev.Content, mustHex(ev.Sig), channel}
+}
+
+// copyEvents loads rows of eventRow with one COPY.
+func copyEvents(b *testing.B, pool *pgxpool.Pool, rows [][]any) {
+	n, err := pool.CopyFrom(context.Background(), pgx.Identifier{"events"},
+		[]string{"community_id", "id", "pubkey", "created_at", "kind", "tags", "content", "sig", "channel_id"},
+		pgx.CopyFromRows(rows))
+	require.NoError(b, err)
+	require.EqualValues(b, len(rows), n)
 }
 
 // signAll signs community c's events on every core; the content of event i

@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -40,7 +39,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 	"github.com/buzz-relay/buzz/internal/search"
-	"github.com/buzz-relay/buzz/internal/store"
 )
 
 const (
@@ -100,19 +98,10 @@ func loadZipf(b *testing.B) *zipfData {
 			}
 		}
 	}
-	if cm, err := d.r.App.Store.CommunityByHost(ctx, zipfHost); err == nil {
-		var n int
-		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1`, cm.ID).Scan(&n))
-		require.Equal(b, zipfEvents, n, "%s holds a partial dataset: load into an empty database", zipfHost)
-		d.community = cm.ID
-	} else {
+	var kept bool
+	d.community, kept = benchCommunity(b, d.r, zipfHost, channel, zipfEvents)
+	if !kept {
 		began := time.Now()
-		cm, err := d.r.App.Store.CommunityAdd(ctx, store.CommunityAddParams{Host: zipfHost})
-		require.NoError(b, err)
-		d.community = cm.ID
-		_, err = pool.Exec(ctx, `INSERT INTO channels (id, community_id, name, visibility, created_by)
-			VALUES ($1, $2, 'general', 'open', $3)`, channel, cm.ID, make([]byte, 32))
-		require.NoError(b, err)
 		keys := make([][]byte, benchAuthors)
 		for i := range keys {
 			s := sha256.Sum256([]byte("buzz-zipf-author-" + strconv.Itoa(i)))
@@ -134,19 +123,14 @@ func loadZipf(b *testing.B) *zipfData {
 						if err := ev.Sign(keys[(from+i)%len(keys)]); err != nil {
 							panic(err)
 						}
-						rows[i] = []any{cm.ID, mustHex(ev.ID), mustHex(ev.PubKey), time.Unix(ev.CreatedAt, 0), int32(9),
-							`[["h","` + d.channel + `"]]`, ev.Content, mustHex(ev.Sig), channel}
+						rows[i] = eventRow(d.community, channel, &ev)
 					}
 				}()
 			}
 			wg.Wait()
-			n, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
-				[]string{"community_id", "id", "pubkey", "created_at", "kind", "tags", "content", "sig", "channel_id"},
-				pgx.CopyFromRows(rows))
-			require.NoError(b, err)
-			require.EqualValues(b, chunk, n)
+			copyEvents(b, pool, rows)
 		}
-		_, err = pool.Exec(ctx, "VACUUM ANALYZE events")
+		_, err := pool.Exec(ctx, "VACUUM ANALYZE events")
 		require.NoError(b, err)
 		fmt.Fprintf(os.Stderr, "zipf dataset: %d events signed and loaded in %s\n", zipfEvents, time.Since(began).Round(time.Second))
 	}
