@@ -61,23 +61,38 @@ func MemorySettings(total uint64) map[string]string {
 	}
 }
 
-// TotalMemory reads MemTotal from /proc/meminfo; 0 when it cannot.
+// TotalMemory is the memory the cluster may use: MemTotal of /proc/meminfo,
+// or the cgroup memory limit when one is set below it (a container); 0 when
+// neither can be read.
 func TotalMemory() uint64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
+	read := func(path string) string {
+		b, _ := os.ReadFile(path)
+		return string(b)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	return memoryLimit(read("/proc/meminfo"), read("/sys/fs/cgroup/memory.max"),
+		read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+}
+
+// memoryLimit is TotalMemory over the contents of /proc/meminfo and of the
+// cgroup v2 and v1 limit files ("" for a file that cannot be read).
+func memoryLimit(meminfo, cgroupV2, cgroupV1 string) uint64 {
+	var total uint64
+	for _, line := range strings.Split(meminfo, "\n") {
 		f := strings.Fields(line)
 		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
-			kb, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return 0
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				total = kb << 10
 			}
-			return kb << 10
 		}
 	}
-	return 0
+	for _, limit := range []string{cgroupV2, cgroupV1} {
+		// "max" (v2) or a huge number (v1) means no limit.
+		n, err := strconv.ParseUint(strings.TrimSpace(limit), 10, 64)
+		if err == nil && n > 0 && (total == 0 || n < total) {
+			total = n
+		}
+	}
+	return total
 }
 
 // Config configures Start.

@@ -72,6 +72,28 @@ func TestMemorySettings(t *testing.T) {
 	}
 }
 
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	const meminfo = "MemTotal:       24684096 kB\nMemFree:        1000 kB\n"
+	const host = 24684096 << 10
+	for _, tc := range []struct {
+		name            string
+		meminfo, v2, v1 string
+		want            uint64
+	}{
+		{"HostOnly", meminfo, "", "", host},
+		{"CgroupV2Unlimited", meminfo, "max\n", "", host},
+		{"CgroupV2Limit", meminfo, "4294967296\n", "", 4 << 30},
+		{"CgroupV1Unlimited", meminfo, "", "9223372036854771712\n", host},
+		{"CgroupV1Limit", meminfo, "", "2147483648\n", 2 << 30},
+		{"LimitAboveHost", meminfo, "107374182400", "", host},
+		{"NoMeminfo", "", "1073741824", "", 1 << 30},
+		{"NothingReadable", "", "", "", 0},
+	} {
+		require.Equal(t, tc.want, pgcluster.MemoryLimit(tc.meminfo, tc.v2, tc.v1), tc.name)
+	}
+}
+
 func TestStart(t *testing.T) {
 	t.Parallel()
 

@@ -1,0 +1,4 @@
+package pgcluster
+
+// MemoryLimit exposes memoryLimit to the external tests.
+var MemoryLimit = memoryLimit
