@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -257,6 +258,37 @@ func TestSearch(t *testing.T) {
 		_, err = s.Search(ctx, Query{Community: b.community, Text: "blocked", Scope: Any()})
 		require.ErrorContains(t, err, "database error: ")
 		require.ErrorContains(t, err, "statement timeout")
+	})
+
+	t.Run("ConnectionReusableAfterFailure", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.insert(t, row{kind: 9, content: "again"})
+		ctx := context.Background()
+		cfg := b.pool.Config().Copy()
+		cfg.MaxConns, cfg.MinConns = 1, 0
+		one, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		defer one.Close()
+		s := New(Config{Pool: one, StatementTimeout: 50 * time.Millisecond})
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, "LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+		require.NoError(t, err)
+		q := Query{Community: b.community, Text: "again", Scope: Any()}
+		_, err = s.Search(ctx, q)
+		require.ErrorContains(t, err, "statement timeout")
+		require.NoError(t, tx.Rollback(ctx))
+		// The pool's only connection failed inside the search transaction;
+		// it must come back clean (not "current transaction is aborted").
+		res, err := s.Search(ctx, q)
+		require.NoError(t, err)
+		require.Len(t, res.Hits, 1)
+		conn, err := one.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		require.Equal(t, byte('I'), conn.Conn().PgConn().TxStatus(), "the search transaction was committed")
 	})
 
 	t.Run("ConcurrencyCap", func(t *testing.T) {
