@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -313,15 +314,9 @@ func (c *Cluster) writeSettings(extra map[string]string) error {
 		"port":                    strconv.Itoa(c.port),
 		"unix_socket_directories": quoteConf(c.sockDir),
 	}
-	for k, v := range MemorySettings(TotalMemory()) {
-		settings[k] = v
-	}
-	for k, v := range DefaultSettings {
-		settings[k] = v
-	}
-	for k, v := range extra {
-		settings[k] = v
-	}
+	maps.Copy(settings, MemorySettings(TotalMemory()))
+	maps.Copy(settings, DefaultSettings)
+	maps.Copy(settings, extra)
 	keys := make([]string, 0, len(settings))
 	for k := range settings {
 		keys = append(keys, k)

@@ -166,34 +166,82 @@ func copyEvents(b *testing.B, pool *pgxpool.Pool, rows [][]any) {
 // depends only on (c, i).
 func signAll(b *testing.B, keys [][]byte, vocab []string, c int, channel string, now time.Time) []event.Event {
 	evs := make([]event.Event, benchPerCommunity)
+	parallelFor(len(evs), func(i int) {
+		rng := rand.New(rand.NewPCG(uint64(c), uint64(i)))
+		words := make([]string, benchWords)
+		for j := range words {
+			words[j] = vocab[rng.IntN(len(vocab))]
+		}
+		if i%1000 == 7 {
+			words[rng.IntN(benchWords)] = rareWord
+		}
+		ev := event.Event{Kind: 9, Content: strings.Join(words, " "),
+			CreatedAt: now.Add(-time.Duration(rng.Int64N(int64(180 * 24 * time.Hour)))).Unix(),
+			Tags:      event.Tags{{"h", channel}}}
+		if err := ev.Sign(keys[i%len(keys)]); err != nil {
+			panic(err)
+		}
+		evs[i] = ev
+	})
+	return evs
+}
+
+// parallelFor calls fn(0) … fn(n-1) on every core (signing dominates the
+// loading of a dataset) and returns when all are done.
+func parallelFor(n int, fn func(i int)) {
 	var wg sync.WaitGroup
 	workers := runtime.NumCPU()
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(evs); i += workers {
-				rng := rand.New(rand.NewPCG(uint64(c), uint64(i)))
-				words := make([]string, benchWords)
-				for j := range words {
-					words[j] = vocab[rng.IntN(len(vocab))]
-				}
-				if i%1000 == 7 {
-					words[rng.IntN(benchWords)] = rareWord
-				}
-				ev := event.Event{Kind: 9, Content: strings.Join(words, " "),
-					CreatedAt: now.Add(-time.Duration(rng.Int64N(int64(180 * 24 * time.Hour)))).Unix(),
-					Tags:      event.Tags{{"h", channel}}}
-				if err := ev.Sign(keys[i%len(keys)]); err != nil {
-					panic(err)
-				}
-				evs[i] = ev
+			for i := w; i < n; i += workers {
+				fn(i)
 			}
 		}()
 	}
 	wg.Wait()
-	return evs
 }
+
+// closedLoop runs fn on benchConns workers, each calling it again as soon
+// as it returns, for benchDuration, and returns the latency of every call.
+// fn gets the worker's index and its call number.
+func closedLoop(fn func(worker, n int)) latencies {
+	var (
+		mu  sync.Mutex
+		lat latencies
+		wg  sync.WaitGroup
+	)
+	deadline := time.Now().Add(benchDuration)
+	for w := range benchConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine latencies
+			for n := 0; time.Now().Before(deadline); n++ {
+				t := time.Now()
+				fn(w, n)
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return lat
+}
+
+// latencies are durations of single requests; at(p) is the p-quantile.
+type latencies []time.Duration
+
+func (l latencies) at(p float64) time.Duration {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func (l latencies) qps() float64 { return float64(len(l)) / benchDuration.Seconds() }
 
 func mustHex(s string) []byte {
 	b := make([]byte, len(s)/2)
@@ -257,35 +305,15 @@ func runLoad(b *testing.B, d *benchData, word string) (float64, time.Duration, t
 		conns[i] = d.r.Dial(b, d.hosts[i%len(d.hosts)])
 		conns[i].Auth(d.reader)
 	}
-	var (
-		mu     sync.Mutex
-		lat    []time.Duration
-		events atomic.Int64
-		wg     sync.WaitGroup
-	)
-	deadline := time.Now().Add(benchDuration)
-	for i, w := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for n := 0; time.Now().Before(deadline); n++ {
-				t := time.Now()
-				evs, closed, eose := w.Req("s"+strconv.Itoa(n), map[string]any{"kinds": []int{9}, "search": word, "limit": 20})
-				if closed != "" || !eose {
-					panic(fmt.Sprintf("conn %d: closed %q", i, closed))
-				}
-				mine = append(mine, time.Since(t))
-				events.Add(int64(len(evs)))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.Sort(lat)
-	return float64(len(lat)) / benchDuration.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], float64(events.Load()) / float64(len(lat))
+	var events atomic.Int64
+	lat := closedLoop(func(i, n int) {
+		evs, closed, eose := conns[i].Req("s"+strconv.Itoa(n), map[string]any{"kinds": []int{9}, "search": word, "limit": 20})
+		if closed != "" || !eose {
+			panic(fmt.Sprintf("conn %d: closed %q", i, closed))
+		}
+		events.Add(int64(len(evs)))
+	})
+	return lat.qps(), lat.at(0.5), lat.at(0.99), float64(events.Load()) / float64(len(lat))
 }
 
 // runStatementOnly runs the FTS statement of a WebSocket search page (kinds
@@ -294,33 +322,13 @@ func runLoad(b *testing.B, d *benchData, word string) (float64, time.Duration, t
 // transaction, custom plans) without the relay around it.
 func runStatementOnly(b *testing.B, d *benchData, word string) (float64, time.Duration, time.Duration) {
 	s := search.New(search.Config{Pool: d.r.App.DB.Pool, MaxConcurrent: benchConns})
-	var (
-		mu  sync.Mutex
-		lat []time.Duration
-		wg  sync.WaitGroup
-	)
-	deadline := time.Now().Add(benchDuration)
-	for i := range benchConns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := i % benchCommunities
-			q := search.Query{Community: d.communities[c], Text: word, Kinds: []int{9},
-				Scope: search.ChannelsOrChannelLess([]string{d.channels[c]}), PerPage: search.DefaultPerPage}
-			var mine []time.Duration
-			for time.Now().Before(deadline) {
-				t := time.Now()
-				if _, err := s.Search(context.Background(), q); err != nil {
-					panic(err)
-				}
-				mine = append(mine, time.Since(t))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.Sort(lat)
-	return float64(len(lat)) / benchDuration.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100]
+	lat := closedLoop(func(i, _ int) {
+		c := i % benchCommunities
+		q := search.Query{Community: d.communities[c], Text: word, Kinds: []int{9},
+			Scope: search.ChannelsOrChannelLess([]string{d.channels[c]}), PerPage: search.DefaultPerPage}
+		if _, err := s.Search(context.Background(), q); err != nil {
+			panic(err)
+		}
+	})
+	return lat.qps(), lat.at(0.5), lat.at(0.99)
 }

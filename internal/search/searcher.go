@@ -44,6 +44,8 @@ type Config struct {
 type Searcher struct {
 	cfg   Config
 	slots chan struct{}
+	// begin opens a search statement's transaction with its settings.
+	begin string
 }
 
 // New returns a Searcher.
@@ -58,7 +60,9 @@ func New(cfg Config) *Searcher {
 		}
 		cfg.MaxConcurrent = max(1, cfg.MaxConcurrent)
 	}
-	return &Searcher{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent)}
+	return &Searcher{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent),
+		begin: fmt.Sprintf("BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL statement_timeout = %d",
+			cfg.StatementTimeout.Milliseconds())}
 }
 
 // Hit is one candidate (spec 20 §3.6): no content, no tags.
@@ -97,14 +101,14 @@ func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	st := build(&q, text, page, perPage)
 	hits, err := s.run(ctx, st)
-	res.Hits = hits
 	if err != nil {
 		var lenErr *columnLengthError
 		if errors.As(err, &lenErr) {
-			return Result{Page: page}, lenErr
+			return res, lenErr
 		}
-		return Result{Page: page}, fmt.Errorf("database error: %w", err)
+		return res, fmt.Errorf("database error: %w", err)
 	}
+	res.Hits = hits
 	return res, nil
 }
 
@@ -137,9 +141,7 @@ func (s *Searcher) run(ctx context.Context, st statement) ([]Hit, error) {
 }
 
 func (s *Searcher) runOn(ctx context.Context, conn *pgx.Conn, st statement) ([]Hit, error) {
-	begin := fmt.Sprintf("BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL statement_timeout = %d",
-		s.cfg.StatementTimeout.Milliseconds())
-	if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
+	if _, err := conn.PgConn().Exec(ctx, s.begin).ReadAll(); err != nil {
 		return nil, err
 	}
 	b := &pgx.Batch{}

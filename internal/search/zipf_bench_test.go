@@ -23,8 +23,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,24 +108,15 @@ func loadZipf(b *testing.B) *zipfData {
 		const chunk = 100_000
 		for from := 0; from < zipfEvents; from += chunk {
 			rows := make([][]any, chunk)
-			var wg sync.WaitGroup
-			workers := runtime.NumCPU()
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := w; i < chunk; i += workers {
-						content, age := zipfEvent(from + i)
-						ev := event.Event{Kind: 9, Content: content, CreatedAt: now.Unix() - age,
-							Tags: event.Tags{{"h", d.channel}}}
-						if err := ev.Sign(keys[(from+i)%len(keys)]); err != nil {
-							panic(err)
-						}
-						rows[i] = eventRow(d.community, channel, &ev)
-					}
-				}()
-			}
-			wg.Wait()
+			parallelFor(chunk, func(i int) {
+				content, age := zipfEvent(from + i)
+				ev := event.Event{Kind: 9, Content: content, CreatedAt: now.Unix() - age,
+					Tags: event.Tags{{"h", d.channel}}}
+				if err := ev.Sign(keys[(from+i)%len(keys)]); err != nil {
+					panic(err)
+				}
+				rows[i] = eventRow(d.community, channel, &ev)
+			})
 			copyEvents(b, pool, rows)
 		}
 		_, err := pool.Exec(ctx, "VACUUM ANALYZE events")
@@ -149,14 +138,6 @@ func (d *zipfData) termUnder(n int) (string, int) {
 		}
 	}
 	return zipfWord(best), d.df[best]
-}
-
-type latencies []time.Duration
-
-func (l latencies) at(p float64) time.Duration {
-	s := slices.Clone(l)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
