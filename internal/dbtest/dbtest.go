@@ -9,8 +9,11 @@
 // under a PostgreSQL advisory lock, because go test runs packages in
 // parallel processes); NewEmptyDB creates one with no migrations applied.
 // Databases are dropped when the test passes and kept, with their name
-// logged, when it fails. Missing PostgreSQL binaries fail the test with
-// install steps; nothing is ever skipped.
+// logged, when it fails. Tx hands out a transaction on ONE shared database
+// per test process (cloned from the same template on first use, dropped by
+// Shutdown) and rolls it back when the test ends: the default for tests
+// that neither commit nor need a database of their own. Missing PostgreSQL
+// binaries fail the test with install steps; nothing is ever skipped.
 //
 // Packages that use dbtest must end the throwaway cluster with a TestMain:
 //
@@ -20,8 +23,8 @@
 // dbtest.Shutdown after m.Run). A detached watchdog also stops the
 // cluster if the test process dies without doing so.
 //
-// It does NOT provide fixtures or factories (eventtest does) and it does NOT
-// roll back: each database is the test's own.
+// It does NOT provide fixtures or factories (fixture and eventtest do), and
+// NewDB does NOT roll back: each such database is the test's own.
 package dbtest
 
 import (
@@ -78,7 +81,17 @@ var (
 
 	// cloneMu serialises CREATE DATABASE … TEMPLATE inside this process.
 	cloneMu sync.Mutex
+
+	// The shared database of Tx: created on first use, dropped by Shutdown.
+	sharedMu   sync.Mutex
+	sharedPool *pgxpool.Pool
+	sharedName string
+	sharedErr  error
 )
+
+// sharedConns bounds the shared database's pool: one connection per open
+// Tx, so it is sized for every parallel test of a package at once.
+const sharedConns = 32
 
 // Main runs the package's tests, stops the throwaway cluster, fails the run
 // when goroutines leaked (goleak; opts add exceptions) and exits with the
@@ -98,6 +111,7 @@ func Main(m *testing.M, opts ...goleak.Option) {
 // Shutdown stops the throwaway cluster, if this process started one, and
 // removes its directory. Safe to call when none was started, and twice.
 func Shutdown() {
+	dropShared()
 	if cluster == nil {
 		return
 	}
@@ -143,6 +157,88 @@ func NewDB(t testing.TB) (*pgxpool.Pool, string) {
 	}
 	t.Cleanup(pool.Close) // runs before the drop registered by createDB
 	return pool, dbURL
+}
+
+// Tx begins a transaction on the process's shared migrated database and
+// rolls it back when the test ends (t.Cleanup), so nothing it writes is
+// ever seen by another test. Use it for every test that neither commits,
+// LISTENs, takes session-level locks nor runs a whole server; those use
+// NewDB. A row written under a unique key blocks another open Tx that
+// writes the same key until the first rolls back, so fixtures use random
+// keys. Each Tx holds one of the shared pool's connections for the test's
+// lifetime; do not call it more than a few times per test.
+func Tx(t testing.TB) pgx.Tx {
+	t.Helper()
+	pool := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("dbtest: begin on the shared database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			t.Errorf("dbtest: roll back: %v", err)
+		}
+	})
+	return tx
+}
+
+// shared returns the pool on the shared database, creating the database
+// from the template on first use. A failure is remembered: every later
+// Tx fails the same way.
+func shared(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	admin := URL(t)
+	templateOnce.Do(func() { templateName, templateErr = ensureTemplate(admin) })
+	if templateErr != nil {
+		t.Fatalf("dbtest: prepare template database: %v", templateErr)
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if sharedPool == nil && sharedErr == nil {
+		sharedPool, sharedName, sharedErr = createShared(admin)
+	}
+	if sharedErr != nil {
+		t.Fatalf("dbtest: shared database: %v", sharedErr)
+	}
+	return sharedPool
+}
+
+func createShared(admin string) (*pgxpool.Pool, string, error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "buzz_shared_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := execAdmin(ctx, admin, "CREATE DATABASE "+name+" TEMPLATE "+templateName, true); err != nil {
+		return nil, "", fmt.Errorf("create %s: %w", name, err)
+	}
+	pool, err := pg.Open(ctx, withDatabase(admin, name), pg.PoolConfig{MaxConns: sharedConns})
+	if err != nil {
+		_ = execAdmin(ctx, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)", false)
+		return nil, "", fmt.Errorf("open %s: %w", name, err)
+	}
+	return pool, name, nil
+}
+
+// dropShared closes the shared pool and drops its database (on a
+// TEST_DATABASE_URL server; a throwaway cluster goes whole right after).
+func dropShared() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if sharedPool == nil {
+		return
+	}
+	sharedPool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := execAdmin(ctx, serverURL, "DROP DATABASE IF EXISTS "+sharedName+" WITH (FORCE)", false); err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: drop %s: %v\n", sharedName, err)
+	}
+	sharedPool, sharedName = nil, ""
 }
 
 // NewEmptyDB creates a database with no migrations applied and returns its
