@@ -34,6 +34,7 @@ var may = map[string]string{
 	"server":    "audit community config event health httpapi ingest metrics pg pgcluster read relay store",
 	"dbtest":    "pg pgcluster",
 	"eventtest": "event",
+	"fixture":   "event eventtest pg store",
 	"relaytest": "auth config dbtest event eventtest server store",
 	"e2e":       "",
 }
