@@ -37,6 +37,11 @@ var may = map[string]string{
 	"fixture":   "event eventtest pg store",
 	"relaytest": "auth config dbtest event eventtest server store",
 	"e2e":       "",
+
+	// background work: the service shape and its test signals
+	"testsignal":  "",
+	"service":     "",
+	"maintenance": "pg service store testsignal",
 }
 
 // pure packages import only the standard library and the Schnorr library.
