@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
+	"fmt"
 
 	"github.com/buzz-relay/buzz/internal/audit"
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
@@ -21,7 +22,7 @@ func (p *Pipeline) auditOn() bool { return p.cfg.AuditEnabled }
 
 // eventIntent is the event_created intent carried by the event insert
 // itself, or nil when audit is off.
-func (p *Pipeline) eventIntent(req Request, ev *event.Event, channel string) *store.OutboxIntent {
+func (p *Pipeline) eventIntent(req *Request, ev *event.Event, channel string) *store.OutboxIntent {
 	if !p.auditOn() {
 		return nil
 	}
@@ -29,28 +30,32 @@ func (p *Pipeline) eventIntent(req Request, ev *event.Event, channel string) *st
 	return &store.OutboxIntent{DedupeKey: in.DedupeKey, Action: string(in.Action), Actor: in.ActorBytes(), ObjectID: in.ObjectID, Detail: in.Detail}
 }
 
-// appendIntent writes one intent inside tx when audit is on.
-func (p *Pipeline) appendIntent(ctx context.Context, tx pgx.Tx, in audit.Intent) error {
+// appendIntent writes one intent inside the write transaction q when audit
+// is on.
+func (p *Pipeline) appendIntent(ctx context.Context, q pg.Querier, in audit.Intent) error {
 	if !p.auditOn() {
 		return nil
 	}
-	return audit.Append(ctx, tx, in)
+	if err := audit.Append(ctx, q, in); err != nil {
+		return fmt.Errorf("audit %s: %w", in.Action, err)
+	}
+	return nil
 }
 
 // deletedIntent records one event soft-deleted by ev (kind 5 or 9005).
-func (p *Pipeline) deletedIntent(ctx context.Context, tx pgx.Tx, req Request, target store.EventRef) error {
+func (p *Pipeline) deletedIntent(ctx context.Context, q pg.Querier, req *Request, target store.EventRef) error {
 	ev := &req.Event
-	return p.appendIntent(ctx, tx, audit.NewEventDeleted(req.Tenant.CommunityID, req.Author, target.ID, target.Kind, target.Channel, ev.ID, ev.Kind))
+	return p.appendIntent(ctx, q, audit.NewEventDeleted(req.Tenant.CommunityID, req.Author, target.ID, target.Kind, target.Channel, ev.ID, ev.Kind))
 }
 
 // followUpIntents records the relay-signed events stored with ev.
-func (p *Pipeline) followUpIntents(ctx context.Context, tx pgx.Tx, req Request, pl *plan, follow []*event.Event) error {
+func (p *Pipeline) followUpIntents(ctx context.Context, w writer, channel string, follow []*event.Event) error {
 	for _, fe := range follow {
-		channel := pl.channel
-		if fe.Kind == event.KindMemberAdded || fe.Kind == event.KindMemberRemoved {
-			channel = ""
+		fchannel := channel
+		if isNotice(fe.Kind) {
+			fchannel = ""
 		}
-		if err := p.appendIntent(ctx, tx, audit.NewEventCreated(req.Tenant.CommunityID, req.Author, fe.ID, fe.Kind, channel)); err != nil {
+		if err := p.appendIntent(ctx, w.q, audit.NewEventCreated(w.cid(), w.req.Author, fe.ID, fe.Kind, fchannel)); err != nil {
 			return err
 		}
 	}
@@ -64,10 +69,10 @@ type memberState struct {
 }
 
 // groupTarget is the member whose membership a group command changes.
-func groupTarget(ev *event.Event, pl *plan) string {
+func groupTarget(ev *event.Event, c groupChange) string {
 	switch ev.Kind {
 	case event.KindPutUser, event.KindRemoveUser:
-		return pl.group.target
+		return c.cmd.target
 	case event.KindJoinRequest, event.KindLeaveRequest:
 		return ev.PubKey
 	}
@@ -76,41 +81,41 @@ func groupTarget(ev *event.Event, pl *plan) string {
 
 // groupBefore reads, inside tx and before the command is applied, what the
 // group intents need to know about the previous state.
-func (p *Pipeline) groupBefore(ctx context.Context, tx pgx.Tx, req Request, pl *plan) (memberState, error) {
-	target := groupTarget(&req.Event, pl)
-	if !p.auditOn() || target == "" || pl.channel == "" {
+func (p *Pipeline) groupBefore(ctx context.Context, w writer, c groupChange) (memberState, error) {
+	target := groupTarget(w.ev(), c)
+	if !p.auditOn() || target == "" || c.channel == "" {
 		return memberState{}, nil
 	}
-	role, active, err := p.cfg.Store.ChannelMemberRole(ctx, tx, req.Tenant.CommunityID, pl.channel, target)
+	role, active, err := p.cfg.Store.ChannelMemberRole(ctx, w.q, w.cid(), c.channel, target)
 	if err != nil {
-		return memberState{}, err
+		return memberState{}, fmt.Errorf("role before: %w", err)
 	}
 	return memberState{role: role, active: active}, nil
 }
 
-// groupIntents records what a NIP-29 command changed, after applyGroup.
-func (p *Pipeline) groupIntents(ctx context.Context, tx pgx.Tx, req Request, pl *plan, before memberState) error {
-	if !p.auditOn() || pl.group == nil {
+// groupIntents records what a NIP-29 command changed, after its run.
+func (p *Pipeline) groupIntents(ctx context.Context, w writer, c groupChange, before memberState) error {
+	if !p.auditOn() {
 		return nil
 	}
-	ev := &req.Event
-	cid, actor, g := req.Tenant.CommunityID, req.Author, pl.group
+	ev, tx, channel := w.ev(), w.q, c.channel
+	cid, actor, g := w.cid(), w.req.Author, &c.cmd
 	switch ev.Kind {
 	case event.KindCreateGroup:
-		if err := p.appendIntent(ctx, tx, audit.NewChannelCreated(cid, actor, pl.channel, g.channelType, g.visibility, ev.ID)); err != nil {
+		if err := p.appendIntent(ctx, tx, audit.NewChannelCreated(cid, actor, channel, g.channelType, g.visibility, ev.ID)); err != nil {
 			return err
 		}
 		return p.appendIntent(ctx, tx, audit.NewMemberAdded(cid, actor, audit.MemberChange{
-			Scope: "channel", Channel: pl.channel, Member: ev.PubKey, Role: "owner", EventID: ev.ID}))
+			Scope: "channel", Channel: channel, Member: ev.PubKey, Role: "owner", EventID: ev.ID}))
 	case event.KindEditMetadata:
-		return p.appendIntent(ctx, tx, audit.NewChannelUpdated(cid, actor, pl.channel, metaChanges(g.meta), ev.ID))
+		return p.appendIntent(ctx, tx, audit.NewChannelUpdated(cid, actor, channel, metaChanges(g.meta), ev.ID))
 	case event.KindDeleteGroup:
-		return p.appendIntent(ctx, tx, audit.NewChannelDeleted(cid, actor, pl.channel, ev.ID))
+		return p.appendIntent(ctx, tx, audit.NewChannelDeleted(cid, actor, channel, ev.ID))
 	case event.KindPutUser, event.KindJoinRequest:
-		target := groupTarget(ev, pl)
-		role, active, err := p.cfg.Store.ChannelMemberRole(ctx, tx, cid, pl.channel, target)
+		target := groupTarget(ev, c)
+		role, active, err := p.cfg.Store.ChannelMemberRole(ctx, tx, cid, channel, target)
 		if err != nil {
-			return err
+			return fmt.Errorf("role after: %w", err)
 		}
 		if !active || (before.active && before.role == role) {
 			return nil // nothing changed (a join by a member, a put with the same role)
@@ -120,7 +125,7 @@ func (p *Pipeline) groupIntents(ctx context.Context, tx pgx.Tx, req Request, pl 
 			prev = before.role
 		}
 		return p.appendIntent(ctx, tx, audit.NewMemberAdded(cid, actor, audit.MemberChange{
-			Scope: "channel", Channel: pl.channel, Member: target, Role: role, PreviousRole: prev, EventID: ev.ID}))
+			Scope: "channel", Channel: channel, Member: target, Role: role, PreviousRole: prev, EventID: ev.ID}))
 	case event.KindRemoveUser, event.KindLeaveRequest:
 		if !before.active {
 			return nil
@@ -130,7 +135,7 @@ func (p *Pipeline) groupIntents(ctx context.Context, tx pgx.Tx, req Request, pl 
 			reason = "left"
 		}
 		return p.appendIntent(ctx, tx, audit.NewMemberRemoved(cid, actor, audit.MemberChange{
-			Scope: "channel", Channel: pl.channel, Member: groupTarget(ev, pl), Reason: reason, EventID: ev.ID}))
+			Scope: "channel", Channel: channel, Member: groupTarget(ev, c), Reason: reason, EventID: ev.ID}))
 	}
 	return nil
 }

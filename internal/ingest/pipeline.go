@@ -8,12 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
-	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
@@ -47,10 +45,6 @@ type Config struct {
 	// EvictFunc removes a channel from live subscriptions (pubkey "" = every
 	// holder; nonMembersOnly, when set, picks whom). Wired to the relay.
 	EvictFunc func(communityID, channel, pubkey string, nonMembersOnly func(pubkey string) bool)
-	// AfterInsertFunc, when set, runs inside the write transaction right after
-	// the event row is inserted; an error it returns rolls everything back.
-	// Tests use it to inject faults.
-	AfterInsertFunc func(ctx context.Context, ev *event.Event) error
 	// AuditEnabled writes the audit intents of spec 30 §4.1 in each event's
 	// transaction (BUZZ_AUDIT_ENABLED). Default false.
 	AuditEnabled bool
@@ -104,7 +98,7 @@ func (p *Pipeline) Submit(ctx context.Context, req Request) Result {
 	if m := p.cfg.Metrics; m != nil {
 		m.EventsReceived.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
 	}
-	res := p.submit(ctx, req)
+	res := p.submit(ctx, &req)
 	if m := p.cfg.Metrics; m != nil {
 		m.EventProcessingSeconds.Observe(p.cfg.NowFunc().Sub(start).Seconds())
 		if res.Code != Accepted {
@@ -114,7 +108,7 @@ func (p *Pipeline) Submit(ctx context.Context, req Request) Result {
 	return res
 }
 
-func (p *Pipeline) submit(ctx context.Context, req Request) Result {
+func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	ev := &req.Event
 	if err := p.check(req); err != nil { // steps 1–8
 		return p.answer(ctx, req, err)
@@ -125,43 +119,61 @@ func (p *Pipeline) submit(ctx context.Context, req Request) Result {
 		}
 		return p.answer(ctx, req, p.ephemeral(ctx, req))
 	}
-	plan, err := p.authorize(ctx, req) // steps 9–19
+	reg, c, err := p.authorize(ctx, req) // steps 9–19
 	if err != nil {
 		return p.answer(ctx, req, err)
 	}
-	dup, follow, err := p.commit(ctx, req, plan) // step 20
+	out, err := p.commit(ctx, req, reg, c) // step 20
+	if errors.Is(err, errDuplicate) {
+		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
+	}
 	if err != nil {
 		p.countIntentError(err)
 		return p.answer(ctx, req, err)
-	}
-	if dup {
-		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
 	}
 	if p.cfg.AuditWakeFunc != nil && p.auditOn() {
 		p.cfg.AuditWakeFunc()
 	}
 	if m := p.cfg.Metrics; m != nil {
 		m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
-		if plan.channelCreated {
-			m.ChannelsCreated.WithLabelValues(req.Tenant.Host, plan.group.channelType).Inc()
+		if out.created != "" {
+			m.ChannelsCreated.WithLabelValues(req.Tenant.Host, out.created).Inc()
 		}
 	}
 	p.log.Debug("event stored", slog.String("community", req.Tenant.Host), slog.String("event_id", ev.ID), slog.Int("kind", ev.Kind))
-	p.forgetAccess(req, plan)                             // stale caches go right after commit
-	p.broadcast(req.Tenant.CommunityID, plan.channel, ev) // step 21
-	for _, fe := range follow {
-		channel := plan.channel
-		if fe.Kind == event.KindMemberAdded || fe.Kind == event.KindMemberRemoved {
+	return Result{Code: Accepted, After: p.afterCommit(req, &out)} // step 22 (21 and 23 in afterCommit)
+}
+
+// afterCommit is the after-commit step of the event's family, read from its
+// outcome: stale cached access is forgotten, the event and its relay-signed
+// follow-ups are fanned out (step 21), and the evictions are returned to run
+// after the answer (step 23).
+func (p *Pipeline) afterCommit(req *Request, out *outcome) func() {
+	cid := req.Tenant.CommunityID
+	if forget := p.cfg.ForgetAccessFunc; forget != nil {
+		if out.forgetAll {
+			forget(cid, "")
+		} else {
+			for _, who := range out.forget {
+				forget(cid, who)
+			}
+		}
+	}
+	p.broadcast(cid, out.channel, &req.Event) // 21
+	for _, fe := range out.follow {
+		channel := out.channel
+		if isNotice(fe.Kind) {
 			channel = ""
 		}
-		p.broadcast(req.Tenant.CommunityID, channel, fe)
+		p.broadcast(cid, channel, fe)
 	}
-	return Result{Code: Accepted, After: p.evictions(req, plan)} // step 22; evictions are step 23
+	return p.evictions(cid, out.channel, out.evict)
 }
 
 // answer turns a step's error into a Result; anything that is not a refusal
-// is an internal failure, logged here and answered without details.
-func (p *Pipeline) answer(ctx context.Context, req Request, err error) Result {
+// is an internal failure, logged here with the step that failed and
+// answered without details.
+func (p *Pipeline) answer(ctx context.Context, req *Request, err error) Result {
 	if err == nil {
 		return Result{Code: Accepted}
 	}
@@ -175,7 +187,7 @@ func (p *Pipeline) answer(ctx context.Context, req Request, err error) Result {
 }
 
 // check runs steps 1–8: kind refusals, id and signature, clock, size, author.
-func (p *Pipeline) check(req Request) error {
+func (p *Pipeline) check(req *Request) error {
 	ev := &req.Event
 	switch {
 	case ev.Kind == event.KindAuth: // 1
@@ -225,13 +237,13 @@ func hasNUL(ev *event.Event) bool {
 
 // ephemeral is the short path of spec 10 §7.4 for kinds 20000–29999: never
 // stored, routed by an optional h tag.
-func (p *Pipeline) ephemeral(ctx context.Context, req Request) error {
+func (p *Pipeline) ephemeral(ctx context.Context, req *Request) error {
 	ev := &req.Event
 	channel := channelFromTags(ev.Tags)
 	if channel != "" {
 		st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, req.Tenant.CommunityID, channel, ev.PubKey)
 		if err != nil {
-			return err
+			return fmt.Errorf("ephemeral: channel access %s: %w", channel, err)
 		}
 		if !st.CanPost() {
 			return reject(wire.Restricted, "not a channel member")
@@ -258,32 +270,18 @@ func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
 	p.cfg.Broadcaster.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
 }
 
-func (p *Pipeline) forgetAccess(req Request, plan *plan) {
-	if p.cfg.ForgetAccessFunc == nil {
-		return
-	}
-	if plan.forgetAll {
-		p.cfg.ForgetAccessFunc(req.Tenant.CommunityID, "")
-		return
-	}
-	for _, who := range plan.forget {
-		p.cfg.ForgetAccessFunc(req.Tenant.CommunityID, who)
-	}
-}
-
 // evictions returns the dispatch that runs after the answer (step 23):
 // live subscriptions that lost access to the channel stop at once.
-func (p *Pipeline) evictions(req Request, plan *plan) func() {
+func (p *Pipeline) evictions(cid, ch string, e eviction) func() {
 	evict := p.cfg.EvictFunc
-	if evict == nil || (plan.evictPubkey == "" && !plan.evictNonMembers && !plan.evictAll) {
+	if evict == nil || e.none() {
 		return nil
 	}
-	cid, ch := req.Tenant.CommunityID, plan.channel
 	return func() {
 		switch {
-		case plan.evictAll:
+		case e.all:
 			evict(cid, ch, "", nil)
-		case plan.evictNonMembers:
+		case e.nonMembers:
 			evict(cid, ch, "", func(pubkey string) bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				defer cancel()
@@ -291,14 +289,9 @@ func (p *Pipeline) evictions(req Request, plan *plan) func() {
 				return err != nil || !st.ActiveMember()
 			})
 		default:
-			evict(cid, ch, plan.evictPubkey, nil)
+			evict(cid, ch, e.pubkey, nil)
 		}
 	}
-}
-
-// inTx runs fn in one write transaction.
-func (p *Pipeline) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pg.InTx(ctx, p.cfg.Pool, fn)
 }
 
 func rejectReason(r Result) string {

@@ -3,16 +3,21 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
-	"github.com/buzz-relay/buzz/internal/wire"
 )
 
 // MaxThreadDepth is the deepest reply accepted (spec 10 §6.1).
 const MaxThreadDepth = 100
+
+// threadFamily is the NIP-10 thread kinds (9, 40002, 45001, 45003). A
+// top-level message is a plainChange, the hot path; a reply also writes its
+// thread row and the counters of its parent and root.
+type threadFamily struct{ byTag }
 
 // markedRefs returns the last valid root and reply markers of NIP-10 marked
 // e tags: ["e", <64 hex>, <relay url>, "root"|"reply"].
@@ -30,12 +35,13 @@ func markedRefs(tags event.Tags) (root, reply string) {
 	return root, reply
 }
 
-// resolveThread is step 19 for thread kinds: find the parent and root of a
-// reply and check them. A top-level event gets no thread plan.
-func (p *Pipeline) resolveThread(ctx context.Context, cid string, ev *event.Event, pl *plan) error {
+// authorize is step 19: find the parent and root of a reply and check them.
+func (threadFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt route) (change, error) {
+	ev := &req.Event
+	cid := req.Tenant.CommunityID
 	root, reply := markedRefs(ev.Tags)
 	if reply == "" {
-		return nil
+		return plainChange{channel: rt.channel}, nil
 	}
 	if root == "" {
 		root = reply
@@ -43,20 +49,20 @@ func (p *Pipeline) resolveThread(ctx context.Context, cid string, ev *event.Even
 	s := p.cfg.Store
 	parent, err := s.EventLookup(ctx, p.cfg.Pool, cid, reply)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && parent.Deleted) {
-		return invalid("reply parent not found")
+		return nil, invalid("reply parent not found")
 	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("look up reply parent %s: %w", reply, err)
 	}
 	if parent.Channel == "" {
-		return invalid("parent event has no channel association")
+		return nil, invalid("parent event has no channel association")
 	}
-	if parent.Channel != pl.channel {
-		return invalid("parent event belongs to a different channel")
+	if parent.Channel != rt.channel {
+		return nil, invalid("parent event belongs to a different channel")
 	}
 	row, hasRow, err := s.ThreadGet(ctx, p.cfg.Pool, cid, parent.ID)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("thread row of %s: %w", parent.ID, err)
 	}
 	expected, depth := parent.ID, 1
 	switch {
@@ -74,10 +80,10 @@ func (p *Pipeline) resolveThread(ctx context.Context, cid string, ev *event.Even
 		}
 	}
 	if root != expected {
-		return invalid("root tag does not match thread ancestry")
+		return nil, invalid("root tag does not match thread ancestry")
 	}
 	if depth > MaxThreadDepth {
-		return invalid("thread depth limit exceeded")
+		return nil, invalid("thread depth limit exceeded")
 	}
 	rootCreated := parent.CreatedAt
 	if expected != parent.ID {
@@ -86,75 +92,90 @@ func (p *Pipeline) resolveThread(ctx context.Context, cid string, ev *event.Even
 		} else {
 			r, err := s.EventLookup(ctx, p.cfg.Pool, cid, expected)
 			if errors.Is(err, pg.ErrNotFound) {
-				return invalid("root tag does not match thread ancestry")
+				return nil, invalid("root tag does not match thread ancestry")
 			}
 			if err != nil {
-				return err
+				return nil, fmt.Errorf("look up thread root %s: %w", expected, err)
 			}
 			rootCreated = r.CreatedAt
 		}
 	}
-	pl.thread = &store.ThreadReplyParams{
-		CommunityID: cid, Channel: pl.channel, EventID: ev.ID, CreatedAt: ev.CreatedAt,
+	return replyChange{channel: rt.channel, thread: store.ThreadReplyParams{
+		CommunityID: cid, Channel: rt.channel, EventID: ev.ID, CreatedAt: ev.CreatedAt,
 		ParentID: parent.ID, ParentCreatedAt: parent.CreatedAt, RootID: expected, RootCreatedAt: rootCreated,
 		Depth: depth, Broadcast: ev.Tags.HasValue("broadcast", "1"),
-	}
-	return nil
+	}}, nil
 }
 
-// checkEdit applies spec 10 §6.2 to kind 40003.
-func (p *Pipeline) checkEdit(ctx context.Context, cid string, ev *event.Event, pl *plan) error {
+// replyChange is a reply: the event and its thread row, with the counters.
+type replyChange struct {
+	channel string
+	thread  store.ThreadReplyParams
+}
+
+func (c replyChange) apply(ctx context.Context, w writer) (outcome, error) {
+	if err := w.insertEvent(ctx, c.channel, nil); err != nil {
+		return outcome{}, err
+	}
+	if err := w.store().ThreadReplyAdd(ctx, w.q, c.thread); err != nil {
+		return outcome{}, fmt.Errorf("thread row under %s: %w", c.thread.ParentID, err)
+	}
+	return outcome{channel: c.channel}, nil
+}
+
+// editFamily is kind 40003 (spec 10 §6.2): the author edits their own live
+// message of the same channel. Step 14 is skipped for it; this is its own.
+type editFamily struct{ byTag }
+
+func (editFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt route) (change, error) {
+	ev := &req.Event
 	target := firstHex64(ev.Tags, "e")
 	if target == "" {
-		return invalid("missing e tag for edit target")
+		return nil, invalid("missing e tag for edit target")
 	}
-	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, cid, target)
+	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, req.Tenant.CommunityID, target)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && ref.Deleted) {
-		return invalid("edit target event not found")
+		return nil, invalid("edit target event not found")
 	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("look up edit target %s: %w", target, err)
 	}
 	if ref.Channel == "" {
-		return invalid("target event has no channel")
+		return nil, invalid("target event has no channel")
 	}
-	if ref.Channel != pl.channel {
-		return invalid("target event belongs to a different channel")
+	if ref.Channel != rt.channel {
+		return nil, invalid("target event belongs to a different channel")
 	}
 	if ref.PubKey != ev.PubKey {
-		return invalid("must be event author to edit")
+		return nil, invalid("must be event author to edit")
 	}
-	st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, cid, pl.channel, ev.PubKey)
-	if err != nil {
-		return err
+	if err := p.mayPost(ctx, req, rt.channel); err != nil { // its own 14 and 15
+		return nil, err
 	}
-	if !st.CanPost() {
-		return reject(wire.Restricted, "not a channel member")
-	}
-	if st.Archived {
-		return invalid("channel is archived")
-	}
-	return nil
+	return plainChange{channel: rt.channel}, nil
 }
 
-// checkVote applies spec 10 §6.2 to kind 45002.
-func (p *Pipeline) checkVote(ctx context.Context, cid string, ev *event.Event, pl *plan) error {
-	target := firstHex64(ev.Tags, "e")
+// voteFamily is kind 45002 (spec 10 §6.2): a vote on a forum post or
+// comment of the same channel.
+type voteFamily struct{ byTag }
+
+func (voteFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt route) (change, error) {
+	target := firstHex64(req.Event.Tags, "e")
 	if target == "" {
-		return invalid("missing e tag for vote target")
+		return nil, invalid("missing e tag for vote target")
 	}
-	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, cid, target)
+	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, req.Tenant.CommunityID, target)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && ref.Deleted) {
-		return invalid("vote target event not found")
+		return nil, invalid("vote target event not found")
 	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("look up vote target %s: %w", target, err)
 	}
 	if ref.Kind != event.KindForumPost && ref.Kind != event.KindForumComment {
-		return invalid("vote target must be a forum post or comment")
+		return nil, invalid("vote target must be a forum post or comment")
 	}
-	if ref.Channel != pl.channel {
-		return invalid("target event belongs to a different channel")
+	if ref.Channel != rt.channel {
+		return nil, invalid("target event belongs to a different channel")
 	}
-	return nil
+	return plainChange{channel: rt.channel}, nil
 }

@@ -1,0 +1,163 @@
+package ingest
+
+import (
+	"context"
+	"encoding/hex"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// testBundle is a real Pipeline on its own migrated database.
+type testBundle struct {
+	p      *Pipeline
+	pool   *pgxpool.Pool
+	store  *store.Store
+	tenant host.Tenant
+	relay  eventtest.Key
+	fanout *recorder
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool, _ := dbtest.NewDB(t)
+	s := store.New(pool)
+	c, err := s.CommunityEnsure(context.Background(), "relay.test")
+	require.NoError(t, err)
+	b := &testBundle{pool: pool, store: s, tenant: host.Tenant{CommunityID: c.ID, Host: "relay.test"},
+		relay: eventtest.NewKey(), fanout: &recorder{}}
+	b.p = New(Config{Pool: pool, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true})
+	return b
+}
+
+// recorder keeps what the pipeline fanned out.
+type recorder struct {
+	mu  sync.Mutex
+	got []Delivery
+}
+
+func (r *recorder) Broadcast(d Delivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, d)
+}
+
+// relayFanout lists, in order, the kinds of the relay-signed events about
+// channel that were fanned out.
+func (r *recorder) relayFanout(relay, channel string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []int{}
+	for _, d := range r.got {
+		if d.Event.PubKey == relay && (d.Channel == channel || d.Event.Tags.HasValue("h", channel)) {
+			out = append(out, d.Event.Kind)
+		}
+	}
+	return out
+}
+
+func (b *testBundle) request(author eventtest.Key, ev event.Event) Request {
+	return Request{Tenant: b.tenant, Author: author.PubKey, Source: SourceWebSocket, Event: ev}
+}
+
+// submit runs ev, signed by author, through the pipeline.
+func (b *testBundle) submit(t *testing.T, author eventtest.Key, ev event.Event) Result {
+	t.Helper()
+	return b.p.Submit(context.Background(), b.request(author, ev))
+}
+
+// mustSubmit submits ev and requires it to be accepted.
+func (b *testBundle) mustSubmit(t *testing.T, author eventtest.Key, ev event.Event) event.Event {
+	t.Helper()
+	res := b.submit(t, author, ev)
+	require.Equal(t, Result{Code: Accepted}, Result{Code: res.Code, Message: res.Message}, "event %d", ev.Kind)
+	return ev
+}
+
+// channel creates a channel owned by owner through a 9007 and returns its id.
+func (b *testBundle) channel(t *testing.T, owner eventtest.Key, opts ...eventtest.Option) string {
+	t.Helper()
+	ev := owner.Signed(t, event.KindCreateGroup, append([]eventtest.Option{eventtest.Tag("name", "c")}, opts...)...)
+	b.mustSubmit(t, owner, ev)
+	ch, err := b.store.EventLookup(context.Background(), b.pool, b.tenant.CommunityID, ev.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, ch.Channel)
+	return ch.Channel
+}
+
+// join adds who to an open channel through a 9021.
+func (b *testBundle) join(t *testing.T, who eventtest.Key, channel string) {
+	t.Helper()
+	b.mustSubmit(t, who, who.Signed(t, event.KindJoinRequest, eventtest.Channel(channel)))
+}
+
+func (b *testBundle) lookup(t *testing.T, id string) (store.EventRef, bool) {
+	t.Helper()
+	ref, err := b.store.EventLookup(context.Background(), b.pool, b.tenant.CommunityID, id)
+	if err != nil {
+		require.ErrorContains(t, err, "not found")
+		return store.EventRef{}, false
+	}
+	return ref, true
+}
+
+// stored reports whether the event is stored and live.
+func (b *testBundle) live(t *testing.T, id string) bool {
+	t.Helper()
+	ref, ok := b.lookup(t, id)
+	return ok && !ref.Deleted
+}
+
+func (b *testBundle) role(t *testing.T, channel string, who eventtest.Key) string {
+	t.Helper()
+	st, err := b.store.ChannelStateGet(context.Background(), b.pool, b.tenant.CommunityID, channel, who.PubKey)
+	require.NoError(t, err)
+	return st.Role
+}
+
+// count runs a count(*) over what was stored (assertions only).
+func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (b *testBundle) mentions(t *testing.T, id string) int {
+	t.Helper()
+	return b.count(t, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, b.tenant.CommunityID, unhex(t, id))
+}
+
+func (b *testBundle) intents(t *testing.T, objectID string) int {
+	t.Helper()
+	return b.count(t, `SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND object_id = $2`, b.tenant.CommunityID, objectID)
+}
+
+func (b *testBundle) reactions(t *testing.T, target string) int {
+	t.Helper()
+	return b.count(t, `SELECT count(*) FROM reactions WHERE community_id = $1 AND event_id = $2 AND removed_at IS NULL`,
+		b.tenant.CommunityID, unhex(t, target))
+}
+
+// relayEvents counts the live relay-signed events of kind about channel.
+func (b *testBundle) relayEvents(t *testing.T, kind int, channel string) int {
+	t.Helper()
+	return b.count(t, `SELECT count(*) FROM events WHERE community_id = $1 AND kind = $2 AND pubkey = $3
+		AND deleted_at IS NULL AND (channel_id = $4::uuid OR tags @> jsonb_build_array(jsonb_build_array('h', $4::text)))`,
+		b.tenant.CommunityID, kind, unhex(t, b.relay.PubKey), channel)
+}
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	out, err := hex.DecodeString(s)
+	require.NoError(t, err)
+	return out
+}
