@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/community"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/health"
@@ -31,9 +31,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/relay"
-	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
-	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // Version is the build version reported by NIP-11 and /_status.
@@ -45,6 +43,8 @@ type Hooks struct {
 	SignFunc func(ev *event.Event) error
 	// QueryHookFunc runs before each history query of the read engine.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
+	// AuditChainedFunc is called after each committed chainer batch.
+	AuditChainedFunc func(communityID string, n int, head int64)
 }
 
 // App is a running relay: every component wired together. Tests build one
@@ -60,11 +60,9 @@ type App struct {
 	Health   *health.Server
 	Registry *prometheus.Registry
 	Metrics  *metrics.Metrics
-	Resolver *tenant.Resolver
+	Resolver *community.Resolver
 	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
-	Audit *Audit
-	// Services are the background jobs Run owns.
-	Services  *Services
+	Audit     *Audit
 	RelayKey  []byte
 	Log       *slog.Logger
 	appSrv    *http.Server
@@ -102,8 +100,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		st := db.Pool.Stat()
 		return st.TotalConns(), st.IdleConns(), st.AcquiredConns(), st.MaxConns()
 	})
-	a.Services = newServices(a)
-	if err := a.Services.Partitions.Ensure(ctx); err != nil {
+	if err := ensurePartitions(ctx, a); err != nil {
 		return nil, err
 	}
 	if _, err := a.Store.CommunityEnsure(ctx, cfg.RelayHost); err != nil {
@@ -126,9 +123,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	} else {
 		a.RelayKey = event.GenerateKey() // single process only; never advertised
 	}
-	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
+	a.Resolver = community.NewResolver(a.Store)
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc})
-	if a.Audit, err = startAudit(ctx, a); err != nil {
+	if a.Audit, err = startAudit(ctx, a, h); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -138,10 +135,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}()
 	var (
 		auditWake func()
-		observer  auth.Observer
+		wsAudit   relay.AuditObserver
+		httpAudit httpapi.AuditObserver
 	)
 	if a.Audit != nil { // a nil *audit.Observer must not become a non-nil interface
-		auditWake, observer = a.Audit.Chainer.Wake, a.Audit.Observer
+		auditWake, wsAudit, httpAudit = a.Audit.Chainer.Wake, a.Audit.Observer, a.Audit.Observer
 	}
 	fan := &fanout{}
 	a.Pipeline = ingest.New(ingest.Config{
@@ -156,10 +154,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: observer,
+		Audit: wsAudit,
 	})
 	fan.local = a.Relay
-	a.Services.Membership = relay.NewMembershipService(a.Relay)
 	started := time.Now()
 	a.Health = health.New(health.Config{
 		Version: Version, Started: started, Logger: log,
@@ -175,10 +172,26 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		Audit: observer,
+		Audit: httpAudit,
 	})
 	ok = true
 	return a, nil
+}
+
+// ensurePartitions creates this month's and the next three months'
+// partitions; only a failure for the current month is fatal.
+func ensurePartitions(ctx context.Context, a *App) error {
+	err := pg.EnsurePartitions(ctx, a.DB.Pool, time.Now(), pg.DefaultPartitionsAhead)
+	if err == nil {
+		return nil
+	}
+	var pe *pg.PartitionError
+	if errors.As(err, &pe) && pe.Current {
+		return fmt.Errorf("create the current month's events partition: %w", err)
+	}
+	a.Metrics.PartitionMaintenanceErrors.Inc()
+	a.Log.Error("partition maintenance failed", slog.String("err", err.Error()))
+	return nil
 }
 
 // Listen opens the app, health and metrics listeners.
@@ -219,9 +232,8 @@ func (a *App) Run(ctx context.Context, app, healthL, metricsL net.Listener) erro
 	g.Go(serveOn(a.appSrv, app))
 	g.Go(serveOn(a.healthSrv, healthL))
 	g.Go(serveOn(a.metricSrv, metricsL))
-	for _, s := range a.Services.list() {
-		g.Go(func() error { return service.Run(gctx, s) })
-	}
+	g.Go(func() error { return a.Relay.Run(gctx) })
+	g.Go(func() error { return a.maintenance(gctx) })
 	if a.Audit != nil {
 		g.Go(func() error { return a.Audit.run(gctx, a.Log) })
 	}
@@ -259,6 +271,36 @@ func (a *App) Close() {
 	a.DB.Close()
 }
 
+// maintenance runs the periodic jobs: partitions every 24 h, NIP-98 replay
+// purge every 60 s, and every 10 s ANALYZE of the tables whose statistics
+// fell behind their data (pg.AnalyzeHot).
+func (a *App) maintenance(ctx context.Context) error {
+	partitions := time.NewTicker(24 * time.Hour)
+	replay := time.NewTicker(60 * time.Second)
+	analyze := time.NewTicker(10 * time.Second)
+	defer partitions.Stop()
+	defer replay.Stop()
+	defer analyze.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-analyze.C:
+			if names, err := pg.AnalyzeHot(ctx, a.DB.Pool, 1000); err != nil && ctx.Err() == nil {
+				a.Log.Error("analyze failed", slog.String("err", err.Error()))
+			} else if len(names) > 0 {
+				a.Log.Debug("analyzed", slog.Any("tables", names))
+			}
+		case <-partitions.C:
+			_ = ensurePartitions(ctx, a)
+		case <-replay.C:
+			if _, err := a.Store.NIP98Purge(ctx, 180*time.Second); err != nil && ctx.Err() == nil {
+				a.Log.Error("nip98 replay purge failed", slog.String("err", err.Error()))
+			}
+		}
+	}
+}
+
 // fanout breaks the construction cycle between the pipeline (which
 // broadcasts) and the relay (which submits): it forwards to the relay's
 // subscription index once that exists.
@@ -274,19 +316,6 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	if f.local != nil {
 		f.local.Broadcast(d)
 	}
-}
-
-// communityByHost is the tenant resolver's lookup: the community whose host
-// or alias is h, tenant.ErrUnknownHost when none is.
-func (a *App) communityByHost(ctx context.Context, h string) (string, error) {
-	c, err := a.Store.CommunityByHost(ctx, h)
-	if errors.Is(err, pg.ErrNotFound) {
-		return "", tenant.ErrUnknownHost
-	}
-	if err != nil {
-		return "", err
-	}
-	return c.ID, nil
 }
 
 // replayGuard adapts the store to the bridge's single-use NIP-98 ids.
