@@ -6,14 +6,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/auth"
 )
 
-// AuditObserver records NIP-98 successes and failures as the observational
-// audit actions of spec 30 §4.3: it samples and queues, and never blocks the
-// request. server fills it with *audit.Observer; nil disables it.
-type AuditObserver interface {
-	AuthSuccess(communityID, pubkey, method string)
-	AuthFailure(communityID, actor, method, reason string)
-}
-
 // auditAuthFailure reports a refused NIP-98 request of a resolved community.
 // actor is set only for a policy refusal of a valid token (spec 30 §4.2).
 func (s *Server) auditAuthFailure(communityID, actor, reason string) {

@@ -13,6 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // bridgeRequest is a bridge request that passed every check before the body
@@ -67,39 +68,22 @@ func (s *Server) bridge(route routeFunc) http.Handler {
 // admit runs the checks before the body parse.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*bridgeRequest, error) {
 	ctx := r.Context()
-	tenant, ok := s.resolve(ctx, r.Host)
-	if !ok {
-		return nil, refuse(http.StatusNotFound, msgNoCommunity)
+	t, err := s.cfg.Resolver.Resolve(ctx, r.Host)
+	if err != nil {
+		return nil, refuse(http.StatusNotFound, tenant.MsgNoCommunity)
 	}
 	body, err := readBody(w, r)
 	if err != nil {
 		return nil, err
 	}
-	pubkey, err := s.authenticate(ctx, r, tenant, body)
+	pubkey, err := s.authenticate(ctx, r, t, body)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireMember(ctx, tenant, pubkey); err != nil {
+	if err := s.requireMember(ctx, t, pubkey); err != nil {
 		return nil, err
 	}
-	return &bridgeRequest{tenant: tenant, pubkey: pubkey, body: body}, nil
-}
-
-// resolve maps the request Host to its community. The tenant host is the
-// normalised host the request used, an alias staying the alias.
-func (s *Server) resolve(ctx context.Context, rawHost string) (host.Tenant, bool) {
-	h := host.Normalize(rawHost)
-	if h == "" {
-		return host.Tenant{}, false
-	}
-	t, err := s.cfg.Resolver.Resolve(ctx, h)
-	if err != nil || t.CommunityID == "" {
-		return host.Tenant{}, false
-	}
-	if t.Host == "" {
-		t.Host = h
-	}
-	return t, true
+	return &bridgeRequest{tenant: t, pubkey: pubkey, body: body}, nil
 }
 
 // readBody reads at most MaxBodyBytes; more is a 413.

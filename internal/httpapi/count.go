@@ -2,9 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/http"
 
 	"github.com/buzz-relay/buzz/internal/read"
 )
@@ -14,39 +11,23 @@ type countResponse struct {
 	Count int64 `json:"count"`
 }
 
-// count is POST /count (spec 10 §8.5): the same gates as /query and the
-// semantics of WebSocket COUNT (§7.8), the per-filter counts summed.
+// count is POST /count (spec 10 §8.5): the semantics of WebSocket COUNT
+// (§7.8) through the read door, the per-filter counts summed.
 func (s *Server) count(ctx context.Context, rq *bridgeRequest) (any, error) {
 	filters, err := parseFilters(rq.body)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFilters(rq.pubkey, filters); err != nil {
-		return nil, err
-	}
-	for i := range filters {
-		if filters[i].Search != nil {
-			return nil, refuse(http.StatusBadRequest, msgSearchInCount)
-		}
-	}
-	rs, err := s.resolveScope(ctx, rq, filters)
+	rd, err := s.cfg.Reader.Open(ctx, read.Request{
+		Scope:   read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey},
+		Surface: read.SurfaceCountHTTP, Filters: filters, Log: s.log,
+	})
 	if err != nil {
-		return nil, err
+		return nil, readFailure(err)
 	}
-	var total int64
-	for i := range filters {
-		f, ok := rs.narrow(filters[i])
-		if !ok || f.MatchesNothing() {
-			continue // an inaccessible #h or kinds: [] counts 0; limit is ignored
-		}
-		n, err := s.cfg.Reader.Count(ctx, rs.sc, rs.acc, &f)
-		if errors.Is(err, read.ErrCountTooBroad) {
-			return nil, refuse(http.StatusBadRequest, msgCountTooBroad)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("count filter %d: %w", i, err)
-		}
-		total += n
+	n, err := rd.Count(ctx)
+	if err != nil {
+		return nil, readFailure(err)
 	}
-	return countResponse{Count: total}, nil
+	return countResponse{Count: n}, nil
 }

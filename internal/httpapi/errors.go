@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/buzz-relay/buzz/internal/ingest"
+	"github.com/buzz-relay/buzz/internal/read"
 )
 
 // statusOfCode is the one pipeline-result → HTTP status table (spec 10
@@ -30,21 +31,48 @@ func statusOf(c ingest.Code) int {
 	return http.StatusInternalServerError
 }
 
-// Fixed bridge messages of spec 10 §2.2, §2.5, §7.11 and §8.
+// readStatus is the one read-refusal → HTTP status table. bare is true
+// where the bridge's body carries the reason without its NIP-01 prefix
+// (wire compatibility: the WebSocket CLOSED text has one, the bridge's
+// "too many explicit channels" does not).
+var readStatus = map[read.Code]struct {
+	status int
+	bare   bool
+}{
+	read.CodeTooManyChannels:  {http.StatusBadRequest, true},
+	read.CodeGated:            {http.StatusForbidden, false},
+	read.CodeNotChannelMember: {http.StatusForbidden, false},
+	read.CodeMixedSearch:      {http.StatusBadRequest, true},
+	read.CodeSearchInCount:    {http.StatusBadRequest, true},
+	read.CodeCountTooBroad:    {http.StatusBadRequest, false},
+	read.CodeInvalidFilter:    {http.StatusBadRequest, false},
+}
+
+// readFailure turns a read door error into the route's answer: a refusal
+// through readStatus, anything else a 500 (logged by writeFailure).
+func readFailure(err error) error {
+	var ref *read.Refusal
+	if !errors.As(err, &ref) {
+		return err
+	}
+	st, ok := readStatus[ref.Code]
+	if !ok {
+		return err
+	}
+	if st.bare {
+		return refuse(st.status, ref.Text())
+	}
+	return refuse(st.status, ref.Reason)
+}
+
+// Fixed bridge messages of spec 10 §2.5, §7.11 and §8.
 const (
-	msgNoCommunity        = "relay: no community is configured for this host"
 	msgBodyTooLarge       = "request body too large"
 	msgInternal           = "internal server error"
 	msgBadXPubkey         = "invalid X-Pubkey hex"
 	msgMembershipRequired = "relay_membership_required"
 	msgMembershipDetail   = "You must be a relay member to access this relay"
 	msgTooManyFilters     = "invalid filters: at most 10 filters per request"
-	msgTooManyChannels    = "too many explicit channels"
-	msgMixedSearch        = "mixed search and non-search filters not supported"
-	msgSearchInCount      = "search is not supported in COUNT"
-	msgCountTooBroad      = "restricted: count filter requires narrower constraints"
-	msgBadBeforeID        = "before_id must be a 64-char hex event id"
-	msgBeforeIDNeedsUntil = "before_id requires until to be set"
 )
 
 // errorBody is every error body: {"error": ...}, with "message" only for

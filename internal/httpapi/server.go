@@ -8,44 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
-
-// Resolver maps a normalised request host to its community (spec 10 §2.2).
-// Any error, including "not found", answers 404.
-type Resolver interface {
-	Resolve(ctx context.Context, host string) (host.Tenant, error)
-}
-
-// Submitter is the ingest pipeline, the one door for writes (spec 10 §1.2).
-type Submitter interface {
-	Submit(ctx context.Context, req ingest.Request) ingest.Result
-}
-
-// Reader is the read engine (spec 10 §1.4).
-type Reader interface {
-	// Accessible resolves the reader's accessible channels (§5.6).
-	Accessible(ctx context.Context, sc read.Scope) (*read.Access, error)
-	// Confirm returns the requested channels that are accessible, looking
-	// past the cache on a miss.
-	Confirm(ctx context.Context, sc read.Scope, acc *read.Access, requested []string) ([]string, error)
-	// Query is a plain read: limit clamped to read.MaxLimit, ordered
-	// created_at DESC, id ASC, post-filtered.
-	Query(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.QueryOptions) ([]read.Row, error)
-	// Count counts one filter; it may return read.ErrCountTooBroad.
-	Count(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter) (int64, error)
-	// ThreadReplies serves the legacy thread read (spec 10 §8.4).
-	ThreadReplies(ctx context.Context, sc read.Scope, acc *read.Access, p read.ThreadParams) ([]read.Row, error)
-}
-
-// MemberChecker answers the relay-membership gate (spec 10 §2.5).
-type MemberChecker interface {
-	IsRelayMember(ctx context.Context, communityID, pubkey string) (bool, error)
-}
 
 // ReplayGuard records NIP-98 event ids as used, once per community (spec 10
 // §8.2). fresh is false when the id was used before; an error fails closed.
@@ -59,11 +27,16 @@ const MaxBodyBytes = 1 << 20
 // Config wires the HTTP surface. Resolver, Submitter, Reader and Replay are
 // required, and Members is when RequireRelayMembership is set.
 type Config struct {
-	Resolver  Resolver
-	Submitter Submitter
-	Reader    Reader
-	Members   MemberChecker
-	Replay    ReplayGuard
+	// Resolver is the tenant of each request, from its Host.
+	Resolver *tenant.Resolver
+	// Submitter is the ingest pipeline, the one door for writes.
+	Submitter *ingest.Pipeline
+	// Reader is the read engine, the one door for reads.
+	Reader *read.Engine
+	// Members answers the relay-membership gate.
+	Members tenant.MemberChecker
+	// Replay keeps NIP-98 ids single-use.
+	Replay ReplayGuard
 	// WebSocket serves GET / upgrade requests (package relay). When nil,
 	// upgrade requests get the NIP-11 document like any plain GET /.
 	WebSocket http.Handler
@@ -73,7 +46,7 @@ type Config struct {
 	// the NIP-98 auth counters. Nil disables them.
 	Metrics *metrics.Metrics
 	// Audit records NIP-98 successes and failures (spec 30 §4.3); nil disables it.
-	Audit AuditObserver
+	Audit auth.Observer
 	// Logger defaults to slog.Default() when nil.
 	Logger *slog.Logger
 	// Secure makes NIP-98 expect https URLs (RELAY_URL is wss://).

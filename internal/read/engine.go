@@ -13,9 +13,9 @@ const (
 	CountFallbackMaximum = 5000
 )
 
-// ErrCountTooBroad is returned by Count when the fallback path would need
+// errCountTooBroad is returned by count when the fallback path would need
 // more than CountFallbackMaximum candidates: an exact answer or none.
-var ErrCountTooBroad = errors.New("count filter requires narrower constraints")
+var errCountTooBroad = errors.New("count filter requires narrower constraints")
 
 // Scope is who reads, and where.
 type Scope struct {
@@ -58,13 +58,6 @@ func (a *Access) List() []string {
 		out = append(out, c)
 	}
 	return out
-}
-
-// QueryOptions carries the bridge's extension fields for a plain read.
-type QueryOptions struct {
-	// BeforeID, with the filter's until, makes a keyset cursor: rows with
-	// created_at < until, or created_at = until and id > BeforeID.
-	BeforeID string
 }
 
 // ExplicitChannels returns the number of "#h" values across filters.

@@ -6,16 +6,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Surface is the read path a gate message is spelled for.
-type Surface int
-
-const (
-	// SurfaceREQ uses the REQ strings of spec 10 §7.7.
-	SurfaceREQ Surface = iota
-	// SurfaceCount uses the COUNT / HTTP strings (also /query and /count).
-	SurfaceCount
-)
-
 // Gate messages (spec 10 §7.7, §7.10).
 const (
 	MsgPGateREQ   = "restricted: p-gated events require #p matching your pubkey"
@@ -26,8 +16,10 @@ const (
 
 // Gate runs the p-gate, the engram gate and the author-only gate, in that
 // order, on every filter, and returns the refusal message of the first one
-// that fails, or "" when all pass. Callers apply it to global REQ
-// subscriptions only, and to every filter of COUNT, /query and /count.
+// that fails, or "" when all pass; the p-gate's text is the REQ one on
+// SurfaceREQ and the COUNT one on every other surface. The read door
+// applies it to global REQ subscriptions only, and to every filter of
+// COUNT, /query and /count.
 func Gate(reader string, filters []event.Filter, s Surface) string {
 	for i := range filters {
 		f := &filters[i]

@@ -147,28 +147,23 @@ func (e *Engine) CanAccess(ctx context.Context, sc Scope, ch string) bool {
 	return acc.Has(ch)
 }
 
-// Query runs one filter's history read: limit clamped to MaxLimit (absent
+// query runs one filter's history read: limit clamped to MaxLimit (absent
 // means MaxLimit, 0 means nothing), kinds [] matches nothing, newest first
-// with ties by ascending id, scope pushed into SQL, then the post-filter on
-// every row (exact NIP-01 match, accessible channel, per-event visibility).
-// A search filter goes to Search with the WebSocket paging.
-func (e *Engine) Query(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt QueryOptions) ([]Row, error) {
+// with ties by ascending id, the channel scope pushed into SQL, then the
+// post-filter on every row (exact NIP-01 match, accessible channel,
+// per-event visibility). channels and named are the filter's channel scope
+// (Read.channelScope).
+func (e *Engine) query(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
 	}
-	if limit == 0 || f.MatchesNothing() {
+	if limit == 0 || f.MatchesNothing() || (named && len(channels) == 0) {
 		return nil, nil
 	}
-	if f.Search != nil {
-		return e.Search(ctx, sc, acc, f, SearchOptions{})
-	}
-	p, ok, err := e.params(ctx, sc, acc, f)
-	if err != nil || !ok {
-		return nil, err
-	}
+	p := params(sc, acc, f, channels, named)
 	p.Limit = limit
-	p.BeforeID = opt.BeforeID
+	p.BeforeID = beforeID
 	if hook := e.cfg.QueryHookFunc; hook != nil {
 		if err := hook(ctx, f); err != nil {
 			return nil, err
@@ -181,7 +176,7 @@ func (e *Engine) Query(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 	out := make([]Row, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		if !e.visible(sc, acc, f, &r.Event, r.Channel) {
+		if !visible(sc, acc, f, &r.Event, r.Channel) {
 			continue
 		}
 		out = append(out, Row{Event: r.Event, Channel: r.Channel, JSON: r.Event.AppendJSON(nil)})
@@ -189,33 +184,26 @@ func (e *Engine) Query(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 	return out, nil
 }
 
-// params builds the store parameters of a filter's access scope. ok is false
-// when the filter's #h names no accessible channel (nothing to read).
-func (e *Engine) params(ctx context.Context, sc Scope, acc *Access, f *event.Filter) (store.EventQueryParams, bool, error) {
+// params builds the store parameters of a filter's channel scope: the named
+// channels only, or every accessible channel plus channel-less events.
+func params(sc Scope, acc *Access, f *event.Filter, channels []string, named bool) store.EventQueryParams {
 	p := store.EventQueryParams{CommunityID: sc.CommunityID, Reader: sc.Reader, Filter: f}
-	if hs := f.Tags["h"]; len(hs) > 0 {
-		chans, err := e.Confirm(ctx, sc, acc, hs)
-		if err != nil {
-			return p, false, err
-		}
-		if len(chans) == 0 {
-			return p, false, nil
-		}
-		p.Channels, p.ChannelOnly = chans, true
-		return p, true, nil
+	if named {
+		p.Channels, p.ChannelOnly = channels, true
+	} else {
+		p.Channels = acc.List()
 	}
-	p.Channels = acc.List()
-	return p, true, nil
+	return p
 }
 
-func (e *Engine) visible(sc Scope, acc *Access, f *event.Filter, ev *event.Event, channel string) bool {
+// visible is the post-filter every stored row passes: the filter's exact
+// NIP-01 match, a channel the reader may read (acc already holds the
+// request's confirmed channels), per-event visibility.
+func visible(sc Scope, acc *Access, f *event.Filter, ev *event.Event, channel string) bool {
 	if !f.Matches(ev, channel) || !VisibleTo(sc.Reader, ev) {
 		return false
 	}
-	if channel != "" && !acc.Has(channel) && !containsFold(f.Tags["h"], channel) {
-		return false
-	}
-	return true
+	return channel == "" || acc.Has(channel)
 }
 
 // Visible is the per-recipient check of live delivery for an event that
@@ -228,18 +216,15 @@ func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel
 	return channel == "" || e.CanAccess(ctx, sc, channel)
 }
 
-// Count counts one filter's matches in its scope. A filter whose every
-// constraint is exact in SQL uses COUNT(*); otherwise at most
+// count counts one filter's matches in its channel scope. A filter whose
+// every constraint is exact in SQL uses COUNT(*); otherwise at most
 // CountFallbackMaximum+1 candidates are fetched and post-filtered, and more
-// than CountFallbackMaximum answers ErrCountTooBroad.
-func (e *Engine) Count(ctx context.Context, sc Scope, acc *Access, f *event.Filter) (int64, error) {
-	if f.MatchesNothing() {
+// than CountFallbackMaximum answers errCountTooBroad.
+func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool) (int64, error) {
+	if f.MatchesNothing() || (named && len(channels) == 0) {
 		return 0, nil
 	}
-	p, ok, err := e.params(ctx, sc, acc, f)
-	if err != nil || !ok {
-		return 0, err
-	}
+	p := params(sc, acc, f, channels, named)
 	if fastPath(sc, f) {
 		return e.cfg.Store.EventCount(ctx, p)
 	}
@@ -252,11 +237,11 @@ func (e *Engine) Count(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 		if m := e.cfg.Metrics; m != nil {
 			m.CountFallbackRejections.Inc()
 		}
-		return 0, ErrCountTooBroad
+		return 0, errCountTooBroad
 	}
 	var n int64
 	for i := range rows {
-		if e.visible(sc, acc, f, &rows[i].Event, rows[i].Channel) {
+		if visible(sc, acc, f, &rows[i].Event, rows[i].Channel) {
 			n++
 		}
 	}
@@ -267,7 +252,8 @@ func (e *Engine) Count(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 func fastPath(sc Scope, f *event.Filter) bool {
 	for name, vals := range f.Tags {
 		switch {
-		case len(vals) == 0, name == "h", name == "e":
+		case len(vals) == 0, name == "e":
+		case name == "h" && allCanonicalChannels(vals):
 		case name == "p" && len(vals) == 1:
 		case name == "d" && allAddressable(f.Kinds):
 		default:
@@ -283,6 +269,17 @@ func fastPath(sc Scope, f *event.Filter) bool {
 	return true
 }
 
+// allCanonicalChannels reports whether every value is a lowercase
+// hyphenated UUID: only then is the SQL channel scope the exact "#h" match.
+func allCanonicalChannels(vals []string) bool {
+	for _, v := range vals {
+		if id, ok := event.ChannelID(v); !ok || id != v {
+			return false
+		}
+	}
+	return true
+}
+
 func allAddressable(kinds []int) bool {
 	if len(kinds) == 0 {
 		return false
@@ -293,15 +290,6 @@ func allAddressable(kinds []int) bool {
 		}
 	}
 	return true
-}
-
-func containsFold(vals []string, s string) bool {
-	for _, v := range vals {
-		if strings.EqualFold(v, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // ThreadParams describe a legacy thread read on /query (spec 10 §8.4).
@@ -327,10 +315,10 @@ const (
 	maxThreadDepth     = 100
 )
 
-// ThreadReplies serves the legacy thread read: live replies of a root with
+// threadReplies serves the legacy thread read: live replies of a root with
 // depth 1..DepthLimit, oldest first, at most ThreadMaxLimit, in accessible
 // channels only, each passing per-event visibility.
-func (e *Engine) ThreadReplies(ctx context.Context, sc Scope, acc *Access, p ThreadParams) ([]Row, error) {
+func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p ThreadParams) ([]Row, error) {
 	chans := p.Channels
 	if chans == nil {
 		chans = acc.List()

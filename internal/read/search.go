@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -32,7 +31,7 @@ const (
 	SearchPrefix   = search.Prefix
 )
 
-// SearchOptions are the per-request settings of Engine.Search.
+// SearchOptions are the per-request settings of Engine.searchFilter.
 type SearchOptions struct {
 	// Mode is FullText on WebSocket; the bridge may choose Prefix.
 	Mode SearchMode
@@ -83,16 +82,15 @@ func SearchStage(ctx context.Context) string {
 	return s
 }
 
-var uuidShape = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// Search runs one search filter (20-search.md §4.2 and §5): scope from the
+// searchFilter runs one search filter (20-search.md §4.2 and §5): scope from the
 // filter's #h and the reader's access, FTS pages through package search,
 // one batched hydration per page, then acceptance in rank order — the
 // filter's full NIP-01 match, an accessible channel, per-event visibility,
 // a live edit target for kind 40003, not already in opt.Seen. Empty text,
 // limit 0, kinds [] and a #h with nothing accessible issue no search SQL.
 // On failure it returns the rows accepted so far and a *SearchError.
-func (e *Engine) Search(ctx context.Context, sc Scope, acc *Access, f *event.Filter, opt SearchOptions) (rows []Row, err error) {
+func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *event.Filter, chans []string, named bool, opt SearchOptions) (rows []Row, err error) {
 	if f.Search == nil || f.MatchesNothing() {
 		return nil, nil
 	}
@@ -128,27 +126,14 @@ func (e *Engine) Search(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 	}
 	q := search.Query{Community: sc.CommunityID, Text: text, Kinds: f.Kinds, Since: f.Since, Until: f.Until, Mode: opt.Mode, PerPage: perPage}
 	channels := map[string]struct{}{}
-	if hs := f.Tags["h"]; len(hs) > 0 {
-		var shaped []string
-		for _, h := range hs {
-			if uuidShape.MatchString(h) {
-				shaped = append(shaped, h)
-			}
-		}
-		if len(shaped) == 0 {
+	if named {
+		if len(chans) == 0 {
 			return nil, nil // never widen
 		}
-		kept, err := e.Confirm(ctx, sc, acc, shaped)
-		if err != nil {
-			return nil, &SearchError{Page: 1, Err: err}
-		}
-		if len(kept) == 0 {
-			return nil, nil
-		}
-		for _, ch := range kept {
+		for _, ch := range chans {
 			channels[ch] = struct{}{}
 		}
-		q.Scope = search.Channels(kept)
+		q.Scope = search.Channels(chans)
 	} else {
 		q.Scope = search.ChannelsOrChannelLess(acc.List())
 	}

@@ -4,15 +4,6 @@ import (
 	"strings"
 )
 
-// AuditObserver records the observational audit actions of spec 30 §4.3:
-// it samples and queues, and never blocks the connection. server fills it
-// with *audit.Observer; nil disables it.
-type AuditObserver interface {
-	AuthSuccess(communityID, pubkey, method string)
-	AuthFailure(communityID, actor, method, reason string)
-	RateLimited(communityID, principal, limit, transport string)
-}
-
 // limitHandlerPool names the one limiter of spec 10 §7.4 in audit entries.
 const limitHandlerPool = "handler_pool"
 

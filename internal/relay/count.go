@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -33,62 +32,17 @@ func (c *conn) handleCount(id string, filters []event.Filter) {
 
 // count returns the total, or the CLOSED message that refuses the request.
 func (c *conn) count(pubkey string, filters []event.Filter) (int64, string) {
-	if read.ExplicitChannels(filters) > read.MaxExplicitChannels {
-		return 0, wire.MsgTooManyChannels
-	}
-	if msg := read.Gate(pubkey, filters, read.SurfaceCount); msg != "" {
-		return 0, msg
-	}
-	for i := range filters {
-		if filters[i].Search != nil {
-			return 0, wire.MsgSearchInCount
-		}
-	}
 	log := c.log.With(slog.String("pubkey", pubkey))
-	sc := read.Scope{CommunityID: c.tenant.CommunityID, Reader: pubkey}
-	rd := c.srv.cfg.Reader
-	acc, err := rd.Accessible(c.ctx, sc)
+	rd, err := c.srv.cfg.Reader.Open(c.ctx, read.Request{
+		Scope:   read.Scope{CommunityID: c.tenant.CommunityID, Reader: pubkey},
+		Surface: read.SurfaceCOUNT, Filters: filters, Log: log,
+	})
 	if err != nil {
-		log.Error("resolve accessible channels", slog.Any("err", err))
-		return 0, wire.MsgDatabaseError
+		return 0, c.readFailure(log, err)
 	}
-	if requested := requestedChannels(filters); len(requested) > 0 {
-		confirmed, err := rd.Confirm(c.ctx, sc, acc, requested)
-		if err != nil {
-			log.Error("confirm channels", slog.Any("err", err))
-			return 0, wire.MsgDatabaseError
-		}
-		acc = widen(acc, confirmed)
+	n, err := rd.Count(c.ctx)
+	if err != nil {
+		return 0, c.readFailure(log, err)
 	}
-	var total int64
-	for i := range filters {
-		f := &filters[i]
-		if f.MatchesNothing() || !anyAccessible(f.Tags["h"], acc) {
-			continue
-		}
-		n, err := rd.Count(c.ctx, sc, acc, f)
-		if errors.Is(err, read.ErrCountTooBroad) {
-			return 0, wire.MsgCountTooBroad
-		}
-		if err != nil {
-			log.Error("count", slog.Any("err", err))
-			return 0, wire.MsgDatabaseError
-		}
-		total += n
-	}
-	return total, ""
-}
-
-// anyAccessible reports whether a filter's "#h" (when it has one) names an
-// accessible channel; a filter without "#h" always passes.
-func anyAccessible(hs []string, acc *read.Access) bool {
-	if len(hs) == 0 {
-		return true
-	}
-	for _, h := range hs {
-		if acc.Has(h) {
-			return true
-		}
-	}
-	return false
+	return n, ""
 }

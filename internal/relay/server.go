@@ -12,45 +12,12 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
-
-// Resolver maps a normalised host to its community. Any error, including
-// "not found", is answered with 404 (spec 10 §2.2).
-type Resolver interface {
-	Resolve(ctx context.Context, host string) (host.Tenant, error)
-}
-
-// Submitter is the ingest pipeline: the one door for writes.
-type Submitter interface {
-	Submit(ctx context.Context, req ingest.Request) ingest.Result
-}
-
-// Reader is the read engine the transport consumes.
-type Reader interface {
-	// Accessible returns the reader's accessible channels (spec 10 §5.6).
-	Accessible(ctx context.Context, sc read.Scope) (*read.Access, error)
-	// Confirm returns requested ∩ accessible, confirming channels missing
-	// from acc with an uncached query.
-	Confirm(ctx context.Context, sc read.Scope, acc *read.Access, requested []string) ([]string, error)
-	// Query reads the stored history of one filter: limit clamped, ordered,
-	// post-filtered; search filters too.
-	Query(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.QueryOptions) ([]read.Row, error)
-	// Count counts one filter; it may return read.ErrCountTooBroad.
-	Count(ctx context.Context, sc read.Scope, acc *read.Access, f *event.Filter) (int64, error)
-	// CanAccess reports, from a cache, whether the reader may still read
-	// channel; false on error (fail closed). Used by live delivery.
-	CanAccess(ctx context.Context, sc read.Scope, channel string) bool
-}
-
-// MemberChecker looks up relay membership (spec 10 §2.5).
-type MemberChecker interface {
-	IsRelayMember(ctx context.Context, communityID, pubkey string) (bool, error)
-}
 
 // Limits and intervals used when a Config field is zero (spec 10 §7.11).
 const (
@@ -69,28 +36,28 @@ const (
 	missedPongLimit = 3
 	// writeTimeout bounds one frame write to a client.
 	writeTimeout = 10 * time.Second
-	// historyParallelism is how many history queries one REQ runs at once.
-	historyParallelism = 4
 )
 
 // Answers of the upgrade handler (spec 10 §2.2, §9).
 const (
-	msgNoCommunity     = "relay: no community is configured for this host"
 	msgRestarting      = "relay restarting"
 	msgConnectionLimit = "relay: connection limit reached"
 )
 
 // Config configures a Server. Zero numeric fields take the defaults above.
 type Config struct {
-	Resolver  Resolver
-	Submitter Submitter
-	Reader    Reader
+	// Resolver is the tenant of each upgrade, from its Host. Required.
+	Resolver *tenant.Resolver
+	// Submitter is the ingest pipeline, the one door for writes. Required.
+	Submitter *ingest.Pipeline
+	// Reader is the read engine, the one door for reads. Required.
+	Reader *read.Engine
 	// Members is consulted when RequireRelayMembership is set.
-	Members MemberChecker
+	Members tenant.MemberChecker
 	// Metrics receives the transport metrics; nil disables them.
 	Metrics *metrics.Metrics
 	// Audit records auth and rate-limit observations (spec 30 §4.3); nil disables it.
-	Audit AuditObserver
+	Audit auth.Observer
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 	// Secure is true when RELAY_URL is wss://; NIP-42 relay tags must then be wss.
@@ -163,15 +130,10 @@ func New(cfg Config) *Server {
 // with 503 while shutting down or at MaxConnections. Any Origin is accepted
 // (see the package documentation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := host.Normalize(r.Host)
-	if h == "" {
-		plain(w, http.StatusNotFound, msgNoCommunity)
-		return
-	}
-	tenant, err := s.cfg.Resolver.Resolve(r.Context(), h)
+	t, err := s.cfg.Resolver.Resolve(r.Context(), r.Host)
 	if err != nil {
-		s.log.Debug("host not resolved", slog.String("community", h), slog.Any("err", err))
-		plain(w, http.StatusNotFound, msgNoCommunity)
+		s.log.Debug("host not resolved", slog.Any("err", err))
+		plain(w, http.StatusNotFound, tenant.MsgNoCommunity)
 		return
 	}
 	if msg := s.reserve(); msg != "" {
@@ -181,13 +143,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
-		s.log.Debug("websocket upgrade failed", slog.String("community", tenant.Host), slog.Any("err", err))
+		s.log.Debug("websocket upgrade failed", slog.String("community", t.Host), slog.Any("err", err))
 		return
 	}
 	if s.m != nil {
-		s.m.WSConnectionsTotal.WithLabelValues(tenant.Host).Inc()
+		s.m.WSConnectionsTotal.WithLabelValues(t.Host).Inc()
 	}
-	c := newConn(s, ws, tenant)
+	c := newConn(s, ws, t)
 	s.track(c)
 	defer s.untrack(c)
 	c.serve()

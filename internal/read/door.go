@@ -1,0 +1,308 @@
+package read
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// Surface is the door a read request came through. Every decision that
+// differs between the doors (which refusals apply, in which order, with
+// which text) is keyed on it here, never in the doors.
+type Surface int
+
+const (
+	// SurfaceREQ is a WebSocket REQ: history, then live delivery.
+	SurfaceREQ Surface = iota
+	// SurfaceCOUNT is a WebSocket COUNT (NIP-45).
+	SurfaceCOUNT
+	// SurfaceQuery is the HTTP bridge's POST /query.
+	SurfaceQuery
+	// SurfaceCountHTTP is the HTTP bridge's POST /count.
+	SurfaceCountHTTP
+)
+
+// counts reports whether the surface answers a count rather than rows.
+func (s Surface) counts() bool { return s == SurfaceCOUNT || s == SurfaceCountHTTP }
+
+// Request is one whole read: who reads where, through which door, what.
+type Request struct {
+	Scope
+	Surface Surface
+	// Filters are the parsed filters, extension fields in Extra.
+	Filters []event.Filter
+	// Log carries the door's request attributes (pubkey, sub_id); nil uses
+	// the engine's logger.
+	Log *slog.Logger
+	// ContinueFunc, when set, is asked between the pages of a search REQ;
+	// false stops it (the subscription was closed or replaced).
+	ContinueFunc func() bool
+}
+
+// Code classifies a Refusal so each door maps it through one table.
+type Code int
+
+// Refusal codes, in no particular order.
+const (
+	// CodeTooManyChannels: more than MaxExplicitChannels "#h" values.
+	CodeTooManyChannels Code = iota + 1
+	// CodeGated: the p-gate, the engram gate or the author-only gate.
+	CodeGated
+	// CodeNotChannelMember: a REQ whose every filter names channels, none
+	// of them accessible.
+	CodeNotChannelMember
+	// CodeMixedSearch: search and non-search filters in one request.
+	CodeMixedSearch
+	// CodeSearchInCount: a search filter in a count.
+	CodeSearchInCount
+	// CodeCountTooBroad: the count fallback would exceed its candidate cap.
+	CodeCountTooBroad
+	// CodeInvalidFilter: a malformed bridge extension field (before_id,
+	// thread cursors).
+	CodeInvalidFilter
+)
+
+// Refusal is the read door's answer to a request it will not serve. Reason
+// is the exact client text with its NIP-01 prefix where it has one; Text is
+// the same without the prefix.
+type Refusal struct {
+	Code   Code
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// Text returns the reason without its machine-readable prefix.
+func (r *Refusal) Text() string {
+	for _, p := range []string{wire.Restricted, wire.Error, wire.Invalid} {
+		if rest, ok := strings.CutPrefix(r.Reason, p+": "); ok {
+			return rest
+		}
+	}
+	return r.Reason
+}
+
+func refuse(code Code, reason string) *Refusal { return &Refusal{Code: code, Reason: reason} }
+
+// Read is a request the door decided to serve: gates passed, scope
+// resolved. Rows or Count executes it; a Read is used once, by one goroutine.
+type Read struct {
+	e   *Engine
+	req Request
+	log *slog.Logger
+	// acc is the reader's accessible channels, widened by the confirmed
+	// requested channels a stale cache missed.
+	acc *Access
+	// confirmed holds the requested "#h" channels the reader may read.
+	confirmed map[string]struct{}
+	// opts holds each filter's parsed bridge extensions (SurfaceQuery).
+	opts []filterOptions
+	// Channels is the scope of a channel subscription (a REQ whose every
+	// filter has "#h"): the confirmed channels. Nil for a global read.
+	Channels []string
+	// Search marks a one-shot NIP-50 read: a REQ that is never registered
+	// for live delivery.
+	Search bool
+}
+
+// Open is the read door: every decision about what the reader may see and
+// how the request runs is taken here, in the order each surface defines.
+//
+//	REQ          cap → scope → channel subscription needs a confirmed channel,
+//	             a global REQ passes the gates → no mixed search
+//	COUNT, /count cap → gates → no search → scope
+//	/query       extension fields → cap → gates (a legacy thread read judged
+//	             as naming the thread kinds) → no mixed search → scope
+//
+// where cap is at most MaxExplicitChannels "#h" values across filters and
+// scope loads the reader's accessible channels and confirms the requested
+// ones (a cache miss is confirmed uncached, so a member added a moment ago
+// is never refused). It returns a *Refusal for a request it will not serve
+// and any other error for a database failure (the door answers that as its
+// internal error).
+func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
+	r := &Read{e: e, req: req, log: req.Log}
+	if r.log == nil {
+		r.log = e.cfg.Logger
+	}
+	filters := req.Filters
+	if req.Surface == SurfaceQuery {
+		r.opts = make([]filterOptions, len(filters))
+		for i := range filters {
+			opt, err := parsePlainOptions(&filters[i])
+			if err != nil {
+				return nil, err
+			}
+			r.opts[i] = opt
+		}
+	}
+	if ExplicitChannels(filters) > MaxExplicitChannels {
+		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
+	}
+	switch req.Surface {
+	case SurfaceREQ:
+		if err := r.resolveScope(ctx); err != nil {
+			return nil, err
+		}
+		if IsChannelSubscription(filters) {
+			if len(r.Channels) == 0 {
+				return nil, refuse(CodeNotChannelMember, wire.MsgNotChannelMember)
+			}
+		} else {
+			r.Channels = nil
+			if msg := Gate(req.Reader, filters, SurfaceREQ); msg != "" {
+				return nil, refuse(CodeGated, msg)
+			}
+		}
+		if err := r.searchOnly(); err != nil {
+			return nil, err
+		}
+		return r, nil
+	case SurfaceCOUNT, SurfaceCountHTTP:
+		if msg := Gate(req.Reader, filters, req.Surface); msg != "" {
+			return nil, refuse(CodeGated, msg)
+		}
+		for i := range filters {
+			if filters[i].Search != nil {
+				return nil, refuse(CodeSearchInCount, wire.MsgSearchInCount)
+			}
+		}
+		if err := r.resolveScope(ctx); err != nil {
+			return nil, err
+		}
+		r.Channels = nil
+		return r, nil
+	default: // SurfaceQuery
+		if msg := Gate(req.Reader, judgedFilters(filters), req.Surface); msg != "" {
+			return nil, refuse(CodeGated, msg)
+		}
+		if err := r.searchOnly(); err != nil {
+			return nil, err
+		}
+		if err := r.resolveScope(ctx); err != nil {
+			return nil, err
+		}
+		r.Channels = nil
+		return r, nil
+	}
+}
+
+// searchOnly sets Search when every filter is a search filter and refuses
+// a mix of search and non-search filters.
+func (r *Read) searchOnly() error {
+	searches := 0
+	for i := range r.req.Filters {
+		if r.req.Filters[i].Search != nil {
+			searches++
+		}
+	}
+	if searches > 0 && searches < len(r.req.Filters) {
+		return refuse(CodeMixedSearch, wire.MsgMixedSearch)
+	}
+	r.Search = searches > 0
+	return nil
+}
+
+// resolveScope loads the reader's accessible channels and confirms every
+// distinct "#h" value of the request once.
+func (r *Read) resolveScope(ctx context.Context) error {
+	acc, err := r.e.Accessible(ctx, r.req.Scope)
+	if err != nil {
+		return fmt.Errorf("resolve accessible channels: %w", err)
+	}
+	r.acc, r.confirmed = acc, map[string]struct{}{}
+	var requested []string
+	seen := map[string]struct{}{}
+	for i := range r.req.Filters {
+		for _, ch := range r.req.Filters[i].Tags["h"] {
+			if _, dup := seen[ch]; !dup {
+				seen[ch] = struct{}{}
+				requested = append(requested, ch)
+			}
+		}
+	}
+	if len(requested) == 0 {
+		return nil
+	}
+	ok, err := r.e.Confirm(ctx, r.req.Scope, acc, requested)
+	if err != nil {
+		return fmt.Errorf("confirm requested channels: %w", err)
+	}
+	for _, ch := range ok {
+		r.confirmed[ch] = struct{}{}
+	}
+	r.Channels = ok
+	r.acc = widen(acc, ok)
+	return nil
+}
+
+// channelScope is the one narrowing decision of every surface: the
+// channels a filter's "#h" names that the reader may read. named is false
+// for a filter without "#h" (every accessible channel, and channel-less
+// events); a named filter with no channel left yields nothing and issues
+// no SQL.
+func (r *Read) channelScope(f *event.Filter) (channels []string, named bool) {
+	hs := f.Tags["h"]
+	if len(hs) == 0 {
+		return nil, false
+	}
+	seen := make(map[string]struct{}, len(hs))
+	for _, h := range hs {
+		ch := strings.ToLower(h)
+		if _, ok := r.confirmed[ch]; !ok {
+			continue
+		}
+		if _, dup := seen[ch]; !dup {
+			seen[ch] = struct{}{}
+			channels = append(channels, ch)
+		}
+	}
+	return channels, true
+}
+
+// yieldsNothing reports filters that run no query: kinds [], limit 0, a
+// blank search, or named channels none of which is accessible.
+func (r *Read) yieldsNothing(f *event.Filter) bool {
+	if f.MatchesNothing() || (f.Limit != nil && *f.Limit == 0) {
+		return true
+	}
+	if f.Search != nil && SearchText(*f.Search) == "" {
+		return true
+	}
+	chans, named := r.channelScope(f)
+	return named && len(chans) == 0
+}
+
+// judgedFilters returns the filters as the gates judge them on /query: a
+// legacy thread read without kinds returns replies from thread_metadata,
+// which only thread kinds have, so it is judged as naming them (like a
+// search filter without kinds, it is then not gated).
+func judgedFilters(filters []event.Filter) []event.Filter {
+	judged := filters
+	for i := range filters {
+		if routeOf(&filters[i]) == routeLegacyThread && filters[i].Kinds == nil {
+			if &judged[0] == &filters[0] {
+				judged = append([]event.Filter(nil), filters...)
+			}
+			judged[i].Kinds = threadKinds
+		}
+	}
+	return judged
+}
+
+// threadKinds are the kinds that have thread rows.
+var threadKinds = []int{event.KindStreamMessage, event.KindStreamMessage2, event.KindForumPost, event.KindForumComment}
+
+// widen returns acc plus the confirmed channels a stale cache missed.
+func widen(acc *Access, confirmed []string) *Access {
+	for _, ch := range confirmed {
+		if !acc.Has(ch) {
+			return NewAccess(append(acc.List(), confirmed...))
+		}
+	}
+	return acc
+}
