@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/buzz-relay/buzz/internal/community"
+	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/health"
@@ -32,6 +32,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/relay"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // Version is the build version reported by NIP-11 and /_status.
@@ -60,7 +61,7 @@ type App struct {
 	Health   *health.Server
 	Registry *prometheus.Registry
 	Metrics  *metrics.Metrics
-	Resolver *community.Resolver
+	Resolver *tenant.Resolver
 	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
 	Audit     *Audit
 	RelayKey  []byte
@@ -123,7 +124,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	} else {
 		a.RelayKey = event.GenerateKey() // single process only; never advertised
 	}
-	a.Resolver = community.NewResolver(a.Store)
+	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc})
 	if a.Audit, err = startAudit(ctx, a, h); err != nil {
 		return nil, err
@@ -135,11 +136,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}()
 	var (
 		auditWake func()
-		wsAudit   relay.AuditObserver
-		httpAudit httpapi.AuditObserver
+		observer  auth.Observer
 	)
 	if a.Audit != nil { // a nil *audit.Observer must not become a non-nil interface
-		auditWake, wsAudit, httpAudit = a.Audit.Chainer.Wake, a.Audit.Observer, a.Audit.Observer
+		auditWake, observer = a.Audit.Chainer.Wake, a.Audit.Observer
 	}
 	fan := &fanout{}
 	a.Pipeline = ingest.New(ingest.Config{
@@ -154,7 +154,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: wsAudit,
+		Audit: observer,
 	})
 	fan.local = a.Relay
 	started := time.Now()
@@ -172,7 +172,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		Audit: httpAudit,
+		Audit: observer,
 	})
 	ok = true
 	return a, nil
@@ -316,6 +316,19 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	if f.local != nil {
 		f.local.Broadcast(d)
 	}
+}
+
+// communityByHost is the tenant resolver's lookup: the community whose host
+// or alias is h, tenant.ErrUnknownHost when none is.
+func (a *App) communityByHost(ctx context.Context, h string) (string, error) {
+	c, err := a.Store.CommunityByHost(ctx, h)
+	if errors.Is(err, pg.ErrNotFound) {
+		return "", tenant.ErrUnknownHost
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.ID, nil
 }
 
 // replayGuard adapts the store to the bridge's single-use NIP-98 ids.
