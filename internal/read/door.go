@@ -114,9 +114,11 @@ type Read struct {
 //
 //	REQ          cap → scope → channel subscription needs a confirmed channel,
 //	             a global REQ passes the gates → no mixed search
-//	COUNT, /count cap → gates → no search → scope
-//	/query       extension fields → cap → gates (a legacy thread read judged
-//	             as naming the thread kinds) → no mixed search → scope
+//	COUNT        cap → gates → no search → scope
+//	/count       cap → gates* → no search → scope
+//	/query       extension fields → cap → gates* → no mixed search → scope
+//
+//	* on the bridge a legacy thread read is judged as naming the thread kinds
 //
 // where cap is at most MaxExplicitChannels "#h" values across filters and
 // scope loads the reader's accessible channels and confirms the requested
@@ -163,7 +165,11 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		}
 		return r, nil
 	case SurfaceCOUNT, SurfaceCountHTTP:
-		if msg := Gate(req.Reader, filters, req.Surface); msg != "" {
+		judged := filters
+		if req.Surface == SurfaceCountHTTP {
+			judged = judgedFilters(filters)
+		}
+		if msg := Gate(req.Reader, judged, req.Surface); msg != "" {
 			return nil, refuse(CodeGated, msg)
 		}
 		for i := range filters {
