@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/fixture"
 )
 
 // tracer records every statement a pool sends.
@@ -76,10 +77,7 @@ func setup(t *testing.T) *testBundle {
 
 func (b *testBundle) newCommunity(t *testing.T) string {
 	t.Helper()
-	var id string
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		"INSERT INTO communities (host) VALUES ('c-' || gen_random_uuid()) RETURNING id::text").Scan(&id))
-	return id
+	return fixture.Community(t, b.pool).ID
 }
 
 // row is an events row for direct inserts.

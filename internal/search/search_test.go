@@ -125,11 +125,21 @@ func TestSearch(t *testing.T) {
 		for _, mode := range []Mode{FullText, Prefix} {
 			require.Empty(t, b.search(t, Query{Text: strings.Repeat("x", 10_000), Scope: Any(), Mode: mode}))
 		}
-		// "tailtoken" sits after code point 4096 of the query text.
-		q := strings.Repeat("y ", 2048) + "tailtoken"
-		require.Greater(t, len([]rune(q)), TextCap)
-		got := b.search(t, Query{Text: q, Scope: Any(), Mode: Prefix})
-		require.Equal(t, ids[1:], got, "the text was cut before the token")
+		// "absenttoken" starts at code point 4097 of the query text and is in
+		// no event: only a cut before it lets the query match ids[1], whose
+		// terms are y and tailtoken. Without the cap both modes find nothing.
+		q := strings.Repeat("y ", TextCap/2) + "absenttoken"
+		require.Equal(t, TextCap, len([]rune(strings.Repeat("y ", TextCap/2))))
+		for _, mode := range []Mode{FullText, Prefix} {
+			require.Equal(t, ids[1:], b.search(t, Query{Text: q, Scope: Any(), Mode: mode}), "the text was cut before the token")
+		}
+		// A token that ends within the first TextCap code points is kept, so
+		// the cap is not smaller than TextCap either.
+		within := strings.Repeat("y ", TextCap/2-6) + "absenttoken"
+		require.LessOrEqual(t, len([]rune(within)), TextCap)
+		for _, mode := range []Mode{FullText, Prefix} {
+			require.Empty(t, b.search(t, Query{Text: within, Scope: Any(), Mode: mode}), "a token inside the cap counts")
+		}
 		require.Equal(t, ids[1:], b.search(t, Query{Text: "y tailtoken", Scope: Any()}))
 		require.Empty(t, b.search(t, Query{Text: "foo tailtoken", Scope: Any()}))
 		require.Equal(t, ids[:1], b.search(t, Query{Text: strings.Repeat(" ", 4100) + "foo", Scope: Any()}), "leading space is trimmed before the cap")
