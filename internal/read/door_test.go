@@ -207,9 +207,9 @@ func TestRefusals(t *testing.T) {
 func TestRefusalText(t *testing.T) {
 	t.Parallel()
 	for reason, text := range map[string]string{
-		wire.MsgTooManyChannels:               "too many explicit channels",
-		wire.MsgMixedSearch:                   "mixed search and non-search filters not supported",
-		wire.MsgSearchInCount:                 "search is not supported in COUNT",
+		wire.MsgTooManyChannels:              "too many explicit channels",
+		wire.MsgMixedSearch:                  "mixed search and non-search filters not supported",
+		wire.MsgSearchInCount:                "search is not supported in COUNT",
 		"before_id requires until to be set": "before_id requires until to be set",
 	} {
 		require.Equal(t, text, (&read.Refusal{Reason: reason}).Text())

@@ -82,7 +82,6 @@ func SearchStage(ctx context.Context) string {
 	return s
 }
 
-
 // searchFilter runs one search filter (20-search.md §4.2 and §5): scope from the
 // filter's #h and the reader's access, FTS pages through package search,
 // one batched hydration per page, then acceptance in rank order — the
