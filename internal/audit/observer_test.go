@@ -135,24 +135,55 @@ func TestObserver(t *testing.T) {
 			ob.obs.AuthFailure(cb, "", "nip98", "replay")
 		}
 		ob.finish(t)
-		var individual, summaries, suppressed int
+
+		// The attempts of each 60 s window, from the clock above.
+		var starts []int64
+		attemptsIn := map[int64]int{}
+		for i := range attempts {
+			w := start.Add(time.Duration(i) * 20 * time.Millisecond).Truncate(time.Minute).Unix()
+			if attemptsIn[w] == 0 {
+				starts = append(starts, w)
+			}
+			attemptsIn[w]++
+		}
+		require.Len(t, starts, 4)
+
+		// Entries are chained in the order the observer queued them: a
+		// window's individual entries, then its summary when the window
+		// ends. So the individual entries before a summary are that window's.
+		type windowCount struct {
+			start                  int64
+			individual, suppressed int
+		}
+		var windows []windowCount
+		pending, total := 0, 0
 		for _, e := range entries(t, ob, ca) {
 			require.Equal(t, "auth_failure", e.Action)
 			require.Nil(t, e.Actor)
-			if e.Detail["summary"] == true {
-				summaries++
-				suppressed += int(e.Detail["suppressed"].(float64))
-				require.EqualValues(t, 60, e.Detail["window_seconds"])
-				byReason := e.Detail["by_reason"].(map[string]any)
-				require.Equal(t, e.Detail["suppressed"], byReason["invalid"].(float64)+byReason["expired"].(float64))
-			} else {
-				individual++
+			if e.Detail["summary"] != true {
+				require.Equal(t, "nip42", e.Detail["method"])
+				pending++
+				continue
 			}
+			require.EqualValues(t, 60, e.Detail["window_seconds"])
+			n := int(e.Detail["suppressed"].(float64))
+			byReason := e.Detail["by_reason"].(map[string]any)
+			require.Equal(t, e.Detail["suppressed"], byReason["invalid"].(float64)+byReason["expired"].(float64))
+			windows = append(windows, windowCount{start: int64(e.Detail["window_start"].(float64)), individual: pending, suppressed: n})
+			total += n
+			pending = 0
 		}
-		require.Equal(t, 4, summaries, "one summary per window with overflow")
-		require.LessOrEqual(t, individual, 4*10)
-		require.Equal(t, attempts, individual+suppressed)
-		require.Equal(t, float64(suppressed), testutil.ToFloat64(ob.suppressed.WithLabelValues("auth_failure")))
+		require.Zero(t, pending, "every individual entry is followed by its window's summary")
+		require.Len(t, windows, len(starts), "one summary per window with overflow")
+		individual := 0
+		for k, w := range windows {
+			require.Equal(t, starts[k], w.start, "window %d", k)
+			require.Equal(t, 10, w.individual, "window %d: the first 10 attempts, at most 10", k)
+			require.Equal(t, attemptsIn[w.start], w.individual+w.suppressed, "window %d: individual + suppressed = its attempts", k)
+			individual += w.individual
+		}
+		require.Equal(t, attempts, individual+total)
+		require.Equal(t, float64(total), testutil.ToFloat64(ob.suppressed.WithLabelValues("auth_failure")))
 		eb := entries(t, ob, cb)
 		require.Len(t, eb, 3)
 		for _, e := range eb {

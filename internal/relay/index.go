@@ -236,14 +236,8 @@ func (s *Server) deliver(sub *subscription, d ingest.Delivery, js []byte, epheme
 		return false
 	}
 	pubkey, ok := c.identity()
-	if !ok || !read.VisibleTo(pubkey, d.Event) {
+	if !ok || !s.cfg.Reader.Visible(c.ctx, read.Scope{CommunityID: d.CommunityID, Reader: pubkey}, d.Event, d.Channel) {
 		return false
-	}
-	if d.Channel != "" {
-		sc := read.Scope{CommunityID: d.CommunityID, Reader: pubkey}
-		if !s.cfg.Reader.CanAccess(c.ctx, sc, d.Channel) {
-			return false
-		}
 	}
 	frame := wire.EventFrame(sub.id, js)
 	c.mu.Lock()
