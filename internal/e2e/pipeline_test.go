@@ -6,24 +6,22 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // communityID returns the id of the community a tenant host resolves to.
@@ -328,20 +326,115 @@ func TestPipelineRefusals(t *testing.T) {
 	}
 }
 
-// TestWriteFault is check 3: a failure injected after the event insert
-// rolls the whole write transaction back.
+// writeFaults injects write failures with real database objects: row
+// triggers on events (PostgreSQL clones them to every partition) that raise
+// for the event ids in test_write_faults, either at the insert itself or,
+// from a deferred constraint trigger, at COMMIT. The COMMIT fault also says
+// whether the commit came in the statement that inserted the row (the
+// one-statement path: no BEGIN, no COMMIT) or in a later COMMIT statement.
+type writeFaults struct {
+	r    *relaytest.Relay
+	logs *syncBuffer
+}
+
+func startWriteFaults(t *testing.T) *writeFaults {
+	t.Helper()
+	logs := &syncBuffer{}
+	r := relaytest.StartWithLogger(t, map[string]string{"BUZZ_AUDIT_ENABLED": "true"}, logs)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.DBURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `
+		CREATE TABLE test_write_faults (id bytea PRIMARY KEY, at_commit boolean NOT NULL);
+		CREATE FUNCTION test_write_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+		DECLARE
+		  deferred boolean;
+		BEGIN
+		  SELECT at_commit INTO deferred FROM test_write_faults WHERE id = NEW.id;
+		  IF NOT FOUND THEN
+		    RETURN NULL;
+		  END IF;
+		  IF NOT deferred THEN
+		    RAISE EXCEPTION 'injected fault';
+		  END IF;
+		  PERFORM set_config('buzz_test.insert_statement', statement_timestamp()::text, true);
+		  RETURN NULL;
+		END $$;
+		CREATE FUNCTION test_write_fault_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+		  IF EXISTS (SELECT 1 FROM test_write_faults WHERE id = NEW.id AND at_commit) THEN
+		    RAISE EXCEPTION 'injected fault at commit (%)', CASE
+		      WHEN current_setting('buzz_test.insert_statement') = statement_timestamp()::text THEN 'one statement'
+		      ELSE 'transaction' END;
+		  END IF;
+		  RETURN NULL;
+		END $$;
+		CREATE TRIGGER test_write_fault AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_write_fault();
+		CREATE CONSTRAINT TRIGGER test_write_fault_at_commit AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+		  FOR EACH ROW EXECUTE FUNCTION test_write_fault_at_commit();`)
+	require.NoError(t, err)
+	return &writeFaults{r: r, logs: logs}
+}
+
+// fail makes every insert of the event id fail.
+func (f *writeFaults) fail(t *testing.T, id string) { f.inject(t, id, false) }
+
+// failAtCommit makes every commit that holds the event id fail.
+func (f *writeFaults) failAtCommit(t *testing.T, id string) { f.inject(t, id, true) }
+
+func (f *writeFaults) inject(t *testing.T, id string, atCommit bool) {
+	t.Helper()
+	_, err := f.r.App.DB.Pool.Exec(context.Background(), `INSERT INTO test_write_faults (id, at_commit) VALUES ($1, $2)`, idBytes(t, id), atCommit)
+	require.NoError(t, err)
+}
+
+// failure returns the err of the relay's "event failed" log line for id.
+func (f *writeFaults) failure(t *testing.T, id string) string {
+	t.Helper()
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		var rec struct {
+			Msg     string `json:"msg"`
+			EventID string `json:"event_id"`
+			Err     string `json:"err"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "event failed" && rec.EventID == id {
+			return rec.Err
+		}
+	}
+	t.Fatalf("no event failed log line for %s", id)
+	return ""
+}
+
+// requireRolledBack checks that the failed event left nothing: no event
+// row, no event_mentions, no audit intent (pending or chained).
+func (f *writeFaults) requireRolledBack(t *testing.T, cid, id string) {
+	t.Helper()
+	require.False(t, eventRow(t, f.r, cid, id).found)
+	require.Zero(t, countRows(t, f.r, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, cid, idBytes(t, id)))
+	require.Zero(t, f.intents(t, cid, id))
+}
+
+// intents counts the audit intents about id, pending or already chained.
+func (f *writeFaults) intents(t *testing.T, cid, id string) int {
+	t.Helper()
+	return countRows(t, f.r, `SELECT (SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND object_id = $2)
+		+ (SELECT count(*) FROM audit_log WHERE community_id = $1 AND object_id = $2)`, cid, id)
+}
+
+// TestWriteFault is check 3: a failure injected at the event insert rolls
+// the whole write back, on the one-statement path every plain event takes
+// and on the transactional paths.
 func TestWriteFault(t *testing.T) {
 	t.Parallel()
-	var fail sync.Map
-	r := relaytest.Start(t, nil, server.Hooks{AfterInsertFunc: func(_ context.Context, ev *event.Event) error {
-		if _, ok := fail.Load(ev.ID); ok {
-			return errors.New("injected fault")
-		}
-		return nil
-	}})
+	f := startWriteFaults(t)
+	r := f.r
 	cid := communityID(t, r, r.Host)
-	mentions := func(t *testing.T, id string) int {
-		return countRows(t, r, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, cid, idBytes(t, id))
+	internal := func(t *testing.T, w *relaytest.WS, ev event.Event) {
+		t.Helper()
+		ok, msg := w.Publish(ev)
+		require.False(t, ok)
+		require.Equal(t, "error: internal server error", msg)
 	}
 
 	t.Run("WebSocket", func(t *testing.T) {
@@ -350,23 +443,37 @@ func TestWriteFault(t *testing.T) {
 		w := r.Dial(t, "")
 		w.Auth(alice)
 		ev := alice.Signed(t, 1, eventtest.Tag("p", bob.PubKey), eventtest.Tag("p", alice.PubKey))
-		fail.Store(ev.ID, true)
-		ok, msg := w.Publish(ev)
-		require.False(t, ok)
-		require.Equal(t, "error: internal server error", msg)
-		require.False(t, eventRow(t, r, cid, ev.ID).found)
-		require.Zero(t, mentions(t, ev.ID))
+		f.fail(t, ev.ID)
+		internal(t, w, ev)
+		f.requireRolledBack(t, cid, ev.ID)
 	})
 	t.Run("HTTP", func(t *testing.T) {
 		t.Parallel()
 		alice, bob := eventtest.NewKey(), eventtest.NewKey()
 		ev := alice.Signed(t, 1, eventtest.Tag("p", bob.PubKey))
-		fail.Store(ev.ID, true)
+		f.fail(t, ev.ID)
 		status, body := postEvent(t, r, "", alice, ev)
 		require.Equal(t, http.StatusInternalServerError, status)
 		require.Equal(t, `{"error":"internal server error"}`, strings.TrimSpace(body))
-		require.False(t, eventRow(t, r, cid, ev.ID).found)
-		require.Zero(t, mentions(t, ev.ID))
+		f.requireRolledBack(t, cid, ev.ID)
+	})
+	t.Run("FastPath", func(t *testing.T) {
+		t.Parallel()
+		alice, bob := eventtest.NewKey(), eventtest.NewKey()
+		w := r.Dial(t, "")
+		w.Auth(alice)
+		ev := alice.Signed(t, 1, eventtest.Tag("p", bob.PubKey))
+		f.failAtCommit(t, ev.ID)
+		internal(t, w, ev)
+		f.requireRolledBack(t, cid, ev.ID)
+		msg := f.failure(t, ev.ID)
+		require.Contains(t, msg, "apply plain: ", "the log names the step and family")
+		require.Contains(t, msg, "injected fault at commit (one statement)", "a plain event is one statement, no transaction")
+		// The same event without the fault is stored with its mention and intent.
+		again := alice.Signed(t, 1, eventtest.Tag("p", bob.PubKey), eventtest.At(ev.CreatedAt+1))
+		w.MustPublish(again)
+		require.Equal(t, 1, countRows(t, r, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, cid, idBytes(t, again.ID)))
+		require.Equal(t, 1, f.intents(t, cid, again.ID))
 	})
 	t.Run("Reaction", func(t *testing.T) {
 		t.Parallel()
@@ -377,12 +484,10 @@ func TestWriteFault(t *testing.T) {
 		w := r.Dial(t, "")
 		w.Auth(alice)
 		react := alice.Signed(t, 7, eventtest.Content("+"), eventtest.Tag("e", target.ID), eventtest.Tag("p", bob.PubKey))
-		fail.Store(react.ID, true)
-		ok, msg := w.Publish(react)
-		require.False(t, ok)
-		require.Equal(t, "error: internal server error", msg)
-		require.False(t, eventRow(t, r, cid, react.ID).found)
-		require.Zero(t, mentions(t, react.ID))
+		f.fail(t, react.ID)
+		internal(t, w, react)
+		f.requireRolledBack(t, cid, react.ID)
+		require.Contains(t, f.failure(t, react.ID), "apply reaction: ")
 		reactions := func() int {
 			return countRows(t, r, `SELECT count(*) FROM reactions WHERE community_id = $1 AND event_id = $2`, cid, idBytes(t, target.ID))
 		}
@@ -391,6 +496,7 @@ func TestWriteFault(t *testing.T) {
 		again := alice.Signed(t, 7, eventtest.Content("+"), eventtest.Tag("e", target.ID), eventtest.At(react.CreatedAt+1))
 		w.MustPublish(again)
 		require.Equal(t, 1, reactions())
+		require.Equal(t, 1, f.intents(t, cid, again.ID))
 	})
 	t.Run("Replacement", func(t *testing.T) {
 		t.Parallel()
@@ -401,12 +507,11 @@ func TestWriteFault(t *testing.T) {
 		v1 := alice.Signed(t, 0, eventtest.Content(`{"name":"v1"}`), eventtest.At(now-10))
 		w.MustPublish(v1)
 		v2 := alice.Signed(t, 0, eventtest.Content(`{"name":"v2"}`), eventtest.At(now))
-		fail.Store(v2.ID, true)
-		ok, msg := w.Publish(v2)
-		require.False(t, ok)
-		require.Equal(t, "error: internal server error", msg)
-		require.False(t, eventRow(t, r, cid, v2.ID).found)
+		f.fail(t, v2.ID)
+		internal(t, w, v2)
+		f.requireRolledBack(t, cid, v2.ID)
 		require.True(t, eventRow(t, r, cid, v1.ID).live, "the superseded head must survive the rollback")
+		require.Contains(t, f.failure(t, v2.ID), "apply profile: ")
 	})
 	t.Run("Deletion", func(t *testing.T) {
 		t.Parallel()
@@ -416,12 +521,79 @@ func TestWriteFault(t *testing.T) {
 		note := alice.Signed(t, 1)
 		w.MustPublish(note)
 		del := alice.Signed(t, 5, eventtest.Tag("e", note.ID))
-		fail.Store(del.ID, true)
-		ok, msg := w.Publish(del)
-		require.False(t, ok)
-		require.Equal(t, "error: internal server error", msg)
-		require.False(t, eventRow(t, r, cid, del.ID).found)
+		f.fail(t, del.ID)
+		internal(t, w, del)
+		f.requireRolledBack(t, cid, del.ID)
 		require.True(t, eventRow(t, r, cid, note.ID).live)
+		require.Equal(t, 1, f.intents(t, cid, note.ID), "only the note's event_created: no event_deleted")
+	})
+	t.Run("ReactionAtCommit", func(t *testing.T) {
+		t.Parallel()
+		alice, bob := eventtest.NewKey(), eventtest.NewKey()
+		w := r.Dial(t, "")
+		w.Auth(alice)
+		target := bob.Signed(t, 1)
+		status, body := postEvent(t, r, "", bob, target)
+		require.Equal(t, http.StatusOK, status, body)
+		react := alice.Signed(t, 7, eventtest.Content("+"), eventtest.Tag("e", target.ID))
+		f.failAtCommit(t, react.ID)
+		internal(t, w, react)
+		f.requireRolledBack(t, cid, react.ID)
+		msg := f.failure(t, react.ID)
+		require.Contains(t, msg, "commit reaction: ", "the log names the step and family")
+		require.Contains(t, msg, "injected fault at commit (transaction)", "a reaction is written in a transaction")
+		require.Zero(t, countRows(t, r, `SELECT count(*) FROM reactions WHERE community_id = $1 AND event_id = $2`, cid, idBytes(t, target.ID)))
+	})
+	t.Run("DeletionAtCommit", func(t *testing.T) {
+		t.Parallel()
+		alice := eventtest.NewKey()
+		w := r.Dial(t, "")
+		w.Auth(alice)
+		note := alice.Signed(t, 1)
+		w.MustPublish(note)
+		del := alice.Signed(t, 5, eventtest.Tag("e", note.ID))
+		f.failAtCommit(t, del.ID)
+		internal(t, w, del)
+		f.requireRolledBack(t, cid, del.ID)
+		require.Contains(t, f.failure(t, del.ID), "injected fault at commit (transaction)")
+		require.True(t, eventRow(t, r, cid, note.ID).live, "the soft delete written after the insert is rolled back")
+		require.Equal(t, 1, f.intents(t, cid, note.ID), "only the note's event_created: no event_deleted")
+	})
+	t.Run("GroupCommand", func(t *testing.T) {
+		t.Parallel()
+		alice := eventtest.NewKey()
+		w := r.Dial(t, "")
+		w.Auth(alice)
+		channel := uuid.NewString()
+		create := alice.Signed(t, 9007, eventtest.Channel(channel), eventtest.Tag("name", "faulty"))
+		f.fail(t, create.ID)
+		internal(t, w, create)
+		f.requireRolledBack(t, cid, create.ID)
+		require.Contains(t, f.failure(t, create.ID), "apply group: ")
+		require.Zero(t, countRows(t, r, `SELECT count(*) FROM channels WHERE community_id = $1 AND id = $2`, cid, channel))
+		require.Zero(t, countRows(t, r, `SELECT count(*) FROM channel_members WHERE community_id = $1 AND channel_id = $2`, cid, channel))
+		require.Zero(t, countRows(t, r, `SELECT count(*) FROM events WHERE community_id = $1 AND kind BETWEEN 39000 AND 39002 AND d_tag = $2`, cid, channel))
+		require.Zero(t, f.intents(t, cid, channel), "no channel_created intent")
+		// The same channel id is free afterwards.
+		w.MustPublish(alice.Signed(t, 9007, eventtest.Channel(channel), eventtest.Tag("name", "faulty"), eventtest.At(create.CreatedAt+1)))
+		require.Equal(t, 3, countRows(t, r, `SELECT count(*) FROM events WHERE community_id = $1 AND kind BETWEEN 39000 AND 39002 AND d_tag = $2`, cid, channel))
+	})
+	t.Run("ThreadReply", func(t *testing.T) {
+		t.Parallel()
+		alice := eventtest.NewKey()
+		w := r.Dial(t, "")
+		w.Auth(alice)
+		channel := uuid.NewString()
+		w.MustPublish(alice.Signed(t, 9007, eventtest.Channel(channel), eventtest.Tag("name", "threads")))
+		root := alice.Signed(t, 9, eventtest.Channel(channel))
+		w.MustPublish(root)
+		reply := alice.Signed(t, 9, eventtest.Channel(channel), eventtest.Tag("e", root.ID, "", "reply"))
+		f.fail(t, reply.ID)
+		internal(t, w, reply)
+		f.requireRolledBack(t, cid, reply.ID)
+		require.Contains(t, f.failure(t, reply.ID), "apply thread: ")
+		require.Zero(t, countRows(t, r, `SELECT count(*) FROM thread_metadata WHERE community_id = $1 AND event_id = $2`, cid, idBytes(t, reply.ID)))
+		require.Zero(t, countRows(t, r, `SELECT count(*) FROM thread_metadata WHERE community_id = $1 AND event_id = $2 AND reply_count > 0`, cid, idBytes(t, root.ID)))
 	})
 }
 
