@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,19 +22,16 @@ type testBundle struct {
 	pool    *pgxpool.Pool
 	url     string
 	chainer *audit.Chainer
-	chained chan string // community of each committed batch
-	failed  chan error
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool, url := dbtest.NewDB(t)
-	b := &testBundle{pool: pool, url: url, chained: make(chan string, 1024), failed: make(chan error, 1024)}
+	b := &testBundle{pool: pool, url: url}
 	b.chainer = audit.NewChainer(audit.ChainerConfig{Pool: pool,
-		Logger:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ChainedFunc: func(cid string, n int, head int64) { b.chained <- cid },
-		FailedFunc:  func(cid string, err error) { b.failed <- err },
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
+	b.chainer.TestSignals.Init()
 	return b
 }
 
@@ -395,7 +391,9 @@ func TestChainerFailure(t *testing.T) {
 	err = b.chainer.Flush(fctx)
 	require.EqualError(t, err, "database error: SQLSTATE 23505")
 	requireSanitised(t, err, cid)
-	require.EqualError(t, <-b.failed, "database error: SQLSTATE 23505")
+	failed := b.chainer.TestSignals.Failed.WaitOrTimeout(t)
+	require.Equal(t, cid, failed.CommunityID)
+	require.EqualError(t, failed.Err, "database error: SQLSTATE 23505")
 	n, err := audit.PendingCount(ctx, b.pool, cid)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)
@@ -434,18 +432,16 @@ func TestChainerCommunitiesNeverContend(t *testing.T) {
 	_, err = holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0))`, ca)
 	require.NoError(t, err)
 
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = b.chainer.Run(runCtx) })
-	defer func() { cancel(); wg.Wait() }()
+	require.NoError(t, b.chainer.Start(ctx))
+	defer b.chainer.Stop()
 
 	b.intent(t, ca, 9)
 	b.intent(t, cb, 9)
 	b.chainer.Wake()
-	waitChained(t, b.chained, cb, time.Second)
+	waitChained(t, b.chainer, cb, time.Second)
 	b.intent(t, cb, 9)
 	b.chainer.Wake()
-	waitChained(t, b.chained, cb, time.Second)
+	waitChained(t, b.chainer, cb, time.Second)
 	require.Len(t, rows(t, b.pool, cb), 2)
 	require.Empty(t, rows(t, b.pool, ca))
 	_, lag1, err := audit.OutboxStats(ctx, b.pool)
@@ -456,7 +452,7 @@ func TestChainerCommunitiesNeverContend(t *testing.T) {
 
 	require.NoError(t, holder.Rollback(ctx))
 	b.chainer.Wake()
-	waitChained(t, b.chained, ca, 5*time.Second)
+	waitChained(t, b.chainer, ca, 5*time.Second)
 	require.Len(t, rows(t, b.pool, ca), 1)
 	pending, lag, err := audit.OutboxStats(ctx, b.pool)
 	require.NoError(t, err)
@@ -464,17 +460,57 @@ func TestChainerCommunitiesNeverContend(t *testing.T) {
 	require.Zero(t, lag)
 }
 
-func waitChained(t *testing.T, ch <-chan string, cid string, d time.Duration) {
+// waitChained waits until a batch of community cid was committed.
+func waitChained(t *testing.T, c *audit.Chainer, cid string, d time.Duration) audit.ChainedBatch {
 	t.Helper()
 	timeout := time.After(d)
 	for {
 		select {
-		case got := <-ch:
-			if got == cid {
-				return
+		case got := <-c.TestSignals.Chained.WaitC():
+			if got.CommunityID == cid {
+				return got
 			}
 		case <-timeout:
 			t.Fatalf("community %s not chained within %s", cid, d)
 		}
 	}
+}
+
+// The chainer as a service: it chains on its poll interval without a
+// wake-up, reports each batch, and Start and Stop are safe twice.
+func TestChainerService(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ChainsOnPollWithoutWake", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cid := b.community(t, "a.test")
+		require.NoError(t, b.chainer.Start(context.Background()))
+		require.NoError(t, b.chainer.Start(context.Background()))
+		defer b.chainer.Stop()
+		b.intent(t, cid, 9)
+		b.intent(t, cid, 9)
+		got := waitChained(t, b.chainer, cid, 10*audit.PollInterval)
+		require.Equal(t, audit.ChainedBatch{CommunityID: cid, N: 2, Head: 2}, got)
+		require.Len(t, rows(t, b.pool, cid), 2)
+	})
+
+	t.Run("StopTwiceThenFlush", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cid := b.community(t, "a.test")
+		require.NoError(t, b.chainer.Start(context.Background()))
+		b.chainer.Stop()
+		b.chainer.Stop()
+		require.False(t, b.chainer.Running())
+		b.intent(t, cid, 9)
+		b.chainer.Wake() // no loop: nothing chains, and Wake never blocks
+		b.chainer.Wake()
+		n, err := audit.PendingCount(context.Background(), b.pool, cid)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		b.flush(t)
+		require.Equal(t, audit.ChainedBatch{CommunityID: cid, N: 1, Head: 1}, b.chainer.TestSignals.Chained.WaitOrTimeout(t))
+		b.chainer.TestSignals.Chained.RequireEmpty(t)
+	})
 }

@@ -12,6 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/buzz-relay/buzz/internal/service"
+	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
 // Chainer constants of spec 30 §8.
@@ -39,17 +42,42 @@ type ChainerConfig struct {
 	Metrics *Metrics
 	// CommunityHostFunc names a community in log lines (its host). Optional.
 	CommunityHostFunc func(communityID string) string
-	// ChainedFunc, when set, is called after each committed batch with the
-	// community, the number of entries and the new head seq. Tests wait on it.
-	ChainedFunc func(communityID string, n int, head int64)
-	// FailedFunc, when set, is called after each rolled-back batch. Tests wait on it.
-	FailedFunc func(communityID string, err error)
+}
+
+// ChainedBatch is one committed batch: the community, the number of
+// entries and the new head seq.
+type ChainedBatch struct {
+	CommunityID string
+	N           int
+	Head        int64
+}
+
+// FailedBatch is one rolled-back batch and its error.
+type FailedBatch struct {
+	CommunityID string
+	Err         error
+}
+
+// ChainerTestSignals are emitted by the chainer, whether it runs as a
+// service or is flushed. Tests only.
+type ChainerTestSignals struct {
+	// Chained follows each committed batch.
+	Chained testsignal.Signal[ChainedBatch]
+	// Failed follows each rolled-back batch.
+	Failed testsignal.Signal[FailedBatch]
+}
+
+// Init initialises every signal.
+func (ts *ChainerTestSignals) Init() {
+	ts.Chained.Init()
+	ts.Failed.Init()
 }
 
 // Chainer moves intents from audit_outbox into each community's chain (spec
 // 30 §5.2). One runs per process; several processes may run against one
 // database, the per-community advisory lock keeping each chain single-writer.
 type Chainer struct {
+	service.Base
 	cfg  ChainerConfig
 	log  *slog.Logger
 	wake chan struct{}
@@ -57,6 +85,8 @@ type Chainer struct {
 	mu        sync.Mutex
 	backoff   map[string]backoffState
 	lastGauge time.Time
+
+	TestSignals ChainerTestSignals
 }
 
 type backoffState struct {
@@ -64,7 +94,7 @@ type backoffState struct {
 	until time.Time
 }
 
-// NewChainer returns a Chainer; call Run to start it.
+// NewChainer returns a Chainer; call Start to run it.
 func NewChainer(cfg ChainerConfig) *Chainer {
 	log := cfg.Logger
 	if log == nil {
@@ -82,23 +112,18 @@ func (c *Chainer) Wake() {
 	}
 }
 
-// Run chains pending intents on every wake-up and every PollInterval until
-// ctx ends. A batch in flight when ctx ends commits or rolls back; either
-// way nothing is lost. Run returns nil on cancellation.
-func (c *Chainer) Run(ctx context.Context) error {
-	t := time.NewTicker(PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.wake:
-		case <-t.C:
-		}
-		if err := c.runOnce(ctx); err != nil && ctx.Err() == nil {
-			c.log.Error("Audit log failed: "+err.Error(), slog.Any("err", err))
-		}
-	}
+// Start chains pending intents on every wake-up and every PollInterval
+// until ctx ends or Stop. A batch in flight then commits or rolls back;
+// either way nothing is lost. Start and Stop are safe to call twice; Stop
+// returns once the loop ended. Shutdown calls Flush after Stop.
+func (c *Chainer) Start(ctx context.Context) error {
+	return c.StartLoop(ctx, func(ctx context.Context) {
+		service.Tick(ctx, PollInterval, c.wake, func(ctx context.Context) {
+			if err := c.runOnce(ctx); err != nil && ctx.Err() == nil {
+				c.log.Error("Audit log failed: "+err.Error(), slog.Any("err", err))
+			}
+		})
+	})
 }
 
 // Flush chains everything pending now, ignoring backoff, until the outbox
@@ -209,9 +234,7 @@ func (c *Chainer) chainCommunity(ctx context.Context, id string) (int, error) {
 			if m := c.cfg.Metrics; m != nil && m.LogErrors != nil {
 				m.LogErrors.Inc()
 			}
-			if c.cfg.FailedFunc != nil {
-				c.cfg.FailedFunc(id, err)
-			}
+			c.TestSignals.Failed.Signal(FailedBatch{CommunityID: id, Err: err})
 			return total, err
 		}
 		if n < BatchSize {
@@ -319,9 +342,7 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 			m.Appended.Add(float64(k))
 		}
 	}
-	if c.cfg.ChainedFunc != nil {
-		c.cfg.ChainedFunc(id, k, seq)
-	}
+	c.TestSignals.Chained.Signal(ChainedBatch{CommunityID: id, N: k, Head: seq})
 	return k, nil
 }
 

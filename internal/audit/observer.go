@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/service"
+	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
 // Observer constants of spec 30 §4.3 and §8.
@@ -35,8 +38,6 @@ type ObserverConfig struct {
 	Metrics *Metrics
 	// NowFunc is the clock of the sampling windows. Default time.Now.
 	NowFunc func() time.Time
-	// WrittenFunc, when set, is called after each batch reached the outbox. Tests wait on it.
-	WrittenFunc func(n int)
 	// WakeFunc, when set, is called after each batch (the local chainer's Wake).
 	WakeFunc func()
 }
@@ -45,8 +46,9 @@ type ObserverConfig struct {
 // rate_limit_exceeded — that have no transaction of their own (spec 30
 // §5.3). It samples them per community in fixed 60-second windows (§4.3),
 // queues what passes on a bounded queue and writes it to audit_outbox from
-// one goroutine (Run). The handlers that report never wait.
+// one goroutine (Start). The handlers that report never wait.
 type Observer struct {
+	service.Base
 	cfg   ObserverConfig
 	log   *slog.Logger
 	queue chan Intent
@@ -56,7 +58,18 @@ type Observer struct {
 	windows map[string]*window
 	seen    map[string]*list.Element // auth_success LRU: key → element holding seenEntry
 	order   *list.List
+
+	TestSignals ObserverTestSignals
 }
+
+// ObserverTestSignals are emitted by the writer. Tests only.
+type ObserverTestSignals struct {
+	// Written carries the size of each batch that reached the outbox.
+	Written testsignal.Signal[int]
+}
+
+// Init initialises every signal.
+func (ts *ObserverTestSignals) Init() { ts.Written.Init() }
 
 type seenEntry struct {
 	key string
@@ -78,7 +91,7 @@ type window struct {
 	okSupp    int64
 }
 
-// NewObserver returns an Observer; call Run to write what it queues.
+// NewObserver returns an Observer; call Start to write what it queues.
 func NewObserver(cfg ObserverConfig) *Observer {
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
@@ -247,7 +260,8 @@ func sum(m map[string]int64) int64 {
 }
 
 // CloseWindows queues the summaries of every window that ended before now
-// (all windows when all is set). Run calls it every second and at shutdown.
+// (all windows when all is set). The writer calls it every second and at
+// shutdown.
 func (o *Observer) CloseWindows(all bool) {
 	now := o.cfg.NowFunc().UTC().Truncate(Window)
 	o.mu.Lock()
@@ -280,17 +294,24 @@ func (o *Observer) enqueueLocked(in Intent) {
 	}
 }
 
-// Run writes queued observations to audit_outbox in batches and closes
-// ended windows every second, until ctx ends. Then it queues the open
-// windows' summaries, stops accepting observations and drains the queue
-// for up to DrainTimeout. It returns nil.
-func (o *Observer) Run(ctx context.Context) error {
+// Start runs the writer: it writes queued observations to audit_outbox in
+// batches and closes ended windows every second, until ctx ends or Stop.
+// Then it queues the open windows' summaries, stops accepting observations
+// and drains the queue for up to DrainTimeout; Stop returns after that.
+// Start and Stop are safe to call twice; an Observer does not accept
+// observations again after it stopped.
+func (o *Observer) Start(ctx context.Context) error {
+	return o.StartLoop(ctx, o.run)
+}
+
+func (o *Observer) run(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return o.shutdown()
+			o.shutdown()
+			return
 		case <-tick.C:
 			o.CloseWindows(false)
 		case in := <-o.queue:
@@ -316,7 +337,7 @@ func (o *Observer) collect(first Intent) []Intent {
 	return batch
 }
 
-func (o *Observer) shutdown() error {
+func (o *Observer) shutdown() {
 	o.CloseWindows(true)
 	o.mu.Lock()
 	o.closed = true
@@ -332,24 +353,25 @@ func (o *Observer) shutdown() error {
 				written += len(batch)
 			}
 			if ctx.Err() != nil {
-				return o.drainTimedOut()
+				o.drainTimedOut()
+				return
 			}
 			continue
 		default:
 		}
 		o.log.Info("audit worker flushed remaining entries", slog.Int("count", written))
-		return nil
+		return
 	}
 }
 
-func (o *Observer) drainTimedOut() error {
+func (o *Observer) drainTimedOut() {
 	o.log.Warn("Audit worker did not drain in time — exiting anyway")
 	for {
 		select {
 		case <-o.queue:
 			o.cfg.Metrics.sendError()
 		default:
-			return nil
+			return
 		}
 	}
 }
@@ -377,9 +399,7 @@ func (o *Observer) writeBatch(ctx context.Context, batch []Intent) bool {
 		}
 		return false
 	}
-	if o.cfg.WrittenFunc != nil {
-		o.cfg.WrittenFunc(k)
-	}
+	o.TestSignals.Written.Signal(k)
 	if o.cfg.WakeFunc != nil {
 		o.cfg.WakeFunc()
 	}

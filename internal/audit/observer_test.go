@@ -52,13 +52,9 @@ func setupObserver(t *testing.T) *observerBundle {
 	ob.obs = audit.NewObserver(audit.ObserverConfig{Pool: b.pool, NowFunc: ob.clock.Now,
 		Logger:  slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Metrics: &audit.Metrics{Suppressed: ob.suppressed, SendErrors: ob.sendErrors}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = ob.obs.Run(ctx)
-	}()
-	ob.stop = func() { cancel(); <-done }
+	ob.obs.TestSignals.Init()
+	require.NoError(t, ob.obs.Start(context.Background()))
+	ob.stop = ob.obs.Stop
 	t.Cleanup(ob.stop)
 	return ob
 }
@@ -224,6 +220,20 @@ func TestObserver(t *testing.T) {
 		require.Equal(t, true, last.Detail["summary"])
 		require.EqualValues(t, 10, last.Detail["suppressed"])
 		require.NotContains(t, last.Detail, "by_reason")
+	})
+
+	t.Run("WriterWritesWhileRunning", func(t *testing.T) {
+		t.Parallel()
+		ob := setupObserver(t)
+		require.NoError(t, ob.obs.Start(context.Background()), "a second Start is a no-op")
+		cid := ob.community(t, "a.test")
+		ob.obs.AuthFailure(cid, "", "nip42", "invalid")
+		require.Equal(t, 1, ob.obs.TestSignals.Written.WaitOrTimeout(t))
+		n, err := audit.PendingCount(context.Background(), ob.pool, cid)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "the intent reached the outbox before the writer stopped")
+		ob.stop()
+		ob.obs.TestSignals.Written.RequireEmpty(t)
 	})
 
 	t.Run("ClosedAfterShutdown", func(t *testing.T) {

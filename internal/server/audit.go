@@ -28,7 +28,7 @@ type Audit struct {
 
 // startAudit opens the audit pool and builds the chainer and the observer,
 // or logs that audit is off (spec 30 §8).
-func startAudit(ctx context.Context, a *App, h Hooks) (*Audit, error) {
+func startAudit(ctx context.Context, a *App) (*Audit, error) {
 	if !a.Config.AuditEnabled {
 		a.Metrics.Audit.Enabled.Set(0)
 		a.Log.Info("Audit logging disabled by BUZZ_AUDIT_ENABLED")
@@ -43,7 +43,7 @@ func startAudit(ctx context.Context, a *App, h Hooks) (*Audit, error) {
 	m := &audit.Metrics{SendErrors: am.SendErrors, LogErrors: am.LogErrors, LogSeconds: am.LogSeconds, Appended: am.Appended,
 		OutboxPending: am.OutboxPending, OutboxLag: am.OutboxLag, Suppressed: am.Suppressed}
 	chainer := audit.NewChainer(audit.ChainerConfig{Pool: pool, Logger: a.Log, Metrics: m,
-		CommunityHostFunc: a.communityHost, ChainedFunc: h.AuditChainedFunc})
+		CommunityHostFunc: a.communityHost})
 	observer := audit.NewObserver(audit.ObserverConfig{Pool: pool, Logger: a.Log, Metrics: m, WakeFunc: chainer.Wake})
 	a.Log.Info("Audit service ready")
 	return &Audit{Pool: pool, Chainer: chainer, Observer: observer}, nil
@@ -60,20 +60,27 @@ func (a *App) communityHost(id string) string {
 	return host
 }
 
-// runAudit runs the observer and the chainer until ctx ends (the doors are
-// closed by then), then drains the observer and chains what is pending, so
-// a restart finds nothing this process could have chained.
+// run runs the observer and the chainer until ctx ends (the doors are
+// closed by then), then stops both — the observer drains its queue — and
+// chains what is pending, so a restart finds nothing this process could
+// have chained.
 func (x *Audit) run(ctx context.Context, log *slog.Logger) error {
-	done := make(chan error, 1)
-	go func() { done <- x.Observer.Run(ctx) }()
-	err := x.Chainer.Run(ctx)
-	<-done
+	if err := x.Observer.Start(ctx); err != nil {
+		return err
+	}
+	if err := x.Chainer.Start(ctx); err != nil {
+		x.Observer.Stop()
+		return err
+	}
+	<-ctx.Done()
+	x.Chainer.Stop()
+	x.Observer.Stop()
 	fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	if ferr := x.Chainer.Flush(fctx); ferr != nil {
 		log.Error("Audit log failed: "+ferr.Error(), slog.String("during", "shutdown flush"))
 	}
-	return err
+	return nil
 }
 
 // close releases the audit pool.

@@ -31,6 +31,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/relay"
+	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -44,8 +45,6 @@ type Hooks struct {
 	SignFunc func(ev *event.Event) error
 	// QueryHookFunc runs before each history query of the read engine.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
-	// AuditChainedFunc is called after each committed chainer batch.
-	AuditChainedFunc func(communityID string, n int, head int64)
 }
 
 // App is a running relay: every component wired together. Tests build one
@@ -63,7 +62,9 @@ type App struct {
 	Metrics  *metrics.Metrics
 	Resolver *tenant.Resolver
 	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
-	Audit     *Audit
+	Audit *Audit
+	// Services are the background jobs Run owns.
+	Services  *Services
 	RelayKey  []byte
 	Log       *slog.Logger
 	appSrv    *http.Server
@@ -101,7 +102,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		st := db.Pool.Stat()
 		return st.TotalConns(), st.IdleConns(), st.AcquiredConns(), st.MaxConns()
 	})
-	if err := ensurePartitions(ctx, a); err != nil {
+	a.Services = newServices(a)
+	if err := a.Services.Partitions.Ensure(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := a.Store.CommunityEnsure(ctx, cfg.RelayHost); err != nil {
@@ -126,7 +128,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc})
-	if a.Audit, err = startAudit(ctx, a, h); err != nil {
+	if a.Audit, err = startAudit(ctx, a); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -145,7 +147,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Pipeline = ingest.New(ingest.Config{
 		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
 		ForgetAccessFunc: a.Reader.Forget,
-		RelayKey: a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
+		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
 	})
 	a.Relay = relay.New(relay.Config{
@@ -157,6 +159,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Audit: observer,
 	})
 	fan.local = a.Relay
+	a.Services.Membership = relay.NewMembershipService(a.Relay)
 	started := time.Now()
 	a.Health = health.New(health.Config{
 		Version: Version, Started: started, Logger: log,
@@ -176,22 +179,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	})
 	ok = true
 	return a, nil
-}
-
-// ensurePartitions creates this month's and the next three months'
-// partitions; only a failure for the current month is fatal.
-func ensurePartitions(ctx context.Context, a *App) error {
-	err := pg.EnsurePartitions(ctx, a.DB.Pool, time.Now(), pg.DefaultPartitionsAhead)
-	if err == nil {
-		return nil
-	}
-	var pe *pg.PartitionError
-	if errors.As(err, &pe) && pe.Current {
-		return fmt.Errorf("create the current month's events partition: %w", err)
-	}
-	a.Metrics.PartitionMaintenanceErrors.Inc()
-	a.Log.Error("partition maintenance failed", slog.String("err", err.Error()))
-	return nil
 }
 
 // Listen opens the app, health and metrics listeners.
@@ -232,8 +219,9 @@ func (a *App) Run(ctx context.Context, app, healthL, metricsL net.Listener) erro
 	g.Go(serveOn(a.appSrv, app))
 	g.Go(serveOn(a.healthSrv, healthL))
 	g.Go(serveOn(a.metricSrv, metricsL))
-	g.Go(func() error { return a.Relay.Run(gctx) })
-	g.Go(func() error { return a.maintenance(gctx) })
+	for _, s := range a.Services.list() {
+		g.Go(func() error { return service.Run(gctx, s) })
+	}
 	if a.Audit != nil {
 		g.Go(func() error { return a.Audit.run(gctx, a.Log) })
 	}
@@ -269,36 +257,6 @@ func (a *App) drain() {
 func (a *App) Close() {
 	a.Audit.close()
 	a.DB.Close()
-}
-
-// maintenance runs the periodic jobs: partitions every 24 h, NIP-98 replay
-// purge every 60 s, and every 10 s ANALYZE of the tables whose statistics
-// fell behind their data (pg.AnalyzeHot).
-func (a *App) maintenance(ctx context.Context) error {
-	partitions := time.NewTicker(24 * time.Hour)
-	replay := time.NewTicker(60 * time.Second)
-	analyze := time.NewTicker(10 * time.Second)
-	defer partitions.Stop()
-	defer replay.Stop()
-	defer analyze.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-analyze.C:
-			if names, err := pg.AnalyzeHot(ctx, a.DB.Pool, 1000); err != nil && ctx.Err() == nil {
-				a.Log.Error("analyze failed", slog.String("err", err.Error()))
-			} else if len(names) > 0 {
-				a.Log.Debug("analyzed", slog.Any("tables", names))
-			}
-		case <-partitions.C:
-			_ = ensurePartitions(ctx, a)
-		case <-replay.C:
-			if _, err := a.Store.NIP98Purge(ctx, 180*time.Second); err != nil && ctx.Err() == nil {
-				a.Log.Error("nip98 replay purge failed", slog.String("err", err.Error()))
-			}
-		}
-	}
 }
 
 // fanout breaks the construction cycle between the pipeline (which

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"github.com/buzz-relay/buzz/internal/maintenance"
+	"github.com/buzz-relay/buzz/internal/relay"
+	"github.com/buzz-relay/buzz/internal/service"
+)
+
+// Services are the background services a running relay owns besides the
+// audit subsystem, each of the one shape of package service. Run starts
+// them in its errgroup and stops them when it ends; the audit chainer and
+// observer run apart because their flush must follow the doors' closing.
+type Services struct {
+	// Partitions keeps this month's and the next three months' events
+	// partitions (every 24 h; Start also runs it once before anything else).
+	Partitions *maintenance.Partitions
+	// Analyze analyzes the partitions and side tables that changed (every 10 s).
+	Analyze *maintenance.Analyze
+	// ReplayPurge deletes used NIP-98 ids older than 180 s (every 60 s).
+	ReplayPurge *maintenance.ReplayPurge
+	// Membership revalidates relay membership of authenticated connections
+	// (every BUZZ_MEMBERSHIP_RECHECK, only with RequireRelayMembership).
+	Membership *relay.MembershipService
+}
+
+// newServices builds the database jobs; the membership service is added
+// once the relay exists.
+func newServices(a *App) *Services {
+	return &Services{
+		Partitions: maintenance.NewPartitions(maintenance.PartitionsConfig{Pool: a.DB.Pool, Logger: a.Log,
+			Errors: a.Metrics.PartitionMaintenanceErrors}),
+		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: a.DB.Pool, Logger: a.Log}),
+		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: a.Store, Logger: a.Log}),
+	}
+}
+
+// list is every service, in the order Run starts them.
+func (s *Services) list() []service.Service {
+	return []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership}
+}
