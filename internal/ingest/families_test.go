@@ -37,6 +37,9 @@ func runFamily(t *testing.T, family string, cases []familyCase) {
 			require.Equal(t, family, familyOf(ev.Kind).name)
 			res := b.submit(t, author, ev)
 			require.Equal(t, tc.want, Result{Code: res.Code, Message: res.Message})
+			if res.After != nil {
+				res.After()
+			}
 			switch tc.want.Code {
 			case Accepted:
 				require.True(t, b.live(t, ev.ID), "accepted event must be stored")

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"testing"
 
@@ -24,6 +25,10 @@ type testBundle struct {
 	tenant host.Tenant
 	relay  eventtest.Key
 	fanout *recorder
+	// evicted records the evictions the pipeline asked for, as
+	// "channel pubkey" ("*" for every holder, "non-members").
+	evictMu sync.Mutex
+	evicted []string
 }
 
 func setup(t *testing.T) *testBundle {
@@ -34,8 +39,32 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	b := &testBundle{pool: pool, store: s, tenant: host.Tenant{CommunityID: c.ID, Host: "relay.test"},
 		relay: eventtest.NewKey(), fanout: &recorder{}}
-	b.p = New(Config{Pool: pool, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true})
+	b.p = New(Config{Pool: pool, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true,
+		EvictFunc: func(_, channel, pubkey string, nonMembersOnly func(string) bool) {
+			switch {
+			case nonMembersOnly != nil:
+				pubkey = "non-members"
+			case pubkey == "":
+				pubkey = "*"
+			}
+			b.evictMu.Lock()
+			defer b.evictMu.Unlock()
+			b.evicted = append(b.evicted, channel+" "+pubkey)
+		}})
 	return b
+}
+
+// evictions returns the evictions asked for on channel.
+func (b *testBundle) evictions(channel string) []string {
+	b.evictMu.Lock()
+	defer b.evictMu.Unlock()
+	out := []string{}
+	for _, e := range b.evicted {
+		if strings.HasPrefix(e, channel+" ") {
+			out = append(out, strings.TrimPrefix(e, channel+" "))
+		}
+	}
+	return out
 }
 
 // recorder keeps what the pipeline fanned out.
