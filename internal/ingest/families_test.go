@@ -183,7 +183,9 @@ func TestProfileFamily(t *testing.T) {
 				b.mustSubmit(t, k, k.Signed(t, event.KindProfile, eventtest.Content(`{"nip05":"new@relay.test"}`), eventtest.At(now)))
 				return k, k.Signed(t, event.KindProfile, eventtest.Content(`{"nip05":"old@relay.test"}`), eventtest.At(now-5))
 			},
-			check: func(t *testing.T, b *testBundle, ev event.Event) { require.Equal(t, "new@relay.test", nip05(t, b, ev.PubKey)) }},
+			check: func(t *testing.T, b *testBundle, ev event.Event) {
+				require.Equal(t, "new@relay.test", nip05(t, b, ev.PubKey))
+			}},
 		{name: "AgentPolicy", want: accepted(), build: by(event.KindAgentProfile, eventtest.Content(`{"channel_add_policy":"nobody"}`)),
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
 				policy, _, err := b.store.UserAddPolicy(context.Background(), b.pool, b.tenant.CommunityID, ev.PubKey)
