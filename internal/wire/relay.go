@@ -41,6 +41,34 @@ const (
 	MsgMixedSearch       = "error: mixed search and non-search filters not supported"
 )
 
+// Refusals of the write doors (spec 10 §1.2 and the OK table of §7.10).
+const (
+	// MsgAuthViaEvent is the WebSocket door's refusal of a kind 22242 sent
+	// as EVENT (W2). The pipeline's own refusal, for HTTP, has no " via
+	// EVENT".
+	MsgAuthViaEvent = "invalid: AUTH events cannot be submitted via EVENT"
+	// MsgPubkeyMismatch refuses an event whose pubkey is not the
+	// authenticated identity (W3, pipeline step 8); kind 1059 is exempt.
+	MsgPubkeyMismatch = "invalid: event pubkey does not match authenticated identity"
+)
+
+// Read gate refusals (spec 10 §7.7, §7.10). The p-gate is spelled twice:
+// MsgPGateREQ for a REQ, MsgPGateCount for COUNT, POST /query and POST
+// /count. The other gates read the same on every surface.
+const (
+	// MsgPGateREQ refuses a REQ filter that can match p-gated kinds
+	// without #p=[self].
+	MsgPGateREQ = "restricted: p-gated events require #p matching your pubkey"
+	// MsgPGateCount is MsgPGateREQ's wording for COUNT and the HTTP reads.
+	MsgPGateCount = "restricted: p-gated kinds require #p tag matching your pubkey"
+	// MsgEngram refuses a filter that can match agent engrams (kind 30174)
+	// without authors=[self] or #p=[self].
+	MsgEngram = "restricted: agent-engram reads require authors=[self] or #p=[self]"
+	// MsgAuthorOnly refuses a filter whose kinds are all author-only
+	// without authors=[self].
+	MsgAuthorOnly = "restricted: author-only kinds require authors=[self]"
+)
+
 // FrameTooLarge is the NOTICE / OK text for an oversized frame.
 func FrameTooLarge(n, limit int) string {
 	return "error: frame too large (" + strconv.Itoa(n) + " bytes, limit " + strconv.Itoa(limit) + ")"

@@ -1,0 +1,54 @@
+package wire_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// TestMessages pins every fixed message to its spelling in spec 10 §7.10 and
+// checks that it starts with one of the reason prefixes: clients match on
+// these strings, so a change here is a change of the protocol.
+func TestMessages(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, got, want string }{
+		{"Internal", wire.MsgInternal, "error: internal server error"},
+		{"NotAuthenticated", wire.MsgNotAuthenticated, "auth-required: not authenticated"},
+		{"RateLimited", wire.MsgRateLimited, "rate-limited: too many concurrent requests"},
+		{"Duplicate", wire.MsgDuplicate, "duplicate:"},
+		{"DatabaseError", wire.MsgDatabaseError, "error: database error"},
+		{"AuthBeforeSub", wire.MsgAuthBeforeSub, "auth-required: authenticate before subscribing"},
+		{"TooManySubs", wire.MsgTooManySubs, "error: too many subscriptions"},
+		{"TooManyChannels", wire.MsgTooManyChannels, "restricted: too many explicit channels"},
+		{"NotChannelMember", wire.MsgNotChannelMember, "restricted: not a channel member"},
+		{"NotRelayMember", wire.MsgNotRelayMember, "restricted: not a relay member"},
+		{"Verification", wire.MsgVerification, "auth-required: verification failed"},
+		{"AlreadyAuthed", wire.MsgAlreadyAuthed, "auth-required: already authenticated"},
+		{"AuthAlreadyFailed", wire.MsgAuthAlreadyFailed, "auth-required: authentication already failed"},
+		{"SearchInCount", wire.MsgSearchInCount, "error: search is not supported in COUNT"},
+		{"CountTooBroad", wire.MsgCountTooBroad, "restricted: count filter requires narrower constraints"},
+		{"AccessRevoked", wire.MsgAccessRevoked, "restricted: channel access revoked"},
+		{"MixedSearch", wire.MsgMixedSearch, "error: mixed search and non-search filters not supported"},
+		{"AuthViaEvent", wire.MsgAuthViaEvent, "invalid: AUTH events cannot be submitted via EVENT"},
+		{"PubkeyMismatch", wire.MsgPubkeyMismatch, "invalid: event pubkey does not match authenticated identity"},
+		{"PGateREQ", wire.MsgPGateREQ, "restricted: p-gated events require #p matching your pubkey"},
+		{"PGateCount", wire.MsgPGateCount, "restricted: p-gated kinds require #p tag matching your pubkey"},
+		{"Engram", wire.MsgEngram, "restricted: agent-engram reads require authors=[self] or #p=[self]"},
+		{"AuthorOnly", wire.MsgAuthorOnly, "restricted: author-only kinds require authors=[self]"},
+		{"FrameTooLarge", wire.FrameTooLarge(70000, 65536), "error: frame too large (70000 bytes, limit 65536)"},
+		{"Reason", wire.Reason(wire.Blocked, "x"), "blocked: x"},
+	}
+	prefixes := []string{wire.Invalid, wire.Restricted, wire.AuthRequired, wire.Blocked, wire.RateLimited, wire.Error, wire.Duplicate}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, tc.got)
+			prefix, _, ok := strings.Cut(tc.got, ":")
+			require.True(t, ok, "no colon in %q", tc.got)
+			require.Contains(t, prefixes, prefix)
+		})
+	}
+}
