@@ -50,6 +50,9 @@ func newAudit(reg prometheus.Registerer) Audit {
 		Suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "buzz_audit_suppressed_total", Help: "Sampled audit observations not written individually."}, []string{"action"}),
 	}
+	if reg == nil {
+		return a
+	}
 	reg.MustRegister(a.Enabled, a.SendErrors, a.LogErrors, a.LogSeconds, a.Appended, a.OutboxPending, a.OutboxLag, a.Suppressed)
 	for _, action := range AuditActions {
 		a.Suppressed.WithLabelValues(action)

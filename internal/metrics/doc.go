@@ -7,6 +7,10 @@
 // prometheus.Registerer it is given; the package keeps no global state and
 // never touches prometheus.DefaultRegisterer.
 //
+// Metrics are always safe to use: Disabled (or New(nil)) builds a full set
+// registered nowhere, so a component whose Config.Metrics is nil defaults it
+// to Disabled() in its constructor and its call sites never check for nil.
+//
 // It does NOT decide when a metric moves (the relay, ingest, auth and httpapi
 // packages do), serve /metrics (health.MetricsHandler does), or import the
 // database driver: the pool is read through SetPoolStatsFunc. Metrics of

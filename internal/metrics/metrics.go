@@ -118,6 +118,9 @@ type Metrics struct {
 // pre-initialises the bounded label combinations (kinds, rejection reasons ×
 // transports, auth methods and failure reasons). It panics if a metric is
 // already registered on reg, so call it once per registry.
+//
+// With a nil reg it builds the same metrics and registers them nowhere, as
+// Disabled does.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		WSConnectionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -213,6 +216,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"action"}),
 		pool: newPoolCollector(),
 	}
+	m.Audit = newAudit(reg)
+	m.Search = newSearch(reg)
+	m.AuditSendErrors = m.Audit.SendErrors
+	if reg == nil {
+		return m // nobody can scrape them: skip the zero series
+	}
 	reg.MustRegister(
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
@@ -222,9 +231,6 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,
 		m.pool,
 	)
-	m.Audit = newAudit(reg)
-	m.Search = newSearch(reg)
-	m.AuditSendErrors = m.Audit.SendErrors
 	for _, k := range kindLabels() {
 		m.EventsReceived.WithLabelValues(k)
 		m.EventsStored.WithLabelValues(k)
@@ -242,6 +248,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	return m
 }
+
+// Disabled returns metrics that are registered on no registry: every field
+// is set and every method works, but nothing is ever exported. Components
+// default a nil Config.Metrics to it in their constructor, so no call site
+// checks for nil. Each call returns a fresh, unshared set (so nothing is
+// global); it costs a few microseconds, once per component.
+func Disabled() *Metrics { return New(nil) }
 
 // InitCommunity creates the zero series of a community host (normalised, as
 // in spec 10 §2.1) for buzz_ws_connections_total and, for every channel type,

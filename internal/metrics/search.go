@@ -30,6 +30,9 @@ func newSearch(reg prometheus.Registerer) Search {
 		Hits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "buzz_search_hits_total", Help: "Search candidates by what happened to them."}, []string{"transport", "result"}),
 	}
+	if reg == nil {
+		return s
+	}
 	reg.MustRegister(s.Requests, s.QuerySeconds, s.Hits)
 	for _, t := range SearchTransports {
 		s.QuerySeconds.WithLabelValues(t)
