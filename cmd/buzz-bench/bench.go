@@ -344,7 +344,7 @@ func filterFor(shape string, wl *workload, eIDs []string) func(rng *rand.Rand) e
 	}
 }
 
-// runReq keeps one REQ in flight on each of conns sockets for cfg.reqSeconds.
+// runReq keeps one REQ in flight on each of conns sockets for cfg.reqDuration.
 func runReq(ctx context.Context, cfg config, f *fleet, shape string, gen func(*rand.Rand) event.Filter) reqLine {
 	type result struct {
 		lat    []time.Duration
@@ -355,7 +355,7 @@ func runReq(ctx context.Context, cfg config, f *fleet, shape string, gen func(*r
 	}
 	results := make([]result, cfg.conns)
 	before := sampleCPU(cfg.pids)
-	sctx, cancel := context.WithTimeout(ctx, cfg.reqSeconds)
+	sctx, cancel := context.WithTimeout(ctx, cfg.reqDuration)
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -24,15 +24,15 @@ import (
 )
 
 type config struct {
-	relay      string
-	conns      int
-	inflight   int
-	events     int
-	authors    int
-	duration   time.Duration
-	phases     []string
-	reqSeconds time.Duration
-	pids       []pidGroup
+	relay       string
+	conns       int
+	inflight    int
+	events      int
+	authors     int
+	duration    time.Duration
+	phases      []string
+	reqDuration time.Duration
+	pids        []pidGroup
 	// kind is the workload's kind: 9 (a channel message, searchable) or 1
 	// (a note, which the search column leaves NULL).
 	kind int
@@ -69,7 +69,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.kind != 9 && c.kind != 1 {
 		return c, errf("--kind must be 9 or 1")
 	}
-	c.reqSeconds = time.Duration(*reqSecs * float64(time.Second))
+	c.reqDuration = time.Duration(*reqSecs * float64(time.Second))
 	for p := range strings.SplitSeq(*phases, ",") {
 		if !knownPhases[p] {
 			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req)", p)

@@ -169,7 +169,7 @@ func publishReport(ctx context.Context, a *app, rc relayClient, sk []byte, ev ev
 		return err
 	}
 	if !accepted {
-		return refusedExit
+		return errRefused
 	}
 	return nil
 }

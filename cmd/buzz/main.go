@@ -61,8 +61,8 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// refusedExit marks a run whose result was printed but refused (exit 1).
-var refusedExit = errors.New("refused")
+// errRefused marks a run whose result was printed but refused (exit 1).
+var errRefused = errors.New("refused")
 
 type command struct {
 	summary string
@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, refusedExit):
+	case errors.Is(err, errRefused):
 		return exitRefused
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK

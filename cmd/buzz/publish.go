@@ -91,7 +91,7 @@ func runPublish(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	if !accepted {
-		return refusedExit
+		return errRefused
 	}
 	return nil
 }

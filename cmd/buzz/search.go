@@ -440,14 +440,14 @@ func convert5to8(data []byte) ([]byte, error) {
 func npubToHex(s string) (string, error) {
 	hrp, data, err := bech32Decode(s)
 	if err != nil {
-		return "", fmt.Errorf("not a valid npub: %v", err)
+		return "", fmt.Errorf("not a valid npub: %w", err)
 	}
 	if hrp != "npub" {
 		return "", fmt.Errorf("not an npub (prefix %q)", hrp)
 	}
 	key, err := convert5to8(data)
 	if err != nil {
-		return "", fmt.Errorf("not a valid npub: %v", err)
+		return "", fmt.Errorf("not a valid npub: %w", err)
 	}
 	if len(key) != 32 {
 		return "", fmt.Errorf("not a valid npub: %d bytes, want 32", len(key))
