@@ -54,7 +54,10 @@ func (f *fakeRelay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		m, err := wire.ParseClient(b)
 		if err != nil {
-			send(wire.Notice(err.(*wire.ParseError).Notice()))
+			var pe *wire.ParseError // ParseClient fails with nothing else
+			if errors.As(err, &pe) {
+				send(wire.Notice(pe.Notice()))
+			}
 			continue
 		}
 		switch m.Type {

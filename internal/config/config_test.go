@@ -314,10 +314,6 @@ func TestLoadInvalid(t *testing.T) {
 	}
 }
 
-func itoa(n int) string {
-	return strings.TrimSpace(strings.ReplaceAll(slog.IntValue(n).String(), " ", ""))
-}
-
 func TestLoadFirstErrorWins(t *testing.T) {
 	t.Parallel()
 	_, _, err := load(t, "BUZZ_LOG_LEVEL", "loud", "BUZZ_HEALTH_PORT", "abc")

@@ -121,12 +121,16 @@ func validHostName(h string) bool {
 		return false
 	}
 	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !hostByte(h[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// hostByte reports whether c may appear in a normalised host name.
+func hostByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
 // validIPv6Literal accepts "[addr]" where addr is an IPv6 address.

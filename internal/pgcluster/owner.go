@@ -1,6 +1,7 @@
 package pgcluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,7 +40,7 @@ func resolveOwner() (owner, error) {
 			"--shell", "/usr/sbin/nologin", SystemUser).CombinedOutput()
 		// Exit status 9 means another process created the user meanwhile.
 		if u, err = user.Lookup(SystemUser); err != nil {
-			return owner{}, fmt.Errorf("create user %s with useradd: %v: %s", SystemUser, addErr, out)
+			return owner{}, fmt.Errorf("create user %s with useradd: %w: %s", SystemUser, cmp.Or(addErr, err), out)
 		}
 	}
 	uid, err := strconv.Atoi(u.Uid)
