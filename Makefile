@@ -20,6 +20,5 @@ fuzz: ## explore each fuzzer for longer (FUZZTIME=2m)
 bench: ## benchmarks only (no tests)
 	go test -run='^$$' -bench=. -benchmem ./...
 
-lint: ## gofmt check and go vet
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	go vet ./...
+lint: ## gofmt check, go vet, golangci-lint (pinned; installed into .bin/ on first use)
+	@scripts/lint.sh
