@@ -1,218 +1,140 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const waitFor = 10 * time.Second
+
+// testDB is one migrated PostgreSQL database (dbtest) shared by the
+// parallel subtests of one test function. Each bundle set up on it gets
+// communities, hosts and channels of its own, so bundles never see each
+// other's rows.
+type testDB struct {
+	pool  *pgxpool.Pool
+	url   string
+	store *store.Store
 }
 
-const (
-	hostA      = "a.test"
-	hostB      = "b.test"
-	communityA = "11111111-1111-4111-8111-111111111111"
-	communityB = "22222222-2222-4222-8222-222222222222"
-	channelC   = "33333333-3333-4333-8333-333333333333"
-	channelD   = "44444444-4444-4444-8444-444444444444"
-	waitFor    = 10 * time.Second
-)
-
-// memResolver maps the two test hosts.
-type memResolver struct{}
-
-func (memResolver) Resolve(_ context.Context, h string) (host.Tenant, error) {
-	switch h {
-	case hostA:
-		return host.Tenant{CommunityID: communityA, Host: hostA}, nil
-	case hostB:
-		return host.Tenant{CommunityID: communityB, Host: hostB}, nil
-	}
-	return host.Tenant{}, errors.New("no community")
+func newTestDB(t *testing.T) *testDB {
+	t.Helper()
+	pool, url := dbtest.NewDB(t)
+	return &testDB{pool: pool, url: url, store: store.New(pool)}
 }
 
-type stored struct {
-	community string
-	channel   string
-	ev        event.Event
+// options adjust a bundle beyond the relay Config.
+type options struct {
+	// config adjusts the relay Config before New.
+	config func(*Config)
+	// queryHook is the read engine's QueryHookFunc (fault injection).
+	queryHook func(ctx context.Context, f *event.Filter) error
+	// members, when set, is the store the relay asks about relay
+	// membership instead of the bundle's own (the same database through
+	// another pool).
+	members *store.Store
 }
 
-// memStore is an in-memory Submitter and Reader: it stores events in a
-// slice, fans them out through the Server, and reads them back. Every
-// channel is open to every reader unless denied.
-type memStore struct {
-	srv *Server
-
-	mu       sync.Mutex
-	events   []stored
-	denied   map[string]bool // channel → inaccessible to everyone
-	queryErr error
-	// gate, when set, blocks Submit until it is closed; entered is
-	// signalled first.
-	gate    chan struct{}
-	entered chan struct{}
-}
-
-func (m *memStore) Submit(ctx context.Context, req ingest.Request) ingest.Result {
-	m.mu.Lock()
-	gate, entered := m.gate, m.entered
-	m.mu.Unlock()
-	if gate != nil {
-		entered <- struct{}{}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ingest.Result{Code: ingest.Internal, Message: "error: internal server error"}
-		}
-	}
-	ev := req.Event
-	channel := ev.Tags.First("h").Value()
-	if !event.IsEphemeral(ev.Kind) {
-		m.mu.Lock()
-		m.events = append(m.events, stored{req.Tenant.CommunityID, channel, ev})
-		m.mu.Unlock()
-	}
-	m.srv.Broadcast(ingest.Delivery{CommunityID: req.Tenant.CommunityID, Channel: channel, Event: &ev, JSON: ev.AppendJSON(nil)})
-	return ingest.Result{Code: ingest.Accepted}
-}
-
-func (m *memStore) accessible() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for _, ch := range []string{channelC, channelD} {
-		if !m.denied[ch] {
-			out = append(out, ch)
-		}
-	}
-	return out
-}
-
-func (m *memStore) Accessible(context.Context, read.Scope) (*read.Access, error) {
-	return read.NewAccess(m.accessible()), nil
-}
-
-func (m *memStore) Confirm(_ context.Context, _ read.Scope, _ *read.Access, requested []string) ([]string, error) {
-	acc := m.accessible()
-	var out []string
-	for _, ch := range requested {
-		if slices.Contains(acc, ch) {
-			out = append(out, ch)
-		}
-	}
-	return out, nil
-}
-
-func (m *memStore) matching(sc read.Scope, acc *read.Access, f *event.Filter) []read.Row {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var rows []read.Row
-	for i := len(m.events) - 1; i >= 0; i-- {
-		s := m.events[i]
-		if s.community != sc.CommunityID || !f.Matches(&s.ev, s.channel) {
-			continue
-		}
-		if (s.channel != "" && !acc.Has(s.channel)) || !read.VisibleTo(sc.Reader, &s.ev) {
-			continue
-		}
-		rows = append(rows, read.Row{Event: s.ev, Channel: s.channel, JSON: s.ev.AppendJSON(nil)})
-	}
-	return rows
-}
-
-func (m *memStore) Query(_ context.Context, sc read.Scope, acc *read.Access, f *event.Filter, _ read.QueryOptions) ([]read.Row, error) {
-	m.mu.Lock()
-	err := m.queryErr
-	m.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	rows := m.matching(sc, acc, f)
-	limit := read.MaxLimit
-	if f.Limit != nil && *f.Limit < limit {
-		limit = *f.Limit
-	}
-	return rows[:min(limit, len(rows))], nil
-}
-
-func (m *memStore) Count(_ context.Context, sc read.Scope, acc *read.Access, f *event.Filter) (int64, error) {
-	return int64(len(m.matching(sc, acc, f))), nil
-}
-
-func (m *memStore) CanAccess(_ context.Context, _ read.Scope, channel string) bool {
-	return slices.Contains(m.accessible(), channel)
-}
-
-// memMembers is an in-memory MemberChecker.
-type memMembers struct {
-	mu      sync.Mutex
-	members map[string]bool // communityID/pubkey
-	err     error
-}
-
-func (m *memMembers) IsRelayMember(_ context.Context, communityID, pubkey string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.members[communityID+"/"+pubkey], m.err
-}
-
-func (m *memMembers) set(communityID, pubkey string, member bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.members[communityID+"/"+pubkey] = member
-}
-
+// testBundle is a relay Server wired to the real parts, as package server
+// wires them: store, host resolver, read engine and ingest pipeline on a
+// real database, with the pipeline's fan-out and evictions going to the
+// Server, served by an httptest server.
 type testBundle struct {
-	srv     *Server
-	ts      *httptest.Server
-	store   *memStore
-	members *memMembers
-	metrics *metrics.Metrics
+	db       *testDB
+	srv      *Server
+	ts       *httptest.Server
+	store    *store.Store
+	reader   *read.Engine
+	pipeline *ingest.Pipeline
+	metrics  *metrics.Metrics
+
+	// hostA and hostB are the hosts of two communities of this bundle.
+	hostA, hostB           string
+	communityA, communityB string
+	// owner owns the channels below (all in community A).
+	owner eventtest.Key
+	// channelC and channelD are open channels: every reader may read and
+	// post in them.
+	channelC, channelD string
+	// private is a private channel whose only member is owner.
+	private string
 }
 
-// setup starts a Server on an httptest server; mutate adjusts the Config.
-// Cleanup shuts the Server down and waits for every connection to end.
-func setup(t *testing.T, mutate func(*Config)) *testBundle {
+// setup starts a bundle on db; mutate adjusts the relay Config. Cleanup
+// shuts the Server down and waits for every connection to end.
+func (db *testDB) setup(t *testing.T, mutate func(*Config)) *testBundle {
+	t.Helper()
+	return db.setupWith(t, options{config: mutate})
+}
+
+func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 	t.Helper()
 	b := &testBundle{
-		store:   &memStore{denied: map[string]bool{}},
-		members: &memMembers{members: map[string]bool{}},
+		db:      db,
+		store:   db.store,
 		metrics: metrics.New(prometheus.NewRegistry()),
+		owner:   eventtest.NewKey(),
+	}
+	ca, cb := fixture.Community(t, db.pool), fixture.Community(t, db.pool)
+	b.hostA, b.hostB, b.communityA, b.communityB = ca.Host, cb.Host, ca.ID, cb.ID
+	b.channelC = fixture.Channel(t, db.pool, b.communityA, b.owner)
+	b.channelD = fixture.Channel(t, db.pool, b.communityA, b.owner)
+	b.private = fixture.Channel(t, db.pool, b.communityA, b.owner, fixture.Private())
+
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b.reader = read.New(read.Config{Store: db.store, Metrics: b.metrics, Logger: log, QueryHookFunc: o.queryHook})
+	fan := &fanout{}
+	b.pipeline = ingest.New(ingest.Config{
+		Pool: db.pool, Store: db.store, Broadcaster: fan, Metrics: b.metrics, Logger: log,
+		ForgetAccessFunc: b.reader.Forget, RelayKey: event.GenerateKey(), EvictFunc: fan.evict,
+	})
+	members := db.store
+	if o.members != nil {
+		members = o.members
 	}
 	cfg := Config{
-		Resolver:  memResolver{},
-		Submitter: b.store,
-		Reader:    b.store,
-		Members:   b.members,
+		Resolver:  tenant.NewResolver(tenant.Config{LookupFunc: db.communityByHost}),
+		Submitter: b.pipeline,
+		Reader:    b.reader,
+		Members:   members,
 		Metrics:   b.metrics,
-		Logger:    nil,
+		Logger:    log,
 	}
-	if mutate != nil {
-		mutate(&cfg)
+	if o.config != nil {
+		o.config(&cfg)
 	}
 	b.srv = New(cfg)
-	b.store.srv = b.srv
+	fan.srv = b.srv
 	b.ts = httptest.NewServer(b.srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -221,6 +143,100 @@ func setup(t *testing.T, mutate func(*Config)) *testBundle {
 		b.ts.Close()
 	})
 	return b
+}
+
+// communityByHost is the resolver's lookup, as the composition root wires
+// it: the community whose host or alias is h.
+func (db *testDB) communityByHost(ctx context.Context, h string) (string, error) {
+	c, err := db.store.CommunityByHost(ctx, h)
+	if errors.Is(err, pg.ErrNotFound) {
+		return "", tenant.ErrUnknownHost
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.ID, nil
+}
+
+// fanout forwards the pipeline's deliveries and evictions to the Server,
+// which is built after the pipeline (as in package server).
+type fanout struct{ srv *Server }
+
+func (f *fanout) Broadcast(d ingest.Delivery) { f.srv.Broadcast(d) }
+
+func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
+	f.srv.Evict(communityID, channel, pubkey, nonMembersOnly)
+}
+
+// setRelayMember adds pubkey to, or removes it from, community A's relay
+// members.
+func (b *testBundle) setRelayMember(t *testing.T, pubkey string, member bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if member {
+		_, err := b.store.RelayMemberUpsert(ctx, b.db.pool, store.RelayMemberUpsertParams{
+			CommunityID: b.communityA, Pubkey: pubkey, Role: "member", AddedBy: "cli"})
+		require.NoError(t, err)
+		return
+	}
+	removed, err := b.store.RelayMemberRemove(ctx, b.db.pool, b.communityA, pubkey)
+	require.NoError(t, err)
+	require.True(t, removed)
+}
+
+// dbLock is a lock held by an open transaction on a connection of its own;
+// statements that need the lock wait in PostgreSQL until release.
+type dbLock struct {
+	tx   pgx.Tx
+	pool *pgxpool.Pool
+	pid  uint32
+	once sync.Once
+}
+
+// lock runs stmt (a locking statement) in a new transaction on pool and
+// keeps the transaction open until release or the end of the test.
+func lock(t *testing.T, pool *pgxpool.Pool, stmt string, args ...any) *dbLock {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	l := &dbLock{tx: tx, pool: pool}
+	t.Cleanup(func() { l.release(t) })
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&l.pid))
+	_, err = tx.Exec(ctx, stmt, args...)
+	require.NoError(t, err)
+	return l
+}
+
+// blockWrites locks community A's row FOR UPDATE: every event insert into
+// the community (its foreign-key check takes KEY SHARE on that row) waits
+// until release. Reads are not blocked.
+func (b *testBundle) blockWrites(t *testing.T) *dbLock {
+	t.Helper()
+	return lock(t, b.db.pool, `SELECT 1 FROM communities WHERE id = $1 FOR UPDATE`, b.communityA)
+}
+
+// waitBlocked waits until n backends are waiting for the lock.
+func (l *dbLock) waitBlocked(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, func() bool {
+		var waiting int
+		err := l.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))`, l.pid).Scan(&waiting)
+		return err == nil && waiting >= n
+	}, "a statement waits for the lock")
+}
+
+// release ends the transaction, releasing the lock. Safe to call twice.
+func (l *dbLock) release(t *testing.T) {
+	t.Helper()
+	l.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		require.NoError(t, l.tx.Rollback(ctx))
+	})
 }
 
 // client is a test WebSocket client. A background goroutine reads frames
@@ -232,6 +248,8 @@ type client struct {
 	err       error
 	challenge string
 	key       eventtest.Key
+	// host is the host the client dialled.
+	host      string
 	startOnce sync.Once
 }
 
@@ -250,10 +268,11 @@ func (b *testBundle) dialWith(t *testing.T, o dialOpts) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, b.ts.URL, &websocket.DialOptions{Host: cmpOr(o.host, hostA), OnPingReceived: o.onPing})
+	h := cmp.Or(o.host, b.hostA)
+	ws, _, err := websocket.Dial(ctx, b.ts.URL, &websocket.DialOptions{Host: h, OnPingReceived: o.onPing})
 	require.NoError(t, err)
 	ws.SetReadLimit(-1)
-	c := &client{ws: ws, frames: make(chan []json.RawMessage, 1<<14), done: make(chan struct{}), key: eventtest.NewKey()}
+	c := &client{ws: ws, frames: make(chan []json.RawMessage, 1<<14), done: make(chan struct{}), key: eventtest.NewKey(), host: h}
 	t.Cleanup(func() {
 		_ = ws.CloseNow()
 		c.start()
@@ -267,13 +286,6 @@ func (b *testBundle) dialWith(t *testing.T, o dialOpts) *client {
 	require.Equal(t, "AUTH", str(t, f[0]))
 	c.challenge = str(t, f[1])
 	return c
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (c *client) start() {
@@ -374,10 +386,10 @@ func (c *client) authEvent(t *testing.T, relay string, opts ...eventtest.Option)
 	return c.key.Signed(t, event.KindAuth, opts...)
 }
 
-// auth authenticates as c.key on host a.test.
+// auth authenticates as c.key on the host it dialled.
 func (c *client) auth(t *testing.T) {
 	t.Helper()
-	ev := c.authEvent(t, "ws://"+hostA)
+	ev := c.authEvent(t, "ws://"+c.host)
 	c.send(t, "AUTH", ev)
 	c.expect(t, "OK", ev.ID, true, "")
 }
@@ -422,3 +434,28 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
 	require.Eventually(t, cond, waitFor, 5*time.Millisecond, msg)
 }
+
+// openStore opens a store on the database at url through a pool of its own
+// whose sessions take the given run-time settings ("name=value"), closed at
+// the end of the test.
+func openStore(t *testing.T, url string, settings ...string) *store.Store {
+	t.Helper()
+	u := url
+	for _, s := range settings {
+		sep := "?"
+		if strings.Contains(u, "?") {
+			sep = "&"
+		}
+		u += sep + s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	pool, err := pg.Open(ctx, u, pg.PoolConfig{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return store.New(pool)
+}
+
+// unique gives an event a random content, so that two events of one key,
+// kind and second are still two events (the store de-duplicates by id).
+func unique() eventtest.Option { return eventtest.Content("n-" + uuid.NewString()) }

@@ -20,11 +20,12 @@ import (
 
 func TestFrames(t *testing.T) {
 	t.Parallel()
+	db := newTestDB(t)
 
 	t.Run("TooLargeKeepsConnection", func(t *testing.T) {
 		t.Parallel()
 		const limit = 4096
-		b := setup(t, func(c *Config) { c.MaxFrameBytes = limit })
+		b := db.setup(t, func(c *Config) { c.MaxFrameBytes = limit })
 		c := b.dial(t)
 		c.auth(t)
 		ev := c.key.Signed(t, 1, eventtest.Content(strings.Repeat("x", limit+1024)))
@@ -40,7 +41,7 @@ func TestFrames(t *testing.T) {
 	t.Run("TwiceTheLimitCloses1009", func(t *testing.T) {
 		t.Parallel()
 		const limit = 4096
-		b := setup(t, func(c *Config) { c.MaxFrameBytes = limit })
+		b := db.setup(t, func(c *Config) { c.MaxFrameBytes = limit })
 		c := b.dial(t)
 		c.sendRaw(t, []byte(`["REQ","s",{"#t":["`+strings.Repeat("y", 2*limit)+`"]}]`))
 		c.expect(t, "NOTICE", wire.FrameTooLarge(2*limit+1, limit))
@@ -50,7 +51,7 @@ func TestFrames(t *testing.T) {
 
 	t.Run("ParseErrorsAndBinary", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, nil)
+		b := db.setup(t, nil)
 		c := b.dial(t)
 		c.auth(t)
 		c.sendRaw(t, []byte(`{"not":"an array"}`))
@@ -65,10 +66,11 @@ func TestFrames(t *testing.T) {
 
 func TestSlowClient(t *testing.T) {
 	t.Parallel()
+	db := newTestDB(t)
 
 	t.Run("StoredEventClosesAtOnce", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(c *Config) { c.SendBuffer = 16 })
+		b := db.setup(t, func(c *Config) { c.SendBuffer = 16 })
 		fast := b.dial(t)
 		fast.auth(t)
 		fast.send(t, "REQ", "f", map[string]any{"kinds": []int{1}})
@@ -86,7 +88,7 @@ func TestSlowClient(t *testing.T) {
 			return f
 		}
 		slow.challenge = str(t, readOne()[1])
-		authEv := slow.authEvent(t, "ws://"+hostA)
+		authEv := slow.authEvent(t, "ws://"+b.hostA)
 		slow.send(t, "AUTH", authEv)
 		require.Equal(t, "OK", str(t, readOne()[0]))
 		slow.send(t, "REQ", "s", map[string]any{"kinds": []int{1}})
@@ -96,7 +98,7 @@ func TestSlowClient(t *testing.T) {
 		content := strings.Repeat("z", 64<<10)
 		ev := author.Signed(t, 1, eventtest.Content(content)) // live delivery does not de-duplicate
 		for sent := 0; sent < 5000 && testutil.ToFloat64(b.metrics.WSBackpressureDisconnects) == 0; sent++ {
-			b.srv.Broadcast(ingest.Delivery{CommunityID: communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
+			b.srv.Broadcast(ingest.Delivery{CommunityID: b.communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
 			require.Equal(t, ev.ID, eventID(t, fast.expect(t, "EVENT", "f")), "the fast subscriber gets every event")
 		}
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.WSBackpressureDisconnects))
@@ -144,7 +146,7 @@ func TestSlowClient(t *testing.T) {
 
 	t.Run("TypingOnlySubscriberClosed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(c *Config) { c.SendBuffer = 4 })
+		b := db.setup(t, func(c *Config) { c.SendBuffer = 4 })
 		slow := b.dialWith(t, dialOpts{paused: true})
 		readOne := func() []json.RawMessage {
 			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -156,7 +158,7 @@ func TestSlowClient(t *testing.T) {
 			return f
 		}
 		slow.challenge = str(t, readOne()[1])
-		authEv := slow.authEvent(t, "ws://"+hostA)
+		authEv := slow.authEvent(t, "ws://"+b.hostA)
 		slow.send(t, "AUTH", authEv)
 		require.Equal(t, "OK", str(t, readOne()[0]))
 		slow.send(t, "REQ", "s", map[string]any{"kinds": []int{event.KindTyping}})
@@ -165,7 +167,7 @@ func TestSlowClient(t *testing.T) {
 		content := strings.Repeat("t", 64<<10)
 		ev := author.Signed(t, event.KindTyping, eventtest.Content(content))
 		for i := 0; i < 5000 && testutil.ToFloat64(b.metrics.WSBackpressureDisconnects) == 0; i++ {
-			b.srv.Broadcast(ingest.Delivery{CommunityID: communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
+			b.srv.Broadcast(ingest.Delivery{CommunityID: b.communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
 		}
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.WSBackpressureDisconnects))
 		slow.start()
@@ -176,7 +178,7 @@ func TestSlowClient(t *testing.T) {
 func TestHeartbeat(t *testing.T) {
 	t.Parallel()
 	const interval = 30 * time.Millisecond
-	b := setup(t, func(c *Config) {
+	b := newTestDB(t).setup(t, func(c *Config) {
 		c.HeartbeatInterval = interval
 		c.AuthTimeout = time.Minute
 	})
