@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,48 +11,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// brToken returns an Authorization value signed by key for u and method.
-// A random nonce tag keeps two tokens of the same second distinct, so the
-// replay guard does not refuse the second.
-func brToken(t testing.TB, key eventtest.Key, u, method string) string {
-	t.Helper()
-	tok := key.Signed(t, event.KindNIP98, eventtest.Content(""), eventtest.Tag("u", u), eventtest.Tag("method", method),
-		eventtest.Tag("nonce", rand.Text()))
-	return auth.NIP98Header(tok)
-}
-
 // brHTTP sends a bridge request to the deployment host with a fresh NIP-98
 // token signed by key.
 func brHTTP(t testing.TB, r *relaytest.Relay, path string, key eventtest.Key, body []byte) (int, []byte) {
 	t.Helper()
-	tok := brToken(t, key, "http://"+r.Host+path, http.MethodPost)
-	return brDo(t, r, "", http.MethodPost, path, map[string]string{"Authorization": tok}, body)
-}
-
-// brDo sends a bridge request to the relay with the given Host and headers.
-func brDo(t testing.TB, r *relaytest.Relay, host, method, path string, headers map[string]string, body []byte) (int, []byte) {
-	t.Helper()
-	if host == "" {
-		host = r.Host
-	}
-	req, err := http.NewRequest(method, "http://127.0.0.1:"+strconv.Itoa(r.Port)+path, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Host = host
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, b
+	return r.HTTP(t, "", http.MethodPost, path, &key, body)
 }
 
 // brQuery runs POST /query as key and returns the event ids.
@@ -75,22 +41,22 @@ func TestBridge(t *testing.T) {
 
 	t.Run("ReplayDetected", func(t *testing.T) { // check 97
 		t.Parallel()
-		tok := brToken(t, alice, base+"/events", http.MethodPost)
+		tok := relaytest.Token(t, alice, base+"/events", http.MethodPost)
 		ev := alice.Signed(t, 1, eventtest.Content("first"))
 		body, _ := json.Marshal(ev)
-		status, resp := brDo(t, r, "", http.MethodPost, "/events", map[string]string{"Authorization": tok}, body)
+		status, resp := r.Do(t, relaytest.Request{Path: "/events", Authorization: tok, Body: body})
 		require.Equal(t, http.StatusOK, status, string(resp))
 		require.JSONEq(t, `{"event_id":"`+ev.ID+`","accepted":true,"message":""}`, string(resp))
 		other, _ := json.Marshal(alice.Signed(t, 1, eventtest.Content("second")))
-		status, resp = brDo(t, r, "", http.MethodPost, "/events", map[string]string{"Authorization": tok}, other)
+		status, resp = r.Do(t, relaytest.Request{Path: "/events", Authorization: tok, Body: other})
 		require.Equal(t, http.StatusUnauthorized, status)
 		require.JSONEq(t, `{"error":"NIP-98: replay detected"}`, string(resp))
 	})
 
 	t.Run("QueryStringSigned", func(t *testing.T) { // check 99
 		t.Parallel()
-		tok := brToken(t, alice, base+"/query", http.MethodPost)
-		status, resp := brDo(t, r, "", http.MethodPost, "/query?x=1", map[string]string{"Authorization": tok}, []byte(`[{"kinds":[1]}]`))
+		tok := relaytest.Token(t, alice, base+"/query", http.MethodPost)
+		status, resp := r.Do(t, relaytest.Request{Path: "/query?x=1", Authorization: tok, Body: []byte(`[{"kinds":[1]}]`)})
 		require.Equal(t, http.StatusUnauthorized, status)
 		require.JSONEq(t, `{"error":"NIP-98: URL mismatch: event has `+"`"+base+"/query`, expected `"+base+"/query?x=1`"+`"}`, string(resp))
 		status, resp = brHTTP(t, r, "/query?x=1", alice, []byte(`[{"kinds":[1]}]`))
@@ -99,14 +65,14 @@ func TestBridge(t *testing.T) {
 
 	t.Run("LoopbackAliasInURL", func(t *testing.T) { // check 100
 		t.Parallel()
-		tok := brToken(t, alice, "http://127.0.0.1:"+strconv.Itoa(r.Port)+"/query", http.MethodPost)
-		status, resp := brDo(t, r, "", http.MethodPost, "/query", map[string]string{"Authorization": tok}, []byte(`[{"kinds":[1]}]`))
+		tok := relaytest.Token(t, alice, "http://127.0.0.1:"+strconv.Itoa(r.Port)+"/query", http.MethodPost)
+		status, resp := r.Do(t, relaytest.Request{Path: "/query", Authorization: tok, Body: []byte(`[{"kinds":[1]}]`)})
 		require.Equal(t, http.StatusOK, status, string(resp))
 	})
 
 	t.Run("XPubkeyIgnoredByDefault", func(t *testing.T) { // check 101
 		t.Parallel()
-		status, resp := brDo(t, r, "", http.MethodPost, "/query", map[string]string{"X-Pubkey": alice.PubKey}, []byte(`[{"kinds":[1]}]`))
+		status, resp := r.Do(t, relaytest.Request{Path: "/query", Header: map[string]string{"X-Pubkey": alice.PubKey}, Body: []byte(`[{"kinds":[1]}]`)})
 		require.Equal(t, http.StatusUnauthorized, status)
 		require.JSONEq(t, `{"error":"missing Nostr auth"}`, string(resp))
 	})
@@ -226,24 +192,24 @@ func TestBridgeXPubkeyShortcut(t *testing.T) { // check 101
 
 	ev := bob.Signed(t, 1, eventtest.Content("via X-Pubkey"))
 	body, _ := json.Marshal(ev)
-	status, resp := brDo(t, r, "", http.MethodPost, "/events", map[string]string{"X-Pubkey": strings.ToUpper(bob.PubKey)}, body)
+	status, resp := r.Do(t, relaytest.Request{Path: "/events", Header: map[string]string{"X-Pubkey": strings.ToUpper(bob.PubKey)}, Body: body})
 	require.Equal(t, http.StatusOK, status, string(resp))
 	require.JSONEq(t, `{"event_id":"`+ev.ID+`","accepted":true,"message":""}`, string(resp))
 
 	// Served as exactly that pubkey: another key's event is refused.
-	status, resp = brDo(t, r, "", http.MethodPost, "/events", map[string]string{"X-Pubkey": eve.PubKey}, mustJSON(t, bob.Signed(t, 1)))
+	status, resp = r.Do(t, relaytest.Request{Path: "/events", Header: map[string]string{"X-Pubkey": eve.PubKey}, Body: mustJSON(t, bob.Signed(t, 1))})
 	require.Equal(t, http.StatusForbidden, status)
 	require.JSONEq(t, `{"error":"invalid: event pubkey does not match authenticated identity"}`, string(resp))
 	// And the p-gate sees it as the reader.
-	status, resp = brDo(t, r, "", http.MethodPost, "/query", map[string]string{"X-Pubkey": bob.PubKey}, []byte(`[{"kinds":[1059],"#p":["`+bob.PubKey+`"]}]`))
+	status, resp = r.Do(t, relaytest.Request{Path: "/query", Header: map[string]string{"X-Pubkey": bob.PubKey}, Body: []byte(`[{"kinds":[1059],"#p":["` + bob.PubKey + `"]}]`)})
 	require.Equal(t, http.StatusOK, status, string(resp))
-	status, _ = brDo(t, r, "", http.MethodPost, "/query", map[string]string{"X-Pubkey": eve.PubKey}, []byte(`[{"kinds":[1059],"#p":["`+bob.PubKey+`"]}]`))
+	status, _ = r.Do(t, relaytest.Request{Path: "/query", Header: map[string]string{"X-Pubkey": eve.PubKey}, Body: []byte(`[{"kinds":[1059],"#p":["` + bob.PubKey + `"]}]`)})
 	require.Equal(t, http.StatusForbidden, status)
 
-	status, resp = brDo(t, r, "", http.MethodPost, "/query", map[string]string{"X-Pubkey": "xyz"}, []byte(`[{"kinds":[1]}]`))
+	status, resp = r.Do(t, relaytest.Request{Path: "/query", Header: map[string]string{"X-Pubkey": "xyz"}, Body: []byte(`[{"kinds":[1]}]`)})
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.JSONEq(t, `{"error":"invalid X-Pubkey hex"}`, string(resp))
-	status, resp = brDo(t, r, "", http.MethodPost, "/query", nil, []byte(`[{"kinds":[1]}]`))
+	status, resp = r.Do(t, relaytest.Request{Path: "/query", Body: []byte(`[{"kinds":[1]}]`)})
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.JSONEq(t, `{"error":"missing Nostr auth"}`, string(resp))
 }

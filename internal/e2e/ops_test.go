@@ -229,16 +229,9 @@ func TestNIP11WithRelayKey(t *testing.T) { // check 96
 	}
 	// Bridge responses follow the list instead.
 	key := eventtest.NewKey()
-	tok := brToken(t, key, "http://"+r.Host+"/query", http.MethodPost)
-	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(r.Port)+"/query", strings.NewReader(`[{"kinds":[1]}]`))
-	require.NoError(t, err)
-	req.Host = r.Host
-	req.Header.Set("Authorization", tok)
-	req.Header.Set("Origin", "https://other.example")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp := r.Exchange(t, relaytest.Request{Path: "/query", Key: &key, Body: []byte(`[{"kinds":[1]}]`),
+		Header: map[string]string{"Origin": "https://other.example"}})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 }
 
@@ -405,14 +398,14 @@ func TestLogsKeepSecrets(t *testing.T) { // check 120
 	ok, _ := w.Publish(key.Signed(t, 0, eventtest.Content("SECRET-XYZ not json")))
 	require.False(t, ok)
 
-	tok := brToken(t, key, "http://"+r.Host+"/events", http.MethodPost)
+	tok := relaytest.Token(t, key, "http://"+r.Host+"/events", http.MethodPost)
 	bridged := key.Signed(t, 1, eventtest.Content("SECRET-XYZ over the bridge"))
-	status, resp := brDo(t, r, "", http.MethodPost, "/events", map[string]string{"Authorization": tok}, mustJSON(t, bridged))
+	status, resp := r.Do(t, relaytest.Request{Path: "/events", Authorization: tok, Body: mustJSON(t, bridged)})
 	require.Equal(t, http.StatusOK, status, string(resp))
-	status, _ = brDo(t, r, "", http.MethodPost, "/events", map[string]string{"Authorization": tok}, mustJSON(t, bridged))
+	status, _ = r.Do(t, relaytest.Request{Path: "/events", Authorization: tok, Body: mustJSON(t, bridged)})
 	require.Equal(t, http.StatusUnauthorized, status) // replay: a failure path of the same header
-	badTok := brToken(t, key, "http://elsewhere.test/events", http.MethodPost)
-	status, _ = brDo(t, r, "", http.MethodPost, "/events", map[string]string{"Authorization": badTok}, mustJSON(t, bridged))
+	badTok := relaytest.Token(t, key, "http://elsewhere.test/events", http.MethodPost)
+	status, _ = r.Do(t, relaytest.Request{Path: "/events", Authorization: badTok, Body: mustJSON(t, bridged)})
 	require.Equal(t, http.StatusUnauthorized, status)
 
 	failed := r.Dial(t, "")

@@ -246,7 +246,7 @@ func TestSearchBudgetFollowsMaxLimit(t *testing.T) { // check 29
 			MaxLimit int `json:"max_limit"`
 		} `json:"limitation"`
 	}
-	status, body := brDo(t, r, "", http.MethodGet, "/", map[string]string{"Accept": "application/nostr+json"}, nil)
+	status, body := r.Do(t, relaytest.Request{Method: http.MethodGet, Path: "/", Header: map[string]string{"Accept": "application/nostr+json"}})
 	require.Equal(t, http.StatusOK, status)
 	require.NoError(t, json.Unmarshal(body, &doc))
 	require.Equal(t, read.MaxLimit, doc.Limitation.MaxLimit)

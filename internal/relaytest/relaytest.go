@@ -5,12 +5,9 @@
 package relaytest
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,7 +19,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
@@ -263,29 +259,4 @@ func (w *WS) Req(sub string, filters ...any) (events []event.Event, closed strin
 			return events, msg[2].(string), false
 		}
 	}
-}
-
-// HTTP sends a bridge request for host with a NIP-98 token signed by key
-// (nil key: no Authorization). It returns the status and body.
-func (r *Relay) HTTP(t testing.TB, host, method, path string, key *eventtest.Key, body []byte) (int, []byte) {
-	t.Helper()
-	if host == "" {
-		host = r.Host
-	}
-	req, err := http.NewRequest(method, "http://127.0.0.1:"+strconv.Itoa(r.Port)+path, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Host = host
-	if key != nil {
-		// The nonce keeps two tokens of the same second distinct (ids are single-use).
-		tok := key.Signed(t, event.KindNIP98, eventtest.Content(""),
-			eventtest.Tag("u", "http://"+host+path), eventtest.Tag("method", method),
-			eventtest.Tag("nonce", hex.EncodeToString(event.GenerateKey()[:8])))
-		req.Header.Set("Authorization", auth.NIP98Header(tok))
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, b
 }
