@@ -204,7 +204,7 @@ func (p *Pipeline) commit(ctx context.Context, req *Request, reg *registration, 
 		applyErr = during("apply", reg.name, err)
 		return applyErr
 	})
-	if err != nil && err != applyErr { //nolint:errorlint // identity: the error is the closure's own
+	if err != nil && !errors.Is(err, applyErr) { // begin or commit failed, not apply
 		err = fmt.Errorf("commit %s: %w", reg.name, err)
 	}
 	return out, err

@@ -75,7 +75,7 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 		}
 		return groupEffect{}, reject(wire.Restricted, "not a channel member")
 	}
-	if ch.Archived && !(ev.Kind == event.KindEditMetadata && g.unarchive) { // 15
+	if ch.Archived && (ev.Kind != event.KindEditMetadata || !g.unarchive) { // 15
 		return groupEffect{}, invalid("channel is archived")
 	}
 	actorRole, actorActive, err := s.ChannelMemberRole(ctx, w.q, cid, c.channel, ev.PubKey)

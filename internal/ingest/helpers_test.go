@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -114,7 +115,8 @@ func (b *testBundle) mustSubmit(t *testing.T, author eventtest.Key, ev event.Eve
 // channel creates a channel owned by owner through a 9007 and returns its id.
 func (b *testBundle) channel(t *testing.T, owner eventtest.Key, opts ...eventtest.Option) string {
 	t.Helper()
-	ev := owner.Signed(t, event.KindCreateGroup, append([]eventtest.Option{eventtest.Tag("name", "c")}, opts...)...)
+	// A content of its own: two channels of one owner in one second are two events.
+	ev := owner.Signed(t, event.KindCreateGroup, append([]eventtest.Option{eventtest.Tag("name", "c"), eventtest.Content(uuid.NewString())}, opts...)...)
 	b.mustSubmit(t, owner, ev)
 	ch, err := b.store.EventLookup(context.Background(), b.pool, b.tenant.CommunityID, ev.ID)
 	require.NoError(t, err)

@@ -216,7 +216,7 @@ func (p *Pipeline) check(req *Request) error {
 		return invalid("event contains a NUL character")
 	}
 	if ev.PubKey != req.Author && ev.Kind != event.KindGiftWrap { // 8
-		return &refusal{Result{Code: Forbidden, Message: "invalid: event pubkey does not match authenticated identity"}}
+		return &refusal{Result{Code: Forbidden, Message: wire.Reason(wire.Invalid, "event pubkey does not match authenticated identity")}}
 	}
 	return nil
 }

@@ -35,17 +35,17 @@ type Request struct {
 type Code int
 
 const (
-	// Accepted: committed (or, for an ephemeral event, fanned out). OK true, "".
+	// Accepted means committed (or, for an ephemeral event, fanned out). OK true, "".
 	Accepted Code = iota
-	// Duplicate: already stored, or a replacement that lost. OK true, "duplicate:".
+	// Duplicate means already stored, or a replacement that lost. OK true, "duplicate:".
 	Duplicate
-	// Conflict: a duplicate reaction or channel. OK false, HTTP 200 accepted:false.
+	// Conflict means a duplicate reaction or channel. OK false, HTTP 200 accepted:false.
 	Conflict
-	// Rejected: a pipeline refusal. OK false, HTTP 400.
+	// Rejected means a pipeline refusal. OK false, HTTP 400.
 	Rejected
-	// Forbidden: the signer is not the event's author. OK false, HTTP 403.
+	// Forbidden means the signer is not the event's author. OK false, HTTP 403.
 	Forbidden
-	// Internal: a failure of ours. OK false "error: internal server error", HTTP 500.
+	// Internal means a failure of ours. OK false "error: internal server error", HTTP 500.
 	Internal
 )
 
