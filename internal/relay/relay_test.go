@@ -134,6 +134,9 @@ func TestAuth(t *testing.T) {
 		err := c.closed(t)
 		require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
 		require.Contains(t, err.Error(), "auth timeout")
+		// The counter is incremented once the close is queued, so it may
+		// trail the close frame the client has already read.
+		eventually(t, func() bool { return testutil.ToFloat64(b.metrics.WSAuthTimeouts) == 1 }, "one auth timeout counted")
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.WSAuthTimeouts))
 	})
 
