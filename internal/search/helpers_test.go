@@ -32,19 +32,6 @@ func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 
 func (tr *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// searches returns how many recorded statements were search statements.
-func (tr *tracer) searches() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	n := 0
-	for _, s := range tr.sql {
-		if strings.Contains(s, "search_query.query") {
-			n++
-		}
-	}
-	return n
-}
-
 func (tr *tracer) count() int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
