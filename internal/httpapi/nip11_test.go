@@ -15,11 +15,12 @@ const nip11Accept = "application/nostr+json"
 
 func TestNIP11(t *testing.T) {
 	t.Parallel()
+	d := newDB(t)
 
 	t.Run("Fields", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		res := b.do(t, http.MethodGet, "a.test", "/", nil, map[string]string{"Accept": nip11Accept})
+		b := setup(t, d)
+		res := b.do(t, http.MethodGet, b.ta.Host, "/", nil, map[string]string{"Accept": nip11Accept})
 		require.Equal(t, http.StatusOK, res.status)
 		require.Equal(t, "application/nostr+json", res.header.Get("Content-Type"))
 		require.JSONEq(t, `{
@@ -47,7 +48,7 @@ func TestNIP11(t *testing.T) {
 
 	t.Run("UnmappedHost", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, d)
 		res := b.do(t, http.MethodGet, "nowhere.test", "/", nil, map[string]string{"Accept": nip11Accept})
 		require.Equal(t, http.StatusOK, res.status)
 		require.Contains(t, res.body, `"name":"Buzz Relay"`)
@@ -55,10 +56,10 @@ func TestNIP11(t *testing.T) {
 
 	t.Run("InfoAndPlainFallback", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, d)
 		info := b.do(t, http.MethodGet, "nowhere.test", "/info", nil, nil)
 		require.Equal(t, http.StatusOK, info.status)
-		plain := b.do(t, http.MethodGet, "a.test", "/", nil, nil)
+		plain := b.do(t, http.MethodGet, b.ta.Host, "/", nil, nil)
 		require.Equal(t, http.StatusOK, plain.status)
 		require.Equal(t, info.body, plain.body)
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.HTTPRequests.WithLabelValues("200", "/info")))
@@ -67,19 +68,19 @@ func TestNIP11(t *testing.T) {
 
 	t.Run("UpgradeGoesToWebSocket", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, d)
 		up := map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "websocket"}
-		require.Equal(t, "websocket", b.do(t, http.MethodGet, "a.test", "/", nil, up).body)
+		require.Equal(t, "websocket", b.do(t, http.MethodGet, b.ta.Host, "/", nil, up).body)
 		up["Accept"] = nip11Accept
-		require.Contains(t, b.do(t, http.MethodGet, "a.test", "/", nil, up).body, `"name":"Buzz Relay"`)
+		require.Contains(t, b.do(t, http.MethodGet, b.ta.Host, "/", nil, up).body, `"name":"Buzz Relay"`)
 	})
 
 	t.Run("CORSAlwaysStar", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.test"} })
-		res := b.do(t, http.MethodGet, "a.test", "/", nil, map[string]string{"Accept": nip11Accept, "Origin": "https://other.test"})
+		b := setup(t, d, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.test"} })
+		res := b.do(t, http.MethodGet, b.ta.Host, "/", nil, map[string]string{"Accept": nip11Accept, "Origin": "https://other.test"})
 		require.Equal(t, "*", res.header.Get("Access-Control-Allow-Origin"))
-		pre := b.do(t, http.MethodOptions, "a.test", "/", nil, map[string]string{"Origin": "https://other.test"})
+		pre := b.do(t, http.MethodOptions, b.ta.Host, "/", nil, map[string]string{"Origin": "https://other.test"})
 		require.Equal(t, http.StatusNoContent, pre.status)
 		require.Equal(t, "*", pre.header.Get("Access-Control-Allow-Origin"))
 		require.Equal(t, "GET, OPTIONS", pre.header.Get("Access-Control-Allow-Methods"))
@@ -88,27 +89,27 @@ func TestNIP11(t *testing.T) {
 
 	t.Run("SelfOnlyWithRelayKey", func(t *testing.T) {
 		t.Parallel()
-		without := setup(t)
+		without := setup(t, d)
 		var doc map[string]any
-		require.NoError(t, json.Unmarshal([]byte(without.do(t, http.MethodGet, "a.test", "/info", nil, nil).body), &doc))
+		require.NoError(t, json.Unmarshal([]byte(without.do(t, http.MethodGet, without.ta.Host, "/info", nil, nil).body), &doc))
 		require.NotContains(t, doc, "self")
 
 		pk := without.key.PubKey
-		with := setup(t, func(c *httpapi.Config) { c.RelayPubkey = pk })
+		with := without.serve(t, func(c *httpapi.Config) { c.RelayPubkey = pk })
 		doc = nil
-		require.NoError(t, json.Unmarshal([]byte(with.do(t, http.MethodGet, "a.test", "/info", nil, nil).body), &doc))
+		require.NoError(t, json.Unmarshal([]byte(with.do(t, http.MethodGet, with.ta.Host, "/info", nil, nil).body), &doc))
 		require.Equal(t, pk, doc["self"])
 	})
 }
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *httpapi.Config) {
+	b := setup(t, newDB(t), func(c *httpapi.Config) {
 		c.Health = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("health " + r.URL.Path)) })
 	})
 	res := b.do(t, http.MethodGet, "nowhere.test", "/health", nil, nil)
 	require.Equal(t, http.StatusOK, res.status)
 	require.Equal(t, "ok", res.body)
-	require.Equal(t, "health /_readiness", b.do(t, http.MethodGet, "a.test", "/_readiness", nil, nil).body)
-	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "a.test", "/nope", nil, nil).status)
+	require.Equal(t, "health /_readiness", b.do(t, http.MethodGet, b.ta.Host, "/_readiness", nil, nil).body)
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, b.ta.Host, "/nope", nil, nil).status)
 }

@@ -10,248 +10,311 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
+	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/httpapi"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	dbtest.Main(m)
 }
 
 var errInjected = errors.New("injected failure")
 
-// memResolver maps normalised hosts to tenants.
-type memResolver map[string]host.Tenant
-
-func (m memResolver) Resolve(_ context.Context, h string) (host.Tenant, error) {
-	t, ok := m[h]
-	if !ok {
-		return host.Tenant{}, errors.New("no community")
-	}
-	return t, nil
+// testDB is one migrated database shared by the subtests of one test
+// function. Every bundle has communities of its own in it, so parallel
+// subtests never see each other's rows.
+type testDB struct {
+	pool *pgxpool.Pool
+	url  string
 }
 
-// memStore is a small in-memory pipeline and read engine. Channels listed in
-// open are accessible to everyone; no other channel is accessible.
-type memStore struct {
-	mu        sync.Mutex
-	rows      []read.Row
-	open      map[string]bool
-	fail      bool // every call fails
-	tooBroad  bool // Count answers read.ErrCountTooBroad
-	conflict  bool // Submit answers Conflict
-	lastOpts  []read.QueryOptions
-	submitted []ingest.Request
-	queries   int
+func newDB(t *testing.T) *testDB {
+	t.Helper()
+	pool, dbURL := dbtest.NewDB(t)
+	require.NoError(t, pg.EnsurePartitions(context.Background(), pool, time.Now(), pg.DefaultPartitionsAhead))
+	return &testDB{pool: pool, url: dbURL}
 }
 
-func (m *memStore) Submit(_ context.Context, req ingest.Request) ingest.Result {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.submitted = append(m.submitted, req)
-	ev := req.Event
-	switch {
-	case m.fail:
-		return ingest.Result{Code: ingest.Internal, Message: "error: internal server error"}
-	case ev.Kind == 22242:
-		return ingest.Result{Code: ingest.Rejected, Message: "invalid: AUTH events cannot be submitted"}
-	case ev.PubKey != req.Author:
-		return ingest.Result{Code: ingest.Forbidden, Message: "invalid: event pubkey does not match authenticated identity"}
-	case m.conflict:
-		return ingest.Result{Code: ingest.Conflict, Message: "duplicate: reaction already exists"}
+// openPool opens another pool on the database with extra connection
+// settings (URL query parameters, such as PostgreSQL run-time settings).
+func (d *testDB) openPool(t *testing.T, params map[string]string) *pgxpool.Pool {
+	t.Helper()
+	u, err := url.Parse(d.url)
+	require.NoError(t, err)
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
 	}
-	for _, r := range m.rows {
-		if r.Event.ID == ev.ID {
-			return ingest.Result{Code: ingest.Duplicate, Message: "duplicate:"}
-		}
-	}
-	m.rows = append(m.rows, read.Row{Event: ev, Channel: ev.Tags.First("h").Value(), JSON: ev.AppendJSON(nil)})
-	return ingest.Result{Code: ingest.Accepted}
+	u.RawQuery = q.Encode()
+	pool, err := pg.Open(context.Background(), u.String(), pg.PoolConfig{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }
 
-func (m *memStore) Accessible(context.Context, read.Scope) (*read.Access, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail {
-		return nil, errInjected
-	}
-	var chs []string
-	for ch := range m.open {
-		chs = append(chs, ch)
-	}
-	return read.NewAccess(chs), nil
+// readOnlyStore is a store on a connection whose transactions PostgreSQL
+// keeps read-only: every write through it fails in the database.
+func (d *testDB) readOnlyStore(t *testing.T) (*pgxpool.Pool, *store.Store) {
+	t.Helper()
+	pool := d.openPool(t, map[string]string{"default_transaction_read_only": "on"})
+	return pool, store.New(pool)
 }
 
-func (m *memStore) Confirm(_ context.Context, _ read.Scope, acc *read.Access, requested []string) ([]string, error) {
-	var out []string
-	for _, ch := range requested {
-		if acc.Has(ch) {
-			out = append(out, ch)
-		}
-	}
-	return out, nil
+// downStore is a store whose pool is closed, as when the database cannot be
+// reached: every call through it fails.
+func (d *testDB) downStore(t *testing.T) *store.Store {
+	t.Helper()
+	pool := d.openPool(t, nil)
+	pool.Close()
+	return store.New(pool)
 }
 
-func (m *memStore) match(sc read.Scope, acc *read.Access, f *event.Filter, opt read.QueryOptions) []read.Row {
-	var out []read.Row
-	for _, r := range m.rows {
-		if !f.Matches(&r.Event, r.Channel) || (r.Channel != "" && !acc.Has(r.Channel)) || !read.VisibleTo(sc.Reader, &r.Event) {
-			continue
+// communityByHost is the resolver's lookup, as the composition root wires
+// it: the community whose host or alias is h.
+func communityByHost(st *store.Store) tenant.LookupFunc {
+	return func(ctx context.Context, h string) (string, error) {
+		c, err := st.CommunityByHost(ctx, h)
+		if errors.Is(err, pg.ErrNotFound) {
+			return "", tenant.ErrUnknownHost
 		}
-		if opt.BeforeID != "" && r.Event.CreatedAt == *f.Until && r.Event.ID <= opt.BeforeID {
-			continue
+		if err != nil {
+			return "", err
 		}
-		out = append(out, r)
+		return c.ID, nil
 	}
-	slices.SortFunc(out, func(a, b read.Row) int {
-		if a.Event.CreatedAt != b.Event.CreatedAt {
-			return int(b.Event.CreatedAt - a.Event.CreatedAt)
+}
+
+// deliveries is the pipeline's fan-out target, standing where the relay
+// server stands in production; it remembers every committed event offered
+// to live subscriptions.
+type deliveries struct {
+	mu  sync.Mutex
+	got []ingest.Delivery
+}
+
+func (d *deliveries) Broadcast(x ingest.Delivery) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got = append(d.got, x)
+}
+
+// of returns the deliveries of one event.
+func (d *deliveries) of(id string) []ingest.Delivery {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []ingest.Delivery
+	for _, x := range d.got {
+		if x.Event.ID == id {
+			out = append(out, x)
 		}
-		return strings.Compare(a.Event.ID, b.Event.ID)
-	})
+	}
 	return out
 }
 
-func (m *memStore) Query(_ context.Context, sc read.Scope, acc *read.Access, f *event.Filter, opt read.QueryOptions) ([]read.Row, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.queries++
-	m.lastOpts = append(m.lastOpts, opt)
-	if m.fail {
-		return nil, errInjected
-	}
-	out := m.match(sc, acc, f, opt)
-	limit := read.MaxLimit
-	if f.Limit != nil {
-		limit = min(*f.Limit, limit)
-	}
-	return out[:min(limit, len(out))], nil
+func (d *deliveries) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.got)
 }
 
-func (m *memStore) Count(_ context.Context, sc read.Scope, acc *read.Access, f *event.Filter) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail {
-		return 0, errInjected
+// replayGuard adapts the store to the door's single-use NIP-98 ids, as the
+// composition root does.
+type replayGuard struct{ s *store.Store }
+
+func (r replayGuard) UseNIP98(ctx context.Context, communityID, eventID string) (bool, error) {
+	return r.s.NIP98Use(ctx, communityID, eventID)
+}
+
+// readHooks is the read engine's fault-injection point: it counts history
+// queries (and search statements) and fails them while fail is set.
+type readHooks struct {
+	fail  atomic.Bool
+	calls atomic.Int64
+}
+
+func (h *readHooks) before(context.Context, *event.Filter) error {
+	h.calls.Add(1)
+	if h.fail.Load() {
+		return errInjected
 	}
-	if m.tooBroad {
-		return 0, read.ErrCountTooBroad
-	}
-	return int64(len(m.match(sc, acc, f, read.QueryOptions{}))), nil
+	return nil
 }
 
-// memMembers is the relay_members table of every community.
-type memMembers struct {
-	mu      sync.Mutex
-	members map[string]bool // communityID + "/" + pubkey
-	fail    bool
-}
-
-func (m *memMembers) IsRelayMember(_ context.Context, cid, pubkey string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail {
-		return false, errInjected
-	}
-	return m.members[cid+"/"+pubkey], nil
-}
-
-// memReplay remembers used NIP-98 ids per community.
-type memReplay struct {
-	mu   sync.Mutex
-	used map[string]bool
-	fail bool
-}
-
-func (m *memReplay) UseNIP98(_ context.Context, cid, id string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail {
-		return false, errInjected
-	}
-	if m.used[cid+"/"+id] {
-		return false, nil
-	}
-	m.used[cid+"/"+id] = true
-	return true, nil
-}
-
-func (m *memReplay) size() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.used)
-}
-
+// testBundle is one door served over HTTP in front of the real parts: the
+// store, the cached host resolver, the read engine and the ingest pipeline
+// on the test function's database, with communities of its own.
 type testBundle struct {
-	url     string
-	client  *http.Client
-	store   *memStore
-	members *memMembers
-	replay  *memReplay
-	metrics *metrics.Metrics
+	db       *testDB
+	st       *store.Store
+	pipeline *ingest.Pipeline
+	reader   *read.Engine
+	resolver *tenant.Resolver
+	fan      *deliveries
+	reads    *readHooks
+	registry *prometheus.Registry
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	// ta and tb are two communities; local is one on a localhost:port host.
+	ta, tb, local host.Tenant
+	// general is an open channel of ta owned by key.
+	general string
 	key     eventtest.Key
-	// now is the server clock, fixed for the test.
-	now time.Time
+	// now is the door's clock, fixed when the door was served.
+	now    time.Time
+	cfg    httpapi.Config
+	url    string
+	client *http.Client
 }
 
-func setup(t *testing.T, change ...func(*httpapi.Config)) *testBundle {
+// localPorts keeps the localhost:port hosts apart within a database.
+var localPorts atomic.Int64
+
+func init() { localPorts.Store(3000) }
+
+// setup builds the parts on d, two communities and a localhost one, the
+// open channel "general" in the first, and serves a door whose Config the
+// change functions adjust.
+func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle {
 	t.Helper()
+	st := store.New(d.pool)
 	b := &testBundle{
-		store:   &memStore{open: map[string]bool{"general": true}},
-		members: &memMembers{members: map[string]bool{}},
-		replay:  &memReplay{used: map[string]bool{}},
-		metrics: metrics.New(prometheus.NewRegistry()),
-		key:     eventtest.NewKey(),
-		now:     time.Now(),
+		db:       d,
+		st:       st,
+		fan:      &deliveries{},
+		reads:    &readHooks{},
+		registry: prometheus.NewRegistry(),
+		key:      eventtest.NewKey(),
+		log:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	cfg := httpapi.Config{
-		Resolver: memResolver{
-			"a.test":         {CommunityID: "c-a", Host: "a.test"},
-			"b.test":         {CommunityID: "c-b", Host: "b.test"},
-			"localhost:3000": {CommunityID: "c-local", Host: "localhost:3000"},
-		},
-		Submitter:        b.store,
-		Reader:           b.store,
-		Members:          b.members,
-		Replay:           b.replay,
+	b.metrics = metrics.New(b.registry)
+	ca := fixture.Community(t, d.pool)
+	cb := fixture.Community(t, d.pool)
+	cl := fixture.Community(t, d.pool, "localhost:"+strconv.FormatInt(localPorts.Add(1), 10))
+	b.ta = host.Tenant{CommunityID: ca.ID, Host: ca.Host}
+	b.tb = host.Tenant{CommunityID: cb.ID, Host: cb.Host}
+	b.local = host.Tenant{CommunityID: cl.ID, Host: cl.Host}
+	b.general = fixture.Channel(t, d.pool, ca.ID, b.key, fixture.Named("general"))
+
+	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
+	b.reader = read.New(read.Config{Store: st, Metrics: b.metrics, Logger: b.log, QueryHookFunc: b.reads.before})
+	b.pipeline = b.newPipeline(d.pool, st)
+	b.cfg = httpapi.Config{
+		Resolver:         b.resolver,
+		Submitter:        b.pipeline,
+		Reader:           b.reader,
+		Members:          st,
+		Replay:           replayGuard{st},
 		WebSocket:        http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "websocket") }),
 		Metrics:          b.metrics,
-		Logger:           slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:           b.log,
 		RequireAuthToken: true,
 		Version:          "test-1",
 		MaxFrameBytes:    524288,
-		NowFunc:          func() time.Time { return b.now },
 	}
+	return b.serve(t, change...)
+}
+
+// newPipeline is the ingest pipeline on pool and st, wired as the
+// composition root wires it, fanning out to b.fan.
+func (b *testBundle) newPipeline(pool *pgxpool.Pool, st *store.Store) *ingest.Pipeline {
+	return ingest.New(ingest.Config{
+		Pool: pool, Store: st, Broadcaster: b.fan, Metrics: b.metrics, Logger: b.log,
+		ForgetAccessFunc: b.reader.Forget, RelayKey: event.GenerateKey(),
+	})
+}
+
+// serve starts another door on the same parts and communities, with the
+// change functions applied to a copy of the bundle's Config. The new door's
+// clock stands still at the time serve was called.
+func (b *testBundle) serve(t *testing.T, change ...func(*httpapi.Config)) *testBundle {
+	t.Helper()
+	nb := *b
+	nb.now = time.Now()
+	cfg := b.cfg
+	cfg.NowFunc = func() time.Time { return nb.now }
 	for _, c := range change {
 		c(&cfg)
 	}
 	srv := httptest.NewServer(httpapi.New(cfg).Handler())
 	tr := &http.Transport{}
-	b.url, b.client = srv.URL, &http.Client{Transport: tr}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		srv.Close()
 	})
-	return b
+	nb.cfg, nb.url, nb.client = cfg, srv.URL, &http.Client{Transport: tr}
+	return &nb
 }
+
+// submit runs events through the pipeline directly (not through the door,
+// so no NIP-98 id or HTTP metric is spent), as the tenant ta and each
+// event's author; each must be accepted.
+func (b *testBundle) submit(t *testing.T, evs ...event.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		res := b.pipeline.Submit(context.Background(), ingest.Request{Tenant: b.ta, Author: ev.PubKey, Source: ingest.SourceWebSocket, Event: ev})
+		require.Equal(t, ingest.Accepted, res.Code, res.Message)
+	}
+}
+
+// privateChannel creates a private channel of ta owned by a new key, with
+// one kind-9 message by its owner; b.key is not a member.
+func (b *testBundle) privateChannel(t *testing.T) (id string, owner eventtest.Key, msg event.Event) {
+	t.Helper()
+	owner = eventtest.NewKey()
+	id = fixture.Channel(t, b.db.pool, b.ta.CommunityID, owner, fixture.Private(), fixture.Named("secret"))
+	msg = fixture.Event(t, b.db.pool, b.ta.CommunityID, owner, 9, eventtest.Channel(id), eventtest.Content("secret message"))
+	return id, owner, msg
+}
+
+// replayRows counts the NIP-98 ids recorded for a community.
+func (b *testBundle) replayRows(t *testing.T, communityID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM nip98_replay WHERE community_id = $1`, communityID).Scan(&n))
+	return n
+}
+
+// total sums every series of a counter family of the bundle's metrics.
+func (b *testBundle) total(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := b.registry.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// urlA is the http URL of path on the first community.
+func (b *testBundle) urlA(path string) string { return "http://" + b.ta.Host + path }
 
 // response is an answered request.
 type response struct {
@@ -277,16 +340,23 @@ func (b *testBundle) do(t *testing.T, method, hostHeader, target string, body []
 	return response{status: res.StatusCode, body: string(got), header: res.Header}
 }
 
-// signedPost sends a POST to a.test signed by key for url, with a payload tag.
+// signedPost sends a POST to the first community signed by key for its
+// URL, with a payload tag.
 func (b *testBundle) signedPost(t *testing.T, key eventtest.Key, path string, body []byte) response {
 	t.Helper()
-	return b.do(t, http.MethodPost, "a.test", path, body,
-		map[string]string{"Authorization": nip98(t, key, "POST", "http://a.test"+path, body)})
+	return b.do(t, http.MethodPost, b.ta.Host, path, body,
+		map[string]string{"Authorization": nip98(t, key, "POST", b.urlA(path), body)})
 }
 
 // nip98 returns an Authorization header signed by key for method and url,
 // with the payload tag of body when body is not nil.
 func nip98(t *testing.T, key eventtest.Key, method, url string, body []byte, opts ...eventtest.Option) string {
+	t.Helper()
+	return auth.NIP98Header(nip98Event(t, key, method, url, body, opts...))
+}
+
+// nip98Event is the signed token event of nip98.
+func nip98Event(t *testing.T, key eventtest.Key, method, url string, body []byte, opts ...eventtest.Option) event.Event {
 	t.Helper()
 	// A distinct content per token keeps ids apart within one second.
 	o := []eventtest.Option{eventtest.Content(strconv.FormatInt(tokenSeq.Add(1), 10)), eventtest.Tag("u", url), eventtest.Tag("method", method)}
@@ -294,7 +364,7 @@ func nip98(t *testing.T, key eventtest.Key, method, url string, body []byte, opt
 		sum := sha256.Sum256(body)
 		o = append(o, eventtest.Tag("payload", hex.EncodeToString(sum[:])))
 	}
-	return auth.NIP98Header(key.Signed(t, auth.KindHTTPAuth, append(o, opts...)...))
+	return key.Signed(t, auth.KindHTTPAuth, append(o, opts...)...)
 }
 
 var tokenSeq atomic.Int64
@@ -302,9 +372,3 @@ var tokenSeq atomic.Int64
 func errorJSON(msg string) string { return `{"error":` + jsonString(msg) + `}` }
 
 func jsonString(s string) string { return string(event.AppendString(nil, s)) }
-
-// ThreadReplies is not exercised by these transport tests; the legacy thread
-// read is tested end to end against PostgreSQL in internal/e2e.
-func (m *memStore) ThreadReplies(context.Context, read.Scope, *read.Access, read.ThreadParams) ([]read.Row, error) {
-	return nil, nil
-}
