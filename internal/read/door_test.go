@@ -127,24 +127,24 @@ func TestRefusals(t *testing.T) {
 			"REQ": {Code: read.CodeNotChannelMember, Reason: wire.MsgNotChannelMember},
 		}},
 		{"PGate", []string{`{"kinds":[1059]}`}, map[string]*read.Refusal{
-			"REQ": {Code: read.CodeGated, Reason: read.MsgPGateREQ}, "COUNT": {Code: read.CodeGated, Reason: read.MsgPGateCount},
-			"Query": {Code: read.CodeGated, Reason: read.MsgPGateCount}, "CountHTTP": {Code: read.CodeGated, Reason: read.MsgPGateCount},
+			"REQ": {Code: read.CodeGated, Reason: wire.MsgPGateREQ}, "COUNT": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
+			"Query": {Code: read.CodeGated, Reason: wire.MsgPGateCount}, "CountHTTP": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
 		}},
 		{"PGatePassesForSelf", []string{`{"kinds":[1059],"#p":["` + self + `"]}`}, nil},
 		{"Engram", []string{`{"kinds":[30174]}`}, map[string]*read.Refusal{
-			"REQ": {Code: read.CodeGated, Reason: read.MsgEngram}, "COUNT": {Code: read.CodeGated, Reason: read.MsgEngram},
-			"Query": {Code: read.CodeGated, Reason: read.MsgEngram}, "CountHTTP": {Code: read.CodeGated, Reason: read.MsgEngram},
+			"REQ": {Code: read.CodeGated, Reason: wire.MsgEngram}, "COUNT": {Code: read.CodeGated, Reason: wire.MsgEngram},
+			"Query": {Code: read.CodeGated, Reason: wire.MsgEngram}, "CountHTTP": {Code: read.CodeGated, Reason: wire.MsgEngram},
 		}},
 		{"EngramPassesForOwnAuthor", []string{`{"kinds":[30174],"authors":["` + self + `"]}`}, nil},
 		{"AuthorOnly", []string{`{"kinds":[30300]}`}, map[string]*read.Refusal{
-			"REQ": {Code: read.CodeGated, Reason: read.MsgAuthorOnly}, "COUNT": {Code: read.CodeGated, Reason: read.MsgAuthorOnly},
-			"Query": {Code: read.CodeGated, Reason: read.MsgAuthorOnly}, "CountHTTP": {Code: read.CodeGated, Reason: read.MsgAuthorOnly},
+			"REQ": {Code: read.CodeGated, Reason: wire.MsgAuthorOnly}, "COUNT": {Code: read.CodeGated, Reason: wire.MsgAuthorOnly},
+			"Query": {Code: read.CodeGated, Reason: wire.MsgAuthorOnly}, "CountHTTP": {Code: read.CodeGated, Reason: wire.MsgAuthorOnly},
 		}},
 		// A REQ whose every filter names a channel is a channel
 		// subscription: gated only by channel access, never by the gates.
 		{"ChannelSubscriptionIsNotGated", []string{`{"kinds":[1059],"#h":["` + w.open + `"]}`}, map[string]*read.Refusal{
-			"COUNT": {Code: read.CodeGated, Reason: read.MsgPGateCount}, "Query": {Code: read.CodeGated, Reason: read.MsgPGateCount},
-			"CountHTTP": {Code: read.CodeGated, Reason: read.MsgPGateCount},
+			"COUNT": {Code: read.CodeGated, Reason: wire.MsgPGateCount}, "Query": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
+			"CountHTTP": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
 		}},
 		{"NotChannelMember", []string{`{"kinds":[9],"#h":["` + w.private + `"]}`}, map[string]*read.Refusal{
 			"REQ": {Code: read.CodeNotChannelMember, Reason: wire.MsgNotChannelMember},
@@ -159,8 +159,8 @@ func TestRefusals(t *testing.T) {
 		// A search filter without kinds is judged as naming only the
 		// searchable kinds: never gated, so the count refusal is the search one.
 		{"GateBeforeSearchInCount", []string{`{"kinds":[1059],"search":"x"}`}, map[string]*read.Refusal{
-			"REQ": {Code: read.CodeGated, Reason: read.MsgPGateREQ}, "Query": {Code: read.CodeGated, Reason: read.MsgPGateCount},
-			"COUNT": {Code: read.CodeGated, Reason: read.MsgPGateCount}, "CountHTTP": {Code: read.CodeGated, Reason: read.MsgPGateCount},
+			"REQ": {Code: read.CodeGated, Reason: wire.MsgPGateREQ}, "Query": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
+			"COUNT": {Code: read.CodeGated, Reason: wire.MsgPGateCount}, "CountHTTP": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
 		}},
 		{"CapBeforeGate", []string{`{"kinds":[1059]}`, manyChannels(read.MaxExplicitChannels + 1)}, map[string]*read.Refusal{
 			"REQ": {Code: read.CodeTooManyChannels, Reason: wire.MsgTooManyChannels}, "COUNT": {Code: read.CodeTooManyChannels, Reason: wire.MsgTooManyChannels},
@@ -177,11 +177,11 @@ func TestRefusals(t *testing.T) {
 		// A legacy thread read on /query returns thread rows only: judged
 		// as naming the thread kinds, so not gated.
 		{"LegacyThreadIsNotGatedOnTheBridge", []string{`{"#e":["` + strings.Repeat("b", 64) + `"],"depth_limit":3}`}, map[string]*read.Refusal{
-			"REQ": {Code: read.CodeGated, Reason: read.MsgPGateREQ}, "COUNT": {Code: read.CodeGated, Reason: read.MsgPGateCount},
+			"REQ": {Code: read.CodeGated, Reason: wire.MsgPGateREQ}, "COUNT": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
 		}},
 		{"LegacyThreadWithGatedKinds", []string{`{"#e":["` + strings.Repeat("b", 64) + `"],"depth_limit":3,"kinds":[1059]}`}, map[string]*read.Refusal{
-			"REQ": {Code: read.CodeGated, Reason: read.MsgPGateREQ}, "COUNT": {Code: read.CodeGated, Reason: read.MsgPGateCount},
-			"Query": {Code: read.CodeGated, Reason: read.MsgPGateCount}, "CountHTTP": {Code: read.CodeGated, Reason: read.MsgPGateCount},
+			"REQ": {Code: read.CodeGated, Reason: wire.MsgPGateREQ}, "COUNT": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
+			"Query": {Code: read.CodeGated, Reason: wire.MsgPGateCount}, "CountHTTP": {Code: read.CodeGated, Reason: wire.MsgPGateCount},
 		}},
 	}
 	for _, tc := range cases {

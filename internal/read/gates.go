@@ -4,14 +4,7 @@ import (
 	"strings"
 
 	"github.com/buzz-relay/buzz/internal/event"
-)
-
-// Gate messages (spec 10 §7.7, §7.10).
-const (
-	MsgPGateREQ   = "restricted: p-gated events require #p matching your pubkey"
-	MsgPGateCount = "restricted: p-gated kinds require #p tag matching your pubkey"
-	MsgEngram     = "restricted: agent-engram reads require authors=[self] or #p=[self]"
-	MsgAuthorOnly = "restricted: author-only kinds require authors=[self]"
+	"github.com/buzz-relay/buzz/internal/wire"
 )
 
 // Gate runs the p-gate, the engram gate and the author-only gate, in that
@@ -28,15 +21,15 @@ func Gate(reader string, filters []event.Filter, s Surface) string {
 		}
 		if !pGatePasses(reader, f) {
 			if s == SurfaceREQ {
-				return MsgPGateREQ
+				return wire.MsgPGateREQ
 			}
-			return MsgPGateCount
+			return wire.MsgPGateCount
 		}
 		if !engramGatePasses(reader, f) {
-			return MsgEngram
+			return wire.MsgEngram
 		}
 		if !authorOnlyGatePasses(reader, f) {
-			return MsgAuthorOnly
+			return wire.MsgAuthorOnly
 		}
 	}
 	return ""

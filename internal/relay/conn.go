@@ -330,11 +330,14 @@ func (c *conn) authTimeout() {
 	if _, ok := c.identity(); ok {
 		return
 	}
-	if c.closeWith(websocket.StatusPolicyViolation, "auth timeout", nil, false) {
+	// Claim the close first and count before the close frame is queued,
+	// so a client that sees the close also sees the counters.
+	if c.closing.CompareAndSwap(false, true) {
 		if c.srv.m != nil {
 			c.srv.m.WSAuthTimeouts.Inc()
 			c.srv.m.AuthFailures.WithLabelValues("timeout").Inc()
 		}
+		c.ctrl <- closeReq{code: websocket.StatusPolicyViolation, reason: "auth timeout"}
 		c.log.Debug("auth timeout")
 	}
 }

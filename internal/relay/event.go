@@ -8,8 +8,6 @@ import (
 
 // Messages of the WebSocket door (spec 10 §1.2 W2, W3).
 const (
-	msgAuthViaEvent    = "invalid: AUTH events cannot be submitted via EVENT"
-	msgPubkeyMismatch  = "invalid: event pubkey does not match authenticated identity"
 	rejectAuth         = "auth"
 	rejectInvalid      = "invalid"
 	transportWebSocket = "ws"
@@ -33,12 +31,12 @@ func (c *conn) handleEvent(ev event.Event) {
 	c.goHandler(func() {
 		if ev.Kind == event.KindAuth {
 			c.rejected(rejectInvalid)
-			c.reply(wire.OK(ev.ID, false, msgAuthViaEvent))
+			c.reply(wire.OK(ev.ID, false, wire.MsgAuthViaEvent))
 			return
 		}
 		if ev.PubKey != pubkey && ev.Kind != event.KindGiftWrap {
 			c.rejected(rejectInvalid)
-			c.reply(wire.OK(ev.ID, false, msgPubkeyMismatch))
+			c.reply(wire.OK(ev.ID, false, wire.MsgPubkeyMismatch))
 			return
 		}
 		res := c.srv.cfg.Submitter.Submit(c.ctx, ingest.Request{
