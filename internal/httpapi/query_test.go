@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -207,6 +208,7 @@ func TestCount(t *testing.T) {
 		res = b.signedPost(t, b.key, "/count", tooBroad)
 		require.Equal(t, http.StatusBadRequest, res.status)
 		require.Equal(t, errorJSON("restricted: count filter requires narrower constraints"), res.body)
+		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.CountFallbackRejections))
 
 		down := b.serve(t, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Store: d.downStore(t)}) })
 		res = down.signedPost(t, b.key, "/count", []byte(`[{"kinds":[9]}]`))
