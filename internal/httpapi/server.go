@@ -47,7 +47,7 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Audit records NIP-98 successes and failures (spec 30 §4.3); nil disables it.
 	Audit auth.Observer
-	// Logger defaults to slog.Default() when nil.
+	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
 	// Secure makes NIP-98 expect https URLs (RELAY_URL is wss://).
 	Secure bool
@@ -112,7 +112,7 @@ func New(cfg Config) *Server {
 		mux: http.NewServeMux(),
 	}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("component", "httpapi")
 	if s.now == nil {
