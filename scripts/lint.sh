@@ -11,6 +11,11 @@ cd "$(dirname "$0")/.."
 version=2.15.0
 bin=$PWD/.bin/golangci-lint
 
+if ! "$bin" version 2>/dev/null | grep -q "version $version "; then
+  echo "installing golangci-lint v$version into .bin/" >&2
+  GOBIN=$PWD/.bin go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$version"
+fi
+
 # Tracked and new (not ignored) Go files that exist in the work tree.
 files=()
 while IFS= read -r f; do [ -f "$f" ] && files+=("$f"); done < <(git ls-files -co --exclude-standard '*.go')
@@ -22,11 +27,6 @@ if [ -n "$unformatted" ]; then
 fi
 
 go vet ./...
-
-if ! "$bin" version 2>/dev/null | grep -q "version $version "; then
-  echo "installing golangci-lint v$version into .bin/" >&2
-  GOBIN=$PWD/.bin go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$version"
-fi
 
 # golangci-lint's cache does not notice an edited ruleguard rules file, so the
 # cache directory is named after the rules and the config.
