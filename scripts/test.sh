@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: one throwaway PostgreSQL cluster for the run, every
-# package's tests (race detector on when cgo can build it), then a short
-# fuzz run of each parser that reads bytes from outside.
+# The whole test suite: the lint steps of `make lint` (gofmt, go vet,
+# golangci-lint; any finding fails the run), one throwaway PostgreSQL cluster
+# for the run, every package's tests (race detector on when cgo can build
+# it), then a short fuzz run of each parser that reads bytes from outside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/lint.sh
 scripts/ensure-postgres.sh
 
 dir=$(mktemp -d /tmp/buzz-test.XXXXXX)
@@ -21,7 +23,6 @@ else
   echo "note: gcc not found, running without the race detector" >&2
 fi
 
-go vet ./...
 go test "${race[@]}" -count=1 -timeout 20m ./...
 
 fuzztime=${FUZZTIME:-10s}
