@@ -117,9 +117,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		}
 	}
 	m := s.cfg.Metrics
-	if m != nil {
-		m.AuthAttempts.WithLabelValues("nip98").Inc()
-	}
+	m.AuthAttempts.WithLabelValues("nip98").Inc()
 	ev, err := auth.VerifyNIP98(auth.NIP98Request{
 		Header:     authz,
 		Method:     r.Method,
@@ -131,9 +129,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		Now:        s.now(),
 	})
 	if err != nil {
-		if m != nil {
-			m.AuthFailures.WithLabelValues("nip98_invalid").Inc()
-		}
+		m.AuthFailures.WithLabelValues("nip98_invalid").Inc()
 		var ne *auth.NIP98Error
 		if errors.As(err, &ne) {
 			s.auditAuthFailure(tenant.CommunityID, "", nip98Reason(ne))
@@ -148,9 +144,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98ReplayUnavailable)
 	}
 	if !fresh {
-		if m != nil {
-			m.AuthFailures.WithLabelValues("nip98_replay").Inc()
-		}
+		m.AuthFailures.WithLabelValues("nip98_replay").Inc()
 		s.auditAuthFailure(tenant.CommunityID, "", "replay")
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98Replay)
 	}
@@ -171,9 +165,7 @@ func (s *Server) requireMember(ctx context.Context, tenant host.Tenant, pubkey s
 		return fmt.Errorf("check relay membership: %w", err)
 	}
 	if !ok {
-		if m := s.cfg.Metrics; m != nil {
-			m.AuthFailures.WithLabelValues("not_relay_member").Inc()
-		}
+		s.cfg.Metrics.AuthFailures.WithLabelValues("not_relay_member").Inc()
 		s.auditAuthFailure(tenant.CommunityID, pubkey, "not_relay_member")
 		return &apiError{status: http.StatusForbidden, body: errorBody{Error: msgMembershipRequired, Message: msgMembershipDetail}}
 	}

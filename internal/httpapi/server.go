@@ -43,7 +43,7 @@ type Config struct {
 	// Health, when set, is mounted on GET /_liveness and GET /_readiness.
 	Health http.Handler
 	// Metrics receives http_requests_total and http_request_latency_ms and
-	// the NIP-98 auth counters. Nil disables them.
+	// the NIP-98 auth counters. Default metrics.Disabled().
 	Metrics *metrics.Metrics
 	// Audit records NIP-98 successes and failures (spec 30 §4.3); nil disables it.
 	Audit auth.Observer
@@ -105,6 +105,9 @@ func New(cfg Config) *Server {
 	case cfg.RequireRelayMembership && cfg.Members == nil:
 		panic("httpapi: Config.Members is nil while RequireRelayMembership is set")
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Disabled()
+	}
 	s := &Server{
 		cfg: cfg,
 		log: cfg.Logger,
@@ -152,10 +155,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")
 	})
-	if m := s.cfg.Metrics; m != nil {
-		for _, a := range []string{actionRoot, actionInfo, actionEvents, actionQuery, actionCount} {
-			m.InitHTTPAction(a)
-		}
+	m := s.cfg.Metrics
+	for _, a := range []string{actionRoot, actionInfo, actionEvents, actionQuery, actionCount} {
+		m.InitHTTPAction(a)
 	}
 }
 
@@ -229,10 +231,9 @@ func (s *Server) instrument(action string, h http.Handler) http.Handler {
 			sw.status = http.StatusOK
 		}
 		took := time.Since(start)
-		if m := s.cfg.Metrics; m != nil {
-			m.HTTPRequests.WithLabelValues(strconv.Itoa(sw.status), action).Inc()
-			m.HTTPRequestLatencyMs.WithLabelValues(action).Observe(float64(took) / float64(time.Millisecond))
-		}
+		m := s.cfg.Metrics
+		m.HTTPRequests.WithLabelValues(strconv.Itoa(sw.status), action).Inc()
+		m.HTTPRequestLatencyMs.WithLabelValues(action).Observe(float64(took) / float64(time.Millisecond))
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http bridge request",
 			slog.String("route", action), slog.String("method", r.Method),
 			slog.Int("status", sw.status), slog.Int64("duration_ms", took.Milliseconds()))

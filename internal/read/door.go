@@ -26,9 +26,6 @@ const (
 	SurfaceCountHTTP
 )
 
-// counts reports whether the surface answers a count rather than rows.
-func (s Surface) counts() bool { return s == SurfaceCOUNT || s == SurfaceCountHTTP }
-
 // Request is one whole read: who reads where, through which door, what.
 type Request struct {
 	Scope

@@ -53,7 +53,7 @@ func engramGatePasses(reader string, f *event.Filter) bool {
 }
 
 func authorOnlyGatePasses(reader string, f *event.Filter) bool {
-	if f.Kinds == nil || len(f.Kinds) == 0 {
+	if len(f.Kinds) == 0 {
 		return true
 	}
 	for _, k := range f.Kinds {

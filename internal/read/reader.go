@@ -15,8 +15,9 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	Store   *store.Store
-	Metrics *metrics.Metrics // nil-safe
+	Store *store.Store
+	// Metrics receives the read metrics. Default metrics.Disabled().
+	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// CacheTTL is the lifetime of accessible-channel entries. Default 10 s.
 	CacheTTL time.Duration
@@ -55,6 +56,9 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Disabled()
+	}
 	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
 	if cfg.Store != nil {
 		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
@@ -70,14 +74,10 @@ func (e *Engine) Accessible(ctx context.Context, sc Scope) (*Access, error) {
 	ent, ok := e.cache[k]
 	e.mu.Unlock()
 	if ok && now.Before(ent.expires) {
-		if m := e.cfg.Metrics; m != nil {
-			m.AccessibleChannelsCacheHits.Inc()
-		}
+		e.cfg.Metrics.AccessibleChannelsCacheHits.Inc()
 		return ent.acc, nil
 	}
-	if m := e.cfg.Metrics; m != nil {
-		m.AccessibleChannelsCacheMisses.Inc()
-	}
+	e.cfg.Metrics.AccessibleChannelsCacheMisses.Inc()
 	chans, err := e.cfg.Store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
 	if err != nil {
 		return nil, err
@@ -234,9 +234,7 @@ func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 		return 0, err
 	}
 	if len(rows) > CountFallbackMaximum {
-		if m := e.cfg.Metrics; m != nil {
-			m.CountFallbackRejections.Inc()
-		}
+		e.cfg.Metrics.CountFallbackRejections.Inc()
 		return 0, errCountTooBroad
 	}
 	var n int64

@@ -97,18 +97,17 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 	if opt.OnePage {
 		transport = "http"
 	}
-	if m := e.cfg.Metrics; m != nil {
-		defer func() {
-			outcome := "ok"
-			switch {
-			case err != nil && (errors.Is(err, context.DeadlineExceeded) || search.IsTimeout(err)):
-				outcome = "timeout"
-			case err != nil:
-				outcome = "error"
-			}
-			m.Search.Requests.WithLabelValues(transport, outcome).Inc()
-		}()
-	}
+	m := e.cfg.Metrics
+	defer func() {
+		outcome := "ok"
+		switch {
+		case err != nil && (errors.Is(err, context.DeadlineExceeded) || search.IsTimeout(err)):
+			outcome = "timeout"
+		case err != nil:
+			outcome = "error"
+		}
+		m.Search.Requests.WithLabelValues(transport, outcome).Inc()
+	}()
 	text := search.NormalizeText(*f.Search)
 	limit, perPage, pages := MaxLimit, int64(SearchPageSize), MaxSearchPages
 	if opt.OnePage {
@@ -161,9 +160,7 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 		}
 		started := time.Now()
 		res, err := e.searcher.Search(ctx, q)
-		if m := e.cfg.Metrics; m != nil {
-			m.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
-		}
+		e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
 		if err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
@@ -194,9 +191,7 @@ func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 		return nil, nil
 	}
 	count := func(result string) {
-		if m := e.cfg.Metrics; m != nil {
-			m.Search.Hits.WithLabelValues(transport, result).Inc()
-		}
+		e.cfg.Metrics.Search.Hits.WithLabelValues(transport, result).Inc()
 	}
 	if err := e.hook(ctx, "hydrate", f); err != nil {
 		return nil, err

@@ -24,10 +24,7 @@ func (c *conn) handleAuth(ev event.Event) {
 		c.reply(wire.OK(ev.ID, false, wire.MsgAuthAlreadyFailed))
 		return
 	}
-	m := c.srv.m
-	if m != nil {
-		m.AuthAttempts.WithLabelValues("nip42").Inc()
-	}
+	c.srv.m.AuthAttempts.WithLabelValues("nip42").Inc()
 	err := auth.VerifyNIP42(ev, auth.NIP42Params{
 		Challenge:  c.challenge,
 		TenantHost: c.tenant.Host,
@@ -74,7 +71,5 @@ func (c *conn) failAuth(reason string) {
 	c.mu.Lock()
 	c.state = authFailed
 	c.mu.Unlock()
-	if c.srv.m != nil {
-		c.srv.m.AuthFailures.WithLabelValues(reason).Inc()
-	}
+	c.srv.m.AuthFailures.WithLabelValues(reason).Inc()
 }

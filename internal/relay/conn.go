@@ -119,9 +119,7 @@ func (c *conn) serve() {
 		c.dropLocked(sub)
 	}
 	c.mu.Unlock()
-	if c.counted && c.srv.m != nil {
-		c.srv.m.WSConnectionsActive.Dec()
-	}
+	c.srv.m.WSConnectionsActive.Dec()
 	c.log.Debug("websocket closed")
 }
 
@@ -237,9 +235,7 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 		}
 	}
 	if c.closeWith(websocket.StatusPolicyViolation, "slow client", nil, false) {
-		if c.srv.m != nil {
-			c.srv.m.WSBackpressureDisconnects.Inc()
-		}
+		c.srv.m.WSBackpressureDisconnects.Inc()
 		c.log.Info("slow client closed", slog.Int("strikes", c.strikes))
 	}
 	return false
@@ -316,9 +312,7 @@ func (c *conn) finish(req closeReq) {
 
 // challengeWritten counts the connection and starts the AUTH deadline.
 func (c *conn) challengeWritten() {
-	if c.srv.m != nil {
-		c.srv.m.WSConnectionsActive.Inc()
-	}
+	c.srv.m.WSConnectionsActive.Inc()
 	c.mu.Lock()
 	if c.state != authDone {
 		c.authTimer = time.AfterFunc(c.srv.cfg.AuthTimeout, c.authTimeout)
@@ -333,10 +327,8 @@ func (c *conn) authTimeout() {
 	// Claim the close first and count before the close frame is queued,
 	// so a client that sees the close also sees the counters.
 	if c.closing.CompareAndSwap(false, true) {
-		if c.srv.m != nil {
-			c.srv.m.WSAuthTimeouts.Inc()
-			c.srv.m.AuthFailures.WithLabelValues("timeout").Inc()
-		}
+		c.srv.m.WSAuthTimeouts.Inc()
+		c.srv.m.AuthFailures.WithLabelValues("timeout").Inc()
 		c.ctrl <- closeReq{code: websocket.StatusPolicyViolation, reason: "auth timeout"}
 		c.log.Debug("auth timeout")
 	}

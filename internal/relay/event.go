@@ -53,7 +53,5 @@ func (c *conn) handleEvent(ev event.Event) {
 }
 
 func (c *conn) rejected(reason string) {
-	if c.srv.m != nil {
-		c.srv.m.EventsRejected.WithLabelValues(reason, transportWebSocket).Inc()
-	}
+	c.srv.m.EventsRejected.WithLabelValues(reason, transportWebSocket).Inc()
 }

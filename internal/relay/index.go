@@ -215,9 +215,7 @@ func (s *Server) Broadcast(d ingest.Delivery) {
 			sent++
 		}
 	}
-	if s.m != nil {
-		s.m.FanoutRecipients.Observe(float64(sent))
-	}
+	s.m.FanoutRecipients.Observe(float64(sent))
 }
 
 func (s *Server) deliver(sub *subscription, d ingest.Delivery, js []byte, ephemeral bool) bool {
@@ -306,14 +304,10 @@ func (c *conn) evict(sub *subscription, channel string) {
 
 func (s *Server) subAdded() {
 	s.nsubs.Add(1)
-	if s.m != nil {
-		s.m.SubscriptionsActive.Inc()
-	}
+	s.m.SubscriptionsActive.Inc()
 }
 
 func (s *Server) subRemoved() {
 	s.nsubs.Add(-1)
-	if s.m != nil {
-		s.m.SubscriptionsActive.Dec()
-	}
+	s.m.SubscriptionsActive.Dec()
 }

@@ -54,7 +54,7 @@ type Config struct {
 	Reader *read.Engine
 	// Members is consulted when RequireRelayMembership is set.
 	Members tenant.MemberChecker
-	// Metrics receives the transport metrics; nil disables them.
+	// Metrics receives the transport metrics. Default metrics.Disabled().
 	Metrics *metrics.Metrics
 	// Audit records auth and rate-limit observations (spec 30 §4.3); nil disables it.
 	Audit auth.Observer
@@ -111,6 +111,9 @@ func New(cfg Config) *Server {
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.AuthTimeout = cmp.Or(cfg.AuthTimeout, DefaultAuthTimeout)
 	cfg.MembershipRecheck = cmp.Or(cfg.MembershipRecheck, DefaultMembershipRecheck)
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Disabled()
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -146,9 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", slog.String("community", t.Host), slog.Any("err", err))
 		return
 	}
-	if s.m != nil {
-		s.m.WSConnectionsTotal.WithLabelValues(t.Host).Inc()
-	}
+	s.m.WSConnectionsTotal.WithLabelValues(t.Host).Inc()
 	c := newConn(s, ws, t)
 	s.track(c)
 	defer s.untrack(c)
