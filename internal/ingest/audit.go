@@ -167,7 +167,5 @@ func (p *Pipeline) countIntentError(err error) {
 	if errors.As(err, &r) {
 		return
 	}
-	if m := p.cfg.Metrics; m != nil {
-		m.AuditSendErrors.Inc()
-	}
+	p.cfg.Metrics.AuditSendErrors.Inc()
 }

@@ -91,11 +91,9 @@ func (w writer) followUps(ctx context.Context, channel string, state bool, notic
 // rather than one of the channel's addressable 39000–39002.
 func isNotice(kind int) bool { return kind == event.KindMemberAdded || kind == event.KindMemberRemoved }
 
+// sign signs a relay follow-up through Config.SignFunc.
 func (p *Pipeline) sign(ev *event.Event) error {
-	if p.cfg.SignFunc != nil {
-		return p.cfg.SignFunc(ev)
-	}
-	return ev.Sign(p.cfg.RelayKey)
+	return p.cfg.SignFunc(ev)
 }
 
 // stateTags lays out 39000/39001/39002 exactly as spec 10 §5.4 lists them.

@@ -30,8 +30,9 @@ type Config struct {
 	Store *store.Store
 	// Broadcaster receives every committed and ephemeral event. Required.
 	Broadcaster Broadcaster
-	Metrics     *metrics.Metrics // nil-safe
-	Logger      *slog.Logger
+	// Metrics receives the ingest metrics. Default metrics.Disabled().
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// ForgetAccessFunc drops cached accessible-channel sets after a commit
 	// that changed access (reader "" = the whole community). Optional.
 	ForgetAccessFunc func(communityID, reader string)
@@ -39,8 +40,9 @@ type Config struct {
 	NowFunc func() time.Time
 	// RelayKey signs the relay's follow-up events (group state, notices).
 	RelayKey []byte
-	// SignFunc, when set, signs relay events instead of RelayKey. Tests use
-	// it to make signing fail.
+	// SignFunc signs the relay's follow-up events; every follow-up goes
+	// through it. Default: sign with RelayKey. Tests replace it to make
+	// signing fail, which takes the same path.
 	SignFunc func(ev *event.Event) error
 	// EvictFunc removes a channel from live subscriptions (pubkey "" = every
 	// holder; nonMembersOnly, when set, picks whom). Wired to the relay.
@@ -66,6 +68,13 @@ func New(cfg Config) *Pipeline {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Disabled()
+	}
+	if cfg.SignFunc == nil {
+		key := cfg.RelayKey
+		cfg.SignFunc = func(ev *event.Event) error { return ev.Sign(key) }
 	}
 	return &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
 }
@@ -95,15 +104,12 @@ func conflict(msg string) error { return &refusal{Result{Code: Conflict, Message
 func (p *Pipeline) Submit(ctx context.Context, req Request) Result {
 	start := p.cfg.NowFunc()
 	ev := &req.Event
-	if m := p.cfg.Metrics; m != nil {
-		m.EventsReceived.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
-	}
+	m := p.cfg.Metrics
+	m.EventsReceived.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
 	res := p.submit(ctx, &req)
-	if m := p.cfg.Metrics; m != nil {
-		m.EventProcessingSeconds.Observe(p.cfg.NowFunc().Sub(start).Seconds())
-		if res.Code != Accepted {
-			m.EventsRejected.WithLabelValues(rejectReason(res), req.Source.String()).Inc()
-		}
+	m.EventProcessingSeconds.Observe(p.cfg.NowFunc().Sub(start).Seconds())
+	if res.Code != Accepted {
+		m.EventsRejected.WithLabelValues(rejectReason(res), req.Source.String()).Inc()
 	}
 	return res
 }
@@ -134,11 +140,10 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	if p.cfg.AuditWakeFunc != nil && p.auditOn() {
 		p.cfg.AuditWakeFunc()
 	}
-	if m := p.cfg.Metrics; m != nil {
-		m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
-		if out.created != "" {
-			m.ChannelsCreated.WithLabelValues(req.Tenant.Host, out.created).Inc()
-		}
+	m := p.cfg.Metrics
+	m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
+	if out.created != "" {
+		m.ChannelsCreated.WithLabelValues(req.Tenant.Host, out.created).Inc()
 	}
 	p.log.Debug("event stored", slog.String("community", req.Tenant.Host), slog.String("event_id", ev.ID), slog.Int("kind", ev.Kind))
 	return Result{Code: Accepted, After: p.afterCommit(req, &out)} // step 22 (21 and 23 in afterCommit)
@@ -262,9 +267,7 @@ func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("dispatch failed", slog.String("event_id", ev.ID), slog.Any("panic", r))
-			if m := p.cfg.Metrics; m != nil {
-				m.PostCommitDispatchErrors.Inc()
-			}
+			p.cfg.Metrics.PostCommitDispatchErrors.Inc()
 		}
 	}()
 	p.cfg.Broadcaster.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
