@@ -38,7 +38,7 @@ type ChainerConfig struct {
 	Pool *pgxpool.Pool
 	// Logger; nil discards.
 	Logger *slog.Logger
-	// Metrics; nil-safe.
+	// Metrics receives the audit series; nil (or any nil field) records nothing.
 	Metrics *Metrics
 	// CommunityHostFunc names a community in log lines (its host). Optional.
 	CommunityHostFunc func(communityID string) string
@@ -231,9 +231,7 @@ func (c *Chainer) chainCommunity(ctx context.Context, id string) (int, error) {
 		c.noteResult(id, err)
 		total += n
 		if err != nil {
-			if m := c.cfg.Metrics; m != nil && m.LogErrors != nil {
-				m.LogErrors.Inc()
-			}
+			c.cfg.Metrics.logError()
 			c.TestSignals.Failed.Signal(FailedBatch{CommunityID: id, Err: err})
 			return total, err
 		}
@@ -334,14 +332,7 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, dbError(err)
 	}
-	if m := c.cfg.Metrics; m != nil {
-		if m.LogSeconds != nil {
-			m.LogSeconds.Observe(time.Since(start).Seconds())
-		}
-		if m.Appended != nil {
-			m.Appended.Add(float64(k))
-		}
-	}
+	c.cfg.Metrics.batchChained(time.Since(start), k)
 	c.TestSignals.Chained.Signal(ChainedBatch{CommunityID: id, N: k, Head: seq})
 	return k, nil
 }
@@ -349,7 +340,7 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 // refreshGauges sets the outbox gauges at most once a second (force: now).
 func (c *Chainer) refreshGauges(ctx context.Context, force bool) {
 	m := c.cfg.Metrics
-	if m == nil || (m.OutboxPending == nil && m.OutboxLag == nil) {
+	if !m.wantsGauges() {
 		return
 	}
 	c.mu.Lock()
@@ -363,12 +354,7 @@ func (c *Chainer) refreshGauges(ctx context.Context, force bool) {
 	if err != nil {
 		return
 	}
-	if m.OutboxPending != nil {
-		m.OutboxPending.Set(float64(pending))
-	}
-	if m.OutboxLag != nil {
-		m.OutboxLag.Set(lag.Seconds())
-	}
+	m.setGauges(pending, lag)
 }
 
 // OutboxStats returns the number of pending intents (all communities) and

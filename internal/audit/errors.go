@@ -12,7 +12,7 @@ import (
 // nothing without the chain it indexes. A driver error is kept as the
 // wrapped cause of a DatabaseError, for the server log only.
 
-// ChainViolation: the linkage of the chain is broken at Seq (a missing or
+// ChainViolation means the linkage of the chain is broken at Seq (a missing or
 // extra predecessor, or a prev_hash that does not name the previous entry).
 type ChainViolation struct{ Seq int64 }
 
@@ -20,26 +20,26 @@ func (e *ChainViolation) Error() string {
 	return fmt.Sprintf("hash chain integrity violation at seq %d: prev_hash does not match preceding entry", e.Seq)
 }
 
-// HashMismatch: the stored hash at Seq is not the hash of the stored fields.
+// HashMismatch means the stored hash at Seq is not the hash of the stored fields.
 type HashMismatch struct{ Seq int64 }
 
 func (e *HashMismatch) Error() string {
 	return fmt.Sprintf("hash mismatch at seq %d: stored hash does not match recomputed hash", e.Seq)
 }
 
-// UnknownAction: a stored row carries an action string this build does not know.
+// UnknownAction means a stored row carries an action string this build does not know.
 type UnknownAction struct{ Seq int64 }
 
 func (e *UnknownAction) Error() string { return "unknown audit action in database" }
 
-// UnsupportedHashVersion: a row's hash_version has no dispatch arm (only 2 has).
+// UnsupportedHashVersion means a row's hash_version has no dispatch arm (only 2 has).
 type UnsupportedHashVersion struct{ Version int }
 
 func (e *UnsupportedHashVersion) Error() string {
 	return fmt.Sprintf("unsupported audit hash version %d", e.Version)
 }
 
-// SerializationError: a detail value that cannot be written canonically
+// SerializationError means a detail value that cannot be written canonically
 // (a non-integer number, invalid JSON). Nothing is hashed.
 type SerializationError struct{ What string }
 

@@ -1,6 +1,10 @@
 package audit
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the audit series of spec 30 §9, registered by the caller
 // (package metrics) and passed in. Every field may be nil.
@@ -23,5 +27,42 @@ func (m *Metrics) sendError() {
 func (m *Metrics) suppressed(a Action) {
 	if m != nil && m.Suppressed != nil {
 		m.Suppressed.WithLabelValues(string(a)).Inc()
+	}
+}
+
+func (m *Metrics) logError() {
+	if m != nil && m.LogErrors != nil {
+		m.LogErrors.Inc()
+	}
+}
+
+// batchChained records one committed batch of n entries that took d.
+func (m *Metrics) batchChained(d time.Duration, n int) {
+	if m == nil {
+		return
+	}
+	if m.LogSeconds != nil {
+		m.LogSeconds.Observe(d.Seconds())
+	}
+	if m.Appended != nil {
+		m.Appended.Add(float64(n))
+	}
+}
+
+// wantsGauges reports whether an outbox gauge is set, so the chainer can
+// skip the query that feeds them.
+func (m *Metrics) wantsGauges() bool {
+	return m != nil && (m.OutboxPending != nil || m.OutboxLag != nil)
+}
+
+func (m *Metrics) setGauges(pending int64, lag time.Duration) {
+	if m == nil {
+		return
+	}
+	if m.OutboxPending != nil {
+		m.OutboxPending.Set(float64(pending))
+	}
+	if m.OutboxLag != nil {
+		m.OutboxLag.Set(lag.Seconds())
 	}
 }
