@@ -199,10 +199,9 @@ func TestKindsRefused(t *testing.T) {
 	t.Parallel()
 	b := setupKinds(t)
 	type refuseCase struct {
-		kind   int
-		ws     string
-		http   string // "" = not sent over HTTP
-		option []eventtest.Option
+		kind int
+		ws   string
+		http string // "" = not sent over HTTP
 	}
 	const unknown = "restricted: unknown event kind"
 	cases := []refuseCase{

@@ -384,8 +384,8 @@ func TestIndependentClient(t *testing.T) {
 		t.Helper()
 		var buf bytes.Buffer
 		require.NoError(t, conn.ReadMessage(ctx, &buf))
-		env := nostr.ParseMessage(buf.String())
-		require.NotNil(t, env, "unparsable frame %s", buf.String())
+		env, err := nostr.NewMessageParser().ParseMessage(buf.String())
+		require.NoError(t, err, "unparsable frame %s", buf.String())
 		return env
 	}
 	send := func(env nostr.Envelope) {
@@ -426,10 +426,10 @@ func TestIndependentClient(t *testing.T) {
 	evEnv, isEvent := next().(*nostr.EventEnvelope)
 	require.True(t, isEvent)
 	require.Equal(t, "q", *evEnv.SubscriptionID)
-	require.Equal(t, note.ID, evEnv.Event.ID)
-	require.Equal(t, pub, evEnv.Event.PubKey)
-	require.Equal(t, "hello from go-nostr", evEnv.Event.Content)
-	valid, err := evEnv.Event.CheckSignature()
+	require.Equal(t, note.ID, evEnv.ID)
+	require.Equal(t, pub, evEnv.PubKey)
+	require.Equal(t, "hello from go-nostr", evEnv.Content)
+	valid, err := evEnv.CheckSignature()
 	require.NoError(t, err)
 	require.True(t, valid)
 	eose, isEOSE := next().(*nostr.EOSEEnvelope)

@@ -62,12 +62,12 @@ func (c *scClient) read() nostr.Envelope {
 	defer cancel()
 	var buf bytes.Buffer
 	require.NoError(c.t, c.conn.ReadMessage(ctx, &buf), "%s: waiting for a frame", c.name)
-	env := nostr.ParseMessage(buf.String())
-	require.NotNil(c.t, env, "unparsable frame %s", buf.String())
+	env, err := nostr.NewMessageParser().ParseMessage(buf.String())
+	require.NoError(c.t, err, "unparsable frame %s", buf.String())
 	if ev, ok := env.(*nostr.EventEnvelope); ok {
-		valid, err := ev.Event.CheckSignature()
+		valid, err := ev.CheckSignature()
 		require.NoError(c.t, err)
-		require.True(c.t, valid, "bad signature on %s", ev.Event.ID)
+		require.True(c.t, valid, "bad signature on %s", ev.ID)
 	}
 	return env
 }
@@ -219,7 +219,11 @@ func scDescribe(evs []nostr.Event) []string {
 	out := []string{}
 	for _, ev := range evs {
 		if ev.Kind == 44100 || ev.Kind == 44101 {
-			out = append(out, fmt.Sprintf("%d:%s", ev.Kind, ev.Tags.Find("h").Value()))
+			h := ""
+			if tag := ev.Tags.Find("h"); len(tag) > 1 {
+				h = tag[1]
+			}
+			out = append(out, fmt.Sprintf("%d:%s", ev.Kind, h))
 			continue
 		}
 		out = append(out, ev.ID)

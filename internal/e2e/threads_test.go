@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func (e *chEnv) thRowOf(t *testing.T, id string) (r thRow, found bool) {
 			COALESCE(encode(parent_event_id, 'hex'), ''), COALESCE(encode(root_event_id, 'hex'), '')
 		FROM thread_metadata WHERE community_id = $1 AND event_id = $2`, e.cid, idBytes(t, id)).
 		Scan(&r.depth, &r.replies, &r.descendants, &r.broadcast, &r.parent, &r.root)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return thRow{}, false
 	}
 	require.NoError(t, err)

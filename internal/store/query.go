@@ -148,7 +148,7 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 		}
 	}
 
-	addressableOnly := f.Kinds != nil && len(f.Kinds) > 0
+	addressableOnly := len(f.Kinds) > 0
 	for _, k := range f.Kinds {
 		if !event.IsAddressable(k) {
 			addressableOnly = false

@@ -37,3 +37,13 @@ func reasonPrefix(m dsl.Matcher) {
 		At(m["s"]).
 		Report(`reason prefix spelled outside internal/wire: use a wire.Msg… constant or wire.Reason`)
 }
+
+// metricsNilCheck: a *metrics.Metrics is never nil — every component
+// defaults Config.Metrics to metrics.Disabled() in its constructor — so no
+// call site checks it.
+func metricsNilCheck(m dsl.Matcher) {
+	m.Import("github.com/buzz-relay/buzz/internal/metrics")
+	m.Match(`$x != nil`).
+		Where(m["x"].Type.Is(`*metrics.Metrics`) && !m.File().Name.Matches(`_test\.go$`)).
+		Report(`*metrics.Metrics is never nil: default Config.Metrics to metrics.Disabled() in the constructor`)
+}
