@@ -177,6 +177,20 @@ func TestProfileFamily(t *testing.T) {
 			}},
 		{name: "HandleOfAnotherHostIsNotClaimed", want: accepted(), build: by(event.KindProfile, eventtest.Content(`{"nip05":"alice@elsewhere.test"}`)),
 			check: func(t *testing.T, b *testBundle, ev event.Event) { require.Empty(t, nip05(t, b, ev.PubKey)) }},
+		// A handle another pubkey holds is not claimed, and the profile is
+		// still stored: the unique violation must not abort the event's
+		// transaction.
+		{name: "TakenHandleIsNotClaimed", want: accepted(),
+			build: func(t *testing.T, b *testBundle) (eventtest.Key, event.Event) {
+				holder := eventtest.NewKey()
+				b.mustSubmit(t, holder, holder.Signed(t, event.KindProfile, eventtest.Content(`{"nip05":"taken@relay.test"}`)))
+				k := eventtest.NewKey()
+				b.mustSubmit(t, k, k.Signed(t, event.KindProfile, eventtest.Content(`{"nip05":"mine@relay.test"}`), eventtest.At(now-10)))
+				return k, k.Signed(t, event.KindProfile, eventtest.Content(`{"nip05":"Taken@relay.test"}`))
+			},
+			check: func(t *testing.T, b *testBundle, ev event.Event) {
+				require.Equal(t, "mine@relay.test", nip05(t, b, ev.PubKey), "the pubkey keeps its own handle")
+			}},
 		{name: "LosingProfileSetsNothing", want: Result{Code: Duplicate, Message: "duplicate:"},
 			build: func(t *testing.T, b *testBundle) (eventtest.Key, event.Event) {
 				k := eventtest.NewKey()

@@ -273,12 +273,30 @@ func (s *Store) AdvisoryXactLock(ctx context.Context, q pg.Querier, key int64) e
 // UserSetNIP05 records the nip05 handle of a pubkey (kind 0), or clears it.
 func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pubkey string, handle *string) error {
 	pub, _ := hex.DecodeString(pubkey)
-	_, err := q.Exec(ctx, `INSERT INTO users (community_id, pubkey, nip05_handle) VALUES ($1, $2, $3)
-		ON CONFLICT (community_id, pubkey) DO UPDATE SET nip05_handle = EXCLUDED.nip05_handle, updated_at = now()`,
-		communityID, pub, handle)
+	const upsert = `INSERT INTO users (community_id, pubkey, nip05_handle) VALUES ($1, $2, $3)
+		ON CONFLICT (community_id, pubkey) DO UPDATE SET nip05_handle = EXCLUDED.nip05_handle, updated_at = now()`
+	// Inside a transaction the upsert runs under a savepoint: a unique
+	// violation (another pubkey holds the handle) must not abort the
+	// event's transaction.
+	if tx, ok := q.(pgx.Tx); ok {
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("set nip05: savepoint: %w", err)
+		}
+		_, err = sp.Exec(ctx, upsert, communityID, pub, handle)
+		if errors.Is(pg.MapError(err), pg.ErrDuplicate) {
+			// Another pubkey holds the handle; the profile is stored, the handle is not claimed.
+			return sp.Rollback(ctx)
+		}
+		if err != nil {
+			_ = sp.Rollback(ctx)
+			return fmt.Errorf("set nip05: %w", err)
+		}
+		return sp.Commit(ctx)
+	}
+	_, err := q.Exec(ctx, upsert, communityID, pub, handle)
 	if errors.Is(pg.MapError(err), pg.ErrDuplicate) {
-		// Another pubkey holds the handle; the profile is stored, the handle is not claimed.
-		return nil
+		return nil // another pubkey holds the handle
 	}
 	if err != nil {
 		return fmt.Errorf("set nip05: %w", err)

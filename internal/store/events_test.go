@@ -314,10 +314,8 @@ func TestUserSetNIP05(t *testing.T) {
 		require.Equal(t, &name, handle(t, b.tx, b.b, alice), "b keeps its own")
 	})
 
-	// On the pool (autocommit) a handle held by another pubkey is not
-	// claimed and no error is returned. Inside a transaction the unique
-	// violation still aborts the caller's transaction: see the report of
-	// this change.
+	// A handle held by another pubkey is not claimed and no error is
+	// returned, on the pool (autocommit) and inside a transaction alike.
 	t.Run("HandleHeldByAnother", func(t *testing.T) {
 		t.Parallel()
 		b := setupPool(t)
@@ -329,5 +327,21 @@ func TestUserSetNIP05(t *testing.T) {
 		require.Equal(t, &name, handle(t, b.s.Pool(), cid, alice))
 		require.Zero(t, count(t, b.s.Pool(), `SELECT count(*) FROM users WHERE community_id = $1 AND pubkey = $2`,
 			cid, unhex(t, bob.PubKey)), "the refused upsert wrote nothing")
+	})
+	t.Run("HandleHeldByAnotherInTransaction", func(t *testing.T) {
+		t.Parallel()
+		b := setupPool(t)
+		cid := b.community(t)
+		alice, bob := eventtest.NewKey(), eventtest.NewKey()
+		name, lower := "Held@x.test", "held@x.test"
+		require.NoError(t, b.s.UserSetNIP05(ctx, b.s.Pool(), cid, alice.PubKey, &name))
+		tx, err := b.s.Pool().Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		require.NoError(t, b.s.UserSetNIP05(ctx, tx, cid, bob.PubKey, &lower))
+		var one int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT 1`).Scan(&one), "the transaction is still usable")
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, &name, handle(t, b.s.Pool(), cid, alice))
 	})
 }
