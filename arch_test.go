@@ -15,21 +15,20 @@ const module = "github.com/buzz-relay/buzz/"
 var may = map[string]string{
 	"event":     "",
 	"wire":      "event",
-	"host":      "",
-	"config":    "host",
+	"config":    "tenant",
 	"pg":        "",
 	"pgcluster": "",
 	"metrics":   "",
 	"health":    "",
 	"store":     "event pg",
 	"audit":     "event pg service testsignal",
-	"tenant":    "host",
+	"tenant":    "",
 	"read":      "event metrics search store wire",
 	"search":    "event pg",
-	"auth":      "event host",
-	"ingest":    "audit event host metrics pg store wire",
-	"relay":     "auth event host ingest metrics read service tenant testsignal wire",
-	"httpapi":   "auth event host ingest metrics read tenant wire",
+	"auth":      "event tenant",
+	"ingest":    "audit event metrics pg store tenant wire",
+	"relay":     "auth event ingest metrics read service tenant testsignal wire",
+	"httpapi":   "auth event ingest metrics read tenant wire",
 	"client":    "event wire",
 	"server":    "audit auth config event health httpapi ingest maintenance metrics pg pgcluster read relay service store tenant",
 	"dbtest":    "pg pgcluster",
@@ -45,7 +44,7 @@ var may = map[string]string{
 }
 
 // pure packages import only the standard library and the Schnorr library.
-var pure = map[string]bool{"event": true, "wire": true, "host": true}
+var pure = map[string]bool{"event": true, "wire": true, "tenant": true}
 
 func TestArrows(t *testing.T) {
 	t.Parallel()

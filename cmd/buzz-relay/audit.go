@@ -16,10 +16,10 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/audit"
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // Exit codes of `audit verify` (spec 30 §10.2).
@@ -53,7 +53,7 @@ type auditTarget struct {
 
 // openTarget connects like `migrate` and resolves --community through aliases.
 func openTarget(ctx context.Context, raw string) (*auditTarget, error) {
-	h := host.Normalize(raw)
+	h := tenant.Normalize(raw)
 	if h == "" {
 		return nil, errors.New("invalid host")
 	}
@@ -194,7 +194,7 @@ func auditVerify(ctx context.Context, args []string) int {
 	}
 	defer tg.db.Close()
 	if cp != nil {
-		cpCom, err := store.New(tg.db.Pool).CommunityByHost(ctx, host.Normalize(cp.Host))
+		cpCom, err := store.New(tg.db.Pool).CommunityByHost(ctx, tenant.Normalize(cp.Host))
 		if err != nil || cpCom.ID != tg.communityID {
 			return fail(errors.New("checkpoint: for a different community"))
 		}

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // communityCmd runs `community add | add-host | list`.
@@ -39,7 +39,7 @@ func communityCmd(ctx context.Context, args []string) int {
 	}
 	switch sub {
 	case "add", "add-host":
-		if host.Normalize(*hostFlag) == "" {
+		if tenant.Normalize(*hostFlag) == "" {
 			return fail(errors.New("invalid host"))
 		}
 	case "list":
@@ -54,7 +54,7 @@ func communityCmd(ctx context.Context, args []string) int {
 	s := store.New(db.Pool)
 	switch sub {
 	case "add":
-		c, err := s.CommunityAdd(ctx, store.CommunityAddParams{Host: host.Normalize(*hostFlag), Owner: ownerHex})
+		c, err := s.CommunityAdd(ctx, store.CommunityAddParams{Host: tenant.Normalize(*hostFlag), Owner: ownerHex})
 		if err != nil {
 			return fail(err)
 		}
@@ -62,9 +62,9 @@ func communityCmd(ctx context.Context, args []string) int {
 	case "add-host":
 		target := cfg.RelayHost
 		if *to != "" {
-			target = host.Normalize(*to)
+			target = tenant.Normalize(*to)
 		}
-		alias := host.Normalize(*hostFlag)
+		alias := tenant.Normalize(*hostFlag)
 		id, err := s.CommunityAddHost(ctx, alias, target)
 		if errors.Is(err, pg.ErrNotFound) {
 			return fail(fmt.Errorf("no community is configured for host %s", target))

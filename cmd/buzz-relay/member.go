@@ -10,10 +10,10 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/audit"
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -48,7 +48,7 @@ func memberCmd(ctx context.Context, args []string) int {
 	default:
 		return fail(errUsage)
 	}
-	h := host.Normalize(*hostFlag)
+	h := tenant.Normalize(*hostFlag)
 	if h == "" {
 		return fail(errors.New("invalid host"))
 	}

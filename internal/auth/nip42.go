@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // NIP42Window is the largest |now − created_at| an AUTH event may have (spec 10 §7.3).
@@ -97,7 +97,7 @@ func checkRelayTag(raw, tenantHost string, secure bool) error {
 	if u.Path != "" && u.Path != "/" {
 		return errors.New("verify nip-42: relay tag has a path")
 	}
-	if tenantHost == "" || host.Normalize(u.Host) != tenantHost {
+	if tenantHost == "" || tenant.Normalize(u.Host) != tenantHost {
 		return errors.New("verify nip-42: relay tag names another host")
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // KindHTTPAuth is the kind of a NIP-98 event.
@@ -147,7 +147,7 @@ func urlMatches(raw string, r *NIP98Request) bool {
 	if !strings.EqualFold(u.Scheme, want) {
 		return false
 	}
-	if a := host.Normalize(u.Host); a == "" || a != r.TenantHost {
+	if a := tenant.Normalize(u.Host); a == "" || a != r.TenantHost {
 		return false
 	}
 	if strings.TrimSuffix(u.EscapedPath(), "/") != strings.TrimSuffix(r.Path, "/") {

@@ -12,14 +12,13 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // bridgeRequest is a bridge request that passed every check before the body
 // parse: its community, its signer and its body.
 type bridgeRequest struct {
-	tenant host.Tenant
+	tenant tenant.Tenant
 	// pubkey is the authenticated signer, lowercase hex.
 	pubkey string
 	body   []byte
@@ -106,7 +105,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // check, or, only when RequireAuthToken is false and no Authorization is
 // sent, the X-Pubkey development shortcut (no replay check). It never logs
 // the header, the token or the X-Pubkey value.
-func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.Tenant, body []byte) (string, error) {
+func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Tenant, body []byte) (string, error) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" && !s.cfg.RequireAuthToken {
 		if xp := r.Header.Get("X-Pubkey"); xp != "" {
@@ -124,7 +123,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		Path:       r.URL.EscapedPath(),
 		RawQuery:   r.URL.RawQuery,
 		Body:       body,
-		TenantHost: tenant.Host,
+		TenantHost: t.Host,
 		Secure:     s.cfg.Secure,
 		Now:        s.now(),
 	})
@@ -132,43 +131,43 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, tenant host.
 		m.AuthFailures.WithLabelValues("nip98_invalid").Inc()
 		var ne *auth.NIP98Error
 		if errors.As(err, &ne) {
-			s.auditAuthFailure(tenant.CommunityID, "", nip98Reason(ne))
+			s.auditAuthFailure(t.CommunityID, "", nip98Reason(ne))
 			return "", refuse(http.StatusUnauthorized, ne.Message)
 		}
 		return "", fmt.Errorf("verify NIP-98: %w", err)
 	}
-	fresh, err := s.cfg.Replay.UseNIP98(ctx, tenant.CommunityID, ev.ID)
+	fresh, err := s.cfg.Replay.UseNIP98(ctx, t.CommunityID, ev.ID)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "NIP-98 replay check failed",
-			slog.String("community", tenant.Host), slog.Any("err", err))
+			slog.String("community", t.Host), slog.Any("err", err))
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98ReplayUnavailable)
 	}
 	if !fresh {
 		m.AuthFailures.WithLabelValues("nip98_replay").Inc()
-		s.auditAuthFailure(tenant.CommunityID, "", "replay")
+		s.auditAuthFailure(t.CommunityID, "", "replay")
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98Replay)
 	}
 	if !s.cfg.RequireRelayMembership {
-		s.auditAuthSuccess(tenant.CommunityID, ev.PubKey)
+		s.auditAuthSuccess(t.CommunityID, ev.PubKey)
 	}
 	return ev.PubKey, nil
 }
 
 // requireMember runs the relay-membership gate when it is on (spec 10
 // §2.5): 403 for a non-member, 500 when the lookup fails.
-func (s *Server) requireMember(ctx context.Context, tenant host.Tenant, pubkey string) error {
+func (s *Server) requireMember(ctx context.Context, t tenant.Tenant, pubkey string) error {
 	if !s.cfg.RequireRelayMembership {
 		return nil
 	}
-	ok, err := s.cfg.Members.IsRelayMember(ctx, tenant.CommunityID, pubkey)
+	ok, err := s.cfg.Members.IsRelayMember(ctx, t.CommunityID, pubkey)
 	if err != nil {
 		return fmt.Errorf("check relay membership: %w", err)
 	}
 	if !ok {
 		s.cfg.Metrics.AuthFailures.WithLabelValues("not_relay_member").Inc()
-		s.auditAuthFailure(tenant.CommunityID, pubkey, "not_relay_member")
+		s.auditAuthFailure(t.CommunityID, pubkey, "not_relay_member")
 		return &apiError{status: http.StatusForbidden, body: errorBody{Error: msgMembershipRequired, Message: msgMembershipDetail}}
 	}
-	s.auditAuthSuccess(tenant.CommunityID, pubkey)
+	s.auditAuthSuccess(t.CommunityID, pubkey)
 	return nil
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
-	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/httpapi"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
@@ -177,7 +176,7 @@ type testBundle struct {
 	metrics  *metrics.Metrics
 	log      *slog.Logger
 	// ta and tb are two communities; local is one on a localhost:port host.
-	ta, tb, local host.Tenant
+	ta, tb, local tenant.Tenant
 	// general is an open channel of ta owned by key.
 	general string
 	key     eventtest.Key
@@ -212,9 +211,9 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 	ca := fixture.Community(t, d.pool)
 	cb := fixture.Community(t, d.pool)
 	cl := fixture.Community(t, d.pool, "localhost:"+strconv.FormatInt(localPorts.Add(1), 10))
-	b.ta = host.Tenant{CommunityID: ca.ID, Host: ca.Host}
-	b.tb = host.Tenant{CommunityID: cb.ID, Host: cb.Host}
-	b.local = host.Tenant{CommunityID: cl.ID, Host: cl.Host}
+	b.ta = tenant.Tenant{CommunityID: ca.ID, Host: ca.Host}
+	b.tb = tenant.Tenant{CommunityID: cb.ID, Host: cb.Host}
+	b.local = tenant.Tenant{CommunityID: cl.ID, Host: cl.Host}
 	b.general = fixture.Channel(t, d.pool, ca.ID, b.key, fixture.Named("general"))
 
 	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})

@@ -14,8 +14,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/host"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // testBundle is a real Pipeline on its own migrated database.
@@ -23,7 +23,7 @@ type testBundle struct {
 	p      *Pipeline
 	pool   *pgxpool.Pool
 	store  *store.Store
-	tenant host.Tenant
+	tenant tenant.Tenant
 	relay  eventtest.Key
 	fanout *recorder
 	// evicted records the evictions the pipeline asked for, as
@@ -38,7 +38,7 @@ func setup(t *testing.T) *testBundle {
 	s := store.New(pool)
 	c, err := s.CommunityEnsure(context.Background(), "relay.test")
 	require.NoError(t, err)
-	b := &testBundle{pool: pool, store: s, tenant: host.Tenant{CommunityID: c.ID, Host: "relay.test"},
+	b := &testBundle{pool: pool, store: s, tenant: tenant.Tenant{CommunityID: c.ID, Host: "relay.test"},
 		relay: eventtest.NewKey(), fanout: &recorder{}}
 	b.p = New(Config{Pool: pool, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true,
 		EvictFunc: func(_, channel, pubkey string, nonMembersOnly func(string) bool) {

@@ -2,7 +2,7 @@ package ingest
 
 import (
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
 // Source says which door an event came through.
@@ -24,7 +24,7 @@ func (s Source) String() string {
 
 // Request is one submitted event with who is speaking and for which community.
 type Request struct {
-	Tenant host.Tenant
+	Tenant tenant.Tenant
 	// Author is the authenticated pubkey (NIP-42 or NIP-98), lowercase hex.
 	Author string
 	Source Source

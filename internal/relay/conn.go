@@ -15,7 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/buzz-relay/buzz/internal/auth"
-	"github.com/buzz-relay/buzz/internal/host"
+	"github.com/buzz-relay/buzz/internal/tenant"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -44,7 +44,7 @@ type closeReq struct {
 type conn struct {
 	srv       *Server
 	ws        *websocket.Conn
-	tenant    host.Tenant
+	tenant    tenant.Tenant
 	challenge string
 	log       *slog.Logger
 
@@ -69,12 +69,12 @@ type conn struct {
 	authTimer *time.Timer
 }
 
-func newConn(s *Server, ws *websocket.Conn, tenant host.Tenant) *conn {
+func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		srv:        s,
 		ws:         ws,
-		tenant:     tenant,
+		tenant:     t,
 		challenge:  auth.NewChallenge(),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -83,7 +83,7 @@ func newConn(s *Server, ws *websocket.Conn, tenant host.Tenant) *conn {
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
 	}
-	c.log = s.log.With(slog.String("community", tenant.Host), slog.String("conn_id", newConnID()))
+	c.log = s.log.With(slog.String("community", t.Host), slog.String("conn_id", newConnID()))
 	return c
 }
 

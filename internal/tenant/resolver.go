@@ -1,14 +1,3 @@
-// Package tenant binds every request to its community: the Host of a
-// WebSocket upgrade or an HTTP bridge request is normalised and resolved to
-// a tenant through a per-process cache (spec 10 §2.2: hits 60 s, misses
-// 5 s), and both doors answer an unmapped host with the one text
-// MsgNoCommunity.
-//
-// It owns host → community resolution and the interface the doors use for
-// the relay-membership gate. It does NOT read the database itself (the
-// composition root passes the lookup), does NOT create communities (the
-// CLI and the startup bootstrap do, through the store), and does NOT
-// authenticate anyone.
 package tenant
 
 import (
@@ -17,8 +6,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/buzz-relay/buzz/internal/host"
 )
 
 // MsgNoCommunity is the 404 body of both doors for a host with no community.
@@ -62,7 +49,7 @@ type Resolver struct {
 }
 
 type entry struct {
-	tenant  host.Tenant
+	tenant  Tenant
 	found   bool
 	expires time.Time
 }
@@ -86,10 +73,10 @@ func NewResolver(cfg Config) *Resolver {
 // normalised host the request used, an alias staying the alias. Any
 // failure is ErrUnknownHost; a failed lookup is not cached, so the next
 // request tries again.
-func (r *Resolver) Resolve(ctx context.Context, rawHost string) (host.Tenant, error) {
-	h := host.Normalize(rawHost)
+func (r *Resolver) Resolve(ctx context.Context, rawHost string) (Tenant, error) {
+	h := Normalize(rawHost)
 	if h == "" {
-		return host.Tenant{}, ErrUnknownHost
+		return Tenant{}, ErrUnknownHost
 	}
 	now := r.cfg.NowFunc()
 	r.mu.Lock()
@@ -97,7 +84,7 @@ func (r *Resolver) Resolve(ctx context.Context, rawHost string) (host.Tenant, er
 	r.mu.Unlock()
 	if ok && now.Before(e.expires) {
 		if !e.found {
-			return host.Tenant{}, ErrUnknownHost
+			return Tenant{}, ErrUnknownHost
 		}
 		return e.tenant, nil
 	}
@@ -105,11 +92,11 @@ func (r *Resolver) Resolve(ctx context.Context, rawHost string) (host.Tenant, er
 	switch {
 	case errors.Is(err, ErrUnknownHost), err == nil && id == "":
 		r.put(h, entry{expires: now.Add(r.cfg.MissTTL)})
-		return host.Tenant{}, ErrUnknownHost
+		return Tenant{}, ErrUnknownHost
 	case err != nil:
-		return host.Tenant{}, ErrUnknownHost
+		return Tenant{}, ErrUnknownHost
 	}
-	t := host.Tenant{CommunityID: id, Host: h}
+	t := Tenant{CommunityID: id, Host: h}
 	r.put(h, entry{tenant: t, found: true, expires: now.Add(r.cfg.HitTTL)})
 	return t, nil
 }

@@ -1,11 +1,10 @@
-package host_test
+package tenant_test
 
 import (
+	"github.com/buzz-relay/buzz/internal/tenant"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/buzz-relay/buzz/internal/host"
 )
 
 func TestNormalize(t *testing.T) {
@@ -23,7 +22,7 @@ func TestNormalize(t *testing.T) {
 		"[::2]:5":               "[::2]:5",
 	}
 	for in, want := range cases {
-		require.Equal(t, want, host.Normalize(in), "normalize(%q)", in)
+		require.Equal(t, want, tenant.Normalize(in), "normalize(%q)", in)
 	}
 }
 
@@ -31,7 +30,7 @@ func FuzzNormalize(f *testing.F) {
 	f.Add("Relay.Example.:443")
 	f.Add("[::1]:3000")
 	f.Fuzz(func(t *testing.T, s string) {
-		n := host.Normalize(s)
-		require.Equal(t, n, host.Normalize(n), "idempotent")
+		n := tenant.Normalize(s)
+		require.Equal(t, n, tenant.Normalize(n), "idempotent")
 	})
 }

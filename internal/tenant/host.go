@@ -1,9 +1,8 @@
-// Package host normalises HTTP hosts into tenant hosts (spec 10 §2.1).
-//
-// It owns the one Normalize function every part of the relay uses for hosts:
-// requests, RELAY_URL, the CLI, NIP-42 relay tags and NIP-98 u tags. It does
-// NOT resolve hosts to communities (the store does).
-package host
+// Host normalisation (spec 10 §2.1): the one Normalize every part of the
+// relay uses for hosts: requests, RELAY_URL, the CLI, NIP-42 relay tags and
+// NIP-98 u tags.
+
+package tenant
 
 import (
 	"net"
