@@ -27,14 +27,14 @@ var may = map[string]string{
 	"search":    "event pg",
 	"auth":      "event tenant",
 	"ingest":    "audit event metrics pg store tenant wire",
-	"relay":     "auth event ingest metrics read service tenant testsignal wire",
+	"wsapi":     "auth event ingest metrics read service tenant testsignal wire",
 	"httpapi":   "auth event ingest metrics read tenant wire",
 	"client":    "event wire",
-	"server":    "audit auth config event health httpapi ingest maintenance metrics pg pgcluster read relay service store tenant",
+	"app":       "audit auth config event health httpapi ingest maintenance metrics pg pgcluster read service store tenant wsapi",
 	"dbtest":    "pg pgcluster",
 	"eventtest": "event",
 	"fixture":   "event eventtest pg store",
-	"relaytest": "auth config dbtest event eventtest server store",
+	"relaytest": "app auth config dbtest event eventtest store",
 	"e2e":       "",
 
 	// background work: the service shape and its test signals

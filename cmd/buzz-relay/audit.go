@@ -14,10 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/audit"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
-	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -46,7 +46,7 @@ func auditCmd(ctx context.Context, args []string) int {
 
 // auditTarget is the community an audit command works on, with its database.
 type auditTarget struct {
-	db          *server.Database
+	db          *app.Database
 	host        string // the community's normalised host
 	communityID string
 }
@@ -61,7 +61,7 @@ func openTarget(ctx context.Context, raw string) (*auditTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := server.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
+	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
 	if err != nil {
 		return nil, err
 	}

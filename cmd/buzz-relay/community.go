@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/pg"
-	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -46,7 +46,7 @@ func communityCmd(ctx context.Context, args []string) int {
 	default:
 		return fail(errUsage)
 	}
-	db, err := server.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
+	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
 	if err != nil {
 		return fail(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/buzz-relay/buzz/internal/server"
+	"github.com/buzz-relay/buzz/internal/app"
 )
 
 // version is the build version, set with -ldflags "-X main.version=…".
@@ -49,7 +49,7 @@ func run(args []string) int {
 	case "audit":
 		return auditCmd(ctx, args)
 	case "version", "--version":
-		fmt.Println(server.Version)
+		fmt.Println(app.Version)
 		return 0
 	case "help", "-h", "--help":
 		usage()

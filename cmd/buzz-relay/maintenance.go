@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/search"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // maintenanceCmd runs out-of-band maintenance jobs. The only one today is
@@ -48,7 +48,7 @@ func maintenanceCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	db, err := server.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck, true)
+	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -62,7 +62,7 @@ func maintenanceCmd(ctx context.Context, args []string) int {
 
 type maint struct {
 	cfg config.Config
-	db  *server.Database
+	db  *app.Database
 	out io.Writer
 }
 
@@ -110,7 +110,7 @@ func (m *maint) read(ctx context.Context) (*state, error) {
 }
 
 // migrationsState is "current", or a warning naming pending or unknown files.
-func migrationsState(ctx context.Context, db *server.Database) (string, error) {
+func migrationsState(ctx context.Context, db *app.Database) (string, error) {
 	states, err := pg.MigrationStatus(ctx, db.Pool)
 	if err != nil {
 		return "", err

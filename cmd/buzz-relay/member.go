@@ -8,10 +8,10 @@ import (
 	"io"
 	"strings"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/audit"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
-	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 	"github.com/jackc/pgx/v5"
@@ -52,7 +52,7 @@ func memberCmd(ctx context.Context, args []string) int {
 	if h == "" {
 		return fail(errors.New("invalid host"))
 	}
-	db, err := server.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
+	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
 	if err != nil {
 		return fail(err)
 	}

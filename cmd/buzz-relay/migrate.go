@@ -5,8 +5,8 @@ import (
 	"flag"
 	"io"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/pg"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // migrateCmd applies pending migrations (exit 0), or with --status prints
@@ -23,7 +23,7 @@ func migrateCmd(ctx context.Context, args []string) int {
 		return fail(err)
 	}
 	if *status {
-		db, err := server.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck, true)
+		db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck, true)
 		if err != nil {
 			return fail(err)
 		}
@@ -37,7 +37,7 @@ func migrateCmd(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
-	db, err := server.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateApply)
+	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateApply)
 	if err != nil {
 		return fail(err)
 	}

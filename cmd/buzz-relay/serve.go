@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/config"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // serve runs the relay until SIGINT/SIGTERM. stop releases the signal
@@ -22,7 +22,7 @@ func serve(ctx context.Context, stop context.CancelFunc, args []string) int {
 		return 2
 	}
 	log := newLogger(cfg)
-	log.Info("relay starting", slog.String("version", server.Version))
+	log.Info("relay starting", slog.String("version", app.Version))
 	for _, w := range warnings {
 		log.Warn(w)
 	}
@@ -38,7 +38,7 @@ func serve(ctx context.Context, stop context.CancelFunc, args []string) int {
 }
 
 func runRelay(ctx context.Context, stop context.CancelFunc, cfg config.Config, log *slog.Logger) error {
-	a, err := server.Start(ctx, cfg, log)
+	a, err := app.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // TestAuditRateLimited: a "rate-limited:" reply of the handler pool is
@@ -18,7 +18,7 @@ import (
 func TestAuditRateLimited(t *testing.T) {
 	t.Parallel()
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	hooks := server.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
+	hooks := app.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
 		if f.Limit != nil && *f.Limit == 7 { // the slow request holds the only permit
 			held <- struct{}{}
 			select {

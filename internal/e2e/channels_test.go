@@ -15,10 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // chEnv is one relay, its deployment community and the relay's pubkey.
@@ -28,7 +28,7 @@ type chEnv struct {
 	relayPub string
 }
 
-func chSetup(t *testing.T, env map[string]string, hooks ...server.Hooks) *chEnv {
+func chSetup(t *testing.T, env map[string]string, hooks ...app.Hooks) *chEnv {
 	t.Helper()
 	r := relaytest.Start(t, env, hooks...)
 	return &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey)}
@@ -263,7 +263,7 @@ func TestChannelFollowUpSignFault(t *testing.T) {
 	t.Parallel()
 	relayKey := event.GenerateKey()
 	var victims sync.Map // pubkey → true: the relay cannot sign their 44100
-	e := chSetup(t, map[string]string{"BUZZ_RELAY_PRIVATE_KEY": hex.EncodeToString(relayKey)}, server.Hooks{
+	e := chSetup(t, map[string]string{"BUZZ_RELAY_PRIVATE_KEY": hex.EncodeToString(relayKey)}, app.Hooks{
 		SignFunc: func(ev *event.Event) error {
 			// The 44100 is signed last, after 39000–39002 were inserted.
 			if _, ok := victims.Load(ev.Tags.First("p").Value()); ok && ev.Kind == 44100 {

@@ -18,11 +18,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // opsGet fetches url with optional headers.
@@ -88,7 +88,7 @@ func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay k
 		"contact": null,
 		"supported_nips": [1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 42, 45, 50],
 		"software": "https://github.com/buzz-relay/buzz",
-		"version": "`+server.Version+`",
+		"version": "`+app.Version+`",
 		"limitation": {
 			"max_message_length": 524288,
 			"max_subscriptions": 1024,
@@ -238,8 +238,8 @@ func TestNIP11WithRelayKey(t *testing.T) { // check 96
 func TestHealth(t *testing.T) { // check 118
 	t.Parallel()
 	r := relaytest.Start(t, nil)
-	app := "http://127.0.0.1:" + strconv.Itoa(r.Port)
-	for _, base := range []string{r.HealthURL, app} {
+	appURL := "http://127.0.0.1:" + strconv.Itoa(r.Port)
+	for _, base := range []string{r.HealthURL, appURL} {
 		resp, body := opsGet(t, base+"/_liveness", nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Equal(t, "ok", string(body))
@@ -247,7 +247,7 @@ func TestHealth(t *testing.T) { // check 118
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.JSONEq(t, `{"status":"ready"}`, string(body))
 	}
-	resp, body := opsGet(t, app+"/health", nil)
+	resp, body := opsGet(t, appURL+"/health", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "ok", string(body))
 
@@ -263,7 +263,7 @@ func TestHealth(t *testing.T) { // check 118
 		return status["connections"] == float64(1) && status["subscriptions"] == float64(1)
 	}, "connections and subscriptions of /_status")
 	require.Equal(t, "buzz-relay", status["service"])
-	require.Equal(t, server.Version, status["version"])
+	require.Equal(t, app.Version, status["version"])
 	require.Equal(t, "ok", status["postgres"])
 	require.Equal(t, "disabled", status["redis"])
 	uptime, ok := status["uptime_seconds"].(float64)

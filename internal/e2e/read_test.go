@@ -15,10 +15,10 @@ import (
 	"github.com/nbd-wtf/go-nostr/nip11"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
-	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -322,8 +322,8 @@ func TestReadPath(t *testing.T) {
 // rpInjectedKind marks the filters whose history read fails.
 const rpInjectedKind = 4242
 
-func rpFailingReads() server.Hooks {
-	return server.Hooks{QueryHookFunc: func(_ context.Context, f *event.Filter) error {
+func rpFailingReads() app.Hooks {
+	return app.Hooks{QueryHookFunc: func(_ context.Context, f *event.Filter) error {
 		if slices.Contains(f.Kinds, rpInjectedKind) {
 			return errors.New("injected read failure")
 		}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/relaytest"
-	"github.com/buzz-relay/buzz/internal/server"
 )
 
 // srCounter counts search statements by stage through the read engine's
@@ -27,8 +27,8 @@ type srCounter struct {
 	fail         string // "fts" or "hydrate"
 }
 
-func (c *srCounter) hooks() server.Hooks {
-	return server.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
+func (c *srCounter) hooks() app.Hooks {
+	return app.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
 		stage := read.SearchStage(ctx)
 		switch stage {
 		case "fts":

@@ -14,6 +14,6 @@
 // It does NOT own the work that needs a component's live state (relay
 // membership revalidation lives in package relay, the audit chainer in
 // package audit, with the same shape), it does NOT decide when a process
-// runs the jobs (package server starts and stops them), and it does NOT
+// runs the jobs (package app starts and stops them), and it does NOT
 // register metrics: counters are passed in.
 package maintenance

@@ -19,17 +19,17 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/server"
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // Relay is a running relay.
 type Relay struct {
-	App  *server.App
+	App  *app.Relay
 	Port int
 	// Host is the deployment community's host, localhost:<port>.
 	Host       string
@@ -45,7 +45,7 @@ type Relay struct {
 // database (or on env["DATABASE_URL"] when the caller names one, as
 // benchmarks that keep a loaded dataset do). Its warnings go to the test's
 // output. It stops when the test ends.
-func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
+func Start(t testing.TB, env map[string]string, hooks ...app.Hooks) *Relay {
 	t.Helper()
 	return start(t, env, func(slog.Level) slog.Handler {
 		return slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
@@ -54,23 +54,23 @@ func Start(t testing.TB, env map[string]string, hooks ...server.Hooks) *Relay {
 
 // start runs a relay whose logger comes from newHandler, given the level of
 // BUZZ_LOG_LEVEL.
-func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog.Handler, hooks ...server.Hooks) *Relay {
+func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog.Handler, hooks ...app.Hooks) *Relay {
 	t.Helper()
 	url := env["DATABASE_URL"]
 	if url == "" {
 		_, url = dbtest.NewDB(t)
 	}
-	app, err := net.Listen("tcp", "127.0.0.1:0")
+	al, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	port := app.Addr().(*net.TCPAddr).Port
+	port := al.Addr().(*net.TCPAddr).Port
 	vars := map[string]string{
 		"BUZZ_AUTO_MIGRATE":       "true",
 		"RELAY_URL":               "ws://localhost:" + strconv.Itoa(port),
-		"BUZZ_BIND_ADDR":          app.Addr().String(),
+		"BUZZ_BIND_ADDR":          al.Addr().String(),
 		"BUZZ_HEALTH_PORT":        strconv.Itoa(hl.Addr().(*net.TCPAddr).Port),
 		"BUZZ_METRICS_PORT":       strconv.Itoa(ml.Addr().(*net.TCPAddr).Port),
 		"BUZZ_DB_POOL_SIZE":       "10",
@@ -93,10 +93,10 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 	}
 	log := slog.New(newHandler(cfg.LogLevel))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := server.Start(ctx, cfg, log, hooks...)
+	a, err := app.Start(ctx, cfg, log, hooks...)
 	if err != nil {
 		cancel()
-		app.Close()
+		al.Close()
 		hl.Close()
 		ml.Close()
 		require.NoError(t, err)
@@ -104,7 +104,7 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 	r := &Relay{App: a, Port: port, Host: "localhost:" + strconv.Itoa(port), DBURL: url,
 		HealthURL: "http://" + hl.Addr().String(), MetricsURL: "http://" + ml.Addr().String(),
 		cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx, app, hl, ml) }()
+	go func() { r.done <- a.Run(ctx, al, hl, ml) }()
 	t.Cleanup(r.Stop)
 	return r
 }

@@ -1,9 +1,9 @@
-package server
+package app
 
 import (
 	"github.com/buzz-relay/buzz/internal/maintenance"
-	"github.com/buzz-relay/buzz/internal/relay"
 	"github.com/buzz-relay/buzz/internal/service"
+	"github.com/buzz-relay/buzz/internal/wsapi"
 )
 
 // Services are the background services a running relay owns besides the
@@ -20,12 +20,12 @@ type Services struct {
 	ReplayPurge *maintenance.ReplayPurge
 	// Membership revalidates relay membership of authenticated connections
 	// (every BUZZ_MEMBERSHIP_RECHECK, only with RequireRelayMembership).
-	Membership *relay.MembershipService
+	Membership *wsapi.MembershipService
 }
 
 // newServices builds the database jobs; the membership service is added
 // once the relay exists.
-func newServices(a *App) *Services {
+func newServices(a *Relay) *Services {
 	return &Services{
 		Partitions: maintenance.NewPartitions(maintenance.PartitionsConfig{Pool: a.DB.Pool, Logger: a.Log,
 			Errors: a.Metrics.PartitionMaintenanceErrors}),

@@ -1,4 +1,4 @@
-package relay
+package wsapi
 
 import "github.com/buzz-relay/buzz/internal/wire"
 

@@ -1,4 +1,4 @@
-// Package relay is the WebSocket door of the relay (spec 10 §7, §9): the
+// Package wsapi is the WebSocket door of the relay (spec 10 §7, §9): the
 // upgrade handler, one loop per connection (AUTH challenge, frame reader, one
 // writer goroutine draining a bounded FIFO queue, heartbeat), one file per
 // client message, and the in-process subscription index used for live
@@ -10,13 +10,14 @@
 //
 // It does NOT store or validate events beyond W1–W3: every EVENT goes to the
 // Submitter (the ingest pipeline), which fans committed and ephemeral events
-// back out through Server.Broadcast. It does NOT hold SQL: history, COUNT and
-// access checks go through the Reader it is given, host resolution through
-// the Resolver, relay membership through the MemberChecker. Each of those is
-// a small interface declared here and filled by cmd.
+// back out through Server.Broadcast. It does NOT decide what a reader may
+// see: every REQ and COUNT goes whole to the read door (read.Engine.Open),
+// and live delivery asks read.Engine.Visible per recipient. It holds no SQL:
+// host resolution goes through the tenant resolver and relay membership
+// through tenant.MemberChecker, filled by package app.
 //
 // Origins: ServeHTTP accepts an upgrade from any Origin. A browser page on
 // another site can open a socket, but it cannot read or write anything
 // without a NIP-42 signature of a key it holds, and the challenge is bound to
 // the tenant host; cookies carry no authority here.
-package relay
+package wsapi

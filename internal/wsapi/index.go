@@ -1,4 +1,4 @@
-package relay
+package wsapi
 
 import (
 	"slices"

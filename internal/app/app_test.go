@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func setup(t *testing.T, env map[string]string) *testBundle {
 		log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }
 
-func (b *testBundle) start(t *testing.T) *App {
+func (b *testBundle) start(t *testing.T) *Relay {
 	t.Helper()
 	a, err := Start(context.Background(), b.cfg, b.log)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package relay
+package wsapi
 
 import (
 	"cmp"
@@ -65,7 +65,7 @@ type options struct {
 	members *store.Store
 }
 
-// testBundle is a relay Server wired to the real parts, as package server
+// testBundle is a relay Server wired to the real parts, as package app
 // wires them: store, host resolver, read engine and ingest pipeline on a
 // real database, with the pipeline's fan-out and evictions going to the
 // Server, served by an httptest server.
@@ -159,7 +159,7 @@ func (db *testDB) communityByHost(ctx context.Context, h string) (string, error)
 }
 
 // fanout forwards the pipeline's deliveries and evictions to the Server,
-// which is built after the pipeline (as in package server).
+// which is built after the pipeline (as in package app).
 type fanout struct{ srv *Server }
 
 func (f *fanout) Broadcast(d ingest.Delivery) { f.srv.Broadcast(d) }

@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type Audit struct {
 
 // startAudit opens the audit pool and builds the chainer and the observer,
 // or logs that audit is off (spec 30 §8).
-func startAudit(ctx context.Context, a *App) (*Audit, error) {
+func startAudit(ctx context.Context, a *Relay) (*Audit, error) {
 	if !a.Config.AuditEnabled {
 		a.Metrics.Audit.Enabled.Set(0)
 		a.Log.Info("Audit logging disabled by BUZZ_AUDIT_ENABLED")
@@ -50,7 +50,7 @@ func startAudit(ctx context.Context, a *App) (*Audit, error) {
 }
 
 // communityHost names a community in the chainer's log lines.
-func (a *App) communityHost(id string) string {
+func (a *Relay) communityHost(id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var host string

@@ -1,11 +1,12 @@
-// Package server wires every component of a running relay: the database
-// (private cluster or DATABASE_URL), migrations, partitions, the deployment
-// community, the read engine, the ingest pipeline, the WebSocket relay, the
-// HTTP bridge, health and metrics, and the background jobs.
+// Package app is the composition root: it wires every component of a
+// running relay — the database (private cluster or DATABASE_URL),
+// migrations, partitions, the deployment community, the tenant resolver,
+// the read engine, the ingest pipeline, the WebSocket door (wsapi), the
+// HTTP door (httpapi), health and metrics, and the background services.
 //
 // It owns construction order and shutdown order. It does NOT implement any
 // protocol rule itself; cmd/buzz-relay and the end-to-end tests both use it.
-package server
+package app
 
 import (
 	"context"
@@ -30,10 +31,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/relay"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
+	"github.com/buzz-relay/buzz/internal/wsapi"
 )
 
 // Version is the build version reported by NIP-11 and /_status.
@@ -47,15 +48,15 @@ type Hooks struct {
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
 }
 
-// App is a running relay: every component wired together. Tests build one
+// Relay is a running relay: every component wired together. Tests build one
 // with Start and stop it with Close.
-type App struct {
+type Relay struct {
 	Config   config.Config
 	DB       *Database
 	Store    *store.Store
 	Reader   *read.Engine
 	Pipeline *ingest.Pipeline
-	Relay    *relay.Server
+	Relay    *wsapi.Server
 	HTTP     *httpapi.Server
 	Health   *health.Server
 	Registry *prometheus.Registry
@@ -78,7 +79,7 @@ type App struct {
 //
 // Hooks are for tests: fault injection points inside the pipeline and the
 // read engine; production passes none.
-func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Hooks) (*App, error) {
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Hooks) (*Relay, error) {
 	var h Hooks
 	if len(hooks) > 0 {
 		h = hooks[0]
@@ -87,7 +88,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Config: cfg, DB: db, Log: log, Store: store.New(db.Pool)}
+	a := &Relay{Config: cfg, DB: db, Log: log, Store: store.New(db.Pool)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -150,7 +151,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
 	})
-	a.Relay = relay.New(relay.Config{
+	a.Relay = wsapi.New(wsapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
 		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
@@ -159,7 +160,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Audit: observer,
 	})
 	fan.local = a.Relay
-	a.Services.Membership = relay.NewMembershipService(a.Relay)
+	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
 	a.Health = health.New(health.Config{
 		Version: Version, Started: started, Logger: log,
@@ -182,7 +183,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 }
 
 // Listen opens the app, health and metrics listeners.
-func (a *App) Listen() (app, healthL, metricsL net.Listener, err error) {
+func (a *Relay) Listen() (app, healthL, metricsL net.Listener, err error) {
 	if app, err = net.Listen("tcp", a.Config.BindAddr); err != nil {
 		return nil, nil, nil, fmt.Errorf("listen on BUZZ_BIND_ADDR %s: %w", a.Config.BindAddr, err)
 	}
@@ -201,7 +202,7 @@ func (a *App) Listen() (app, healthL, metricsL net.Listener, err error) {
 // Run serves on the given listeners and runs background jobs until ctx
 // ends, then drains: readiness 503, sockets closed 1012, HTTP finished,
 // bounded by the drain timeout.
-func (a *App) Run(ctx context.Context, app, healthL, metricsL net.Listener) error {
+func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) error {
 	a.appSrv = &http.Server{Handler: a.HTTP.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	a.healthSrv = &http.Server{Handler: a.Health.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	a.metricSrv = &http.Server{Handler: health.MetricsHandler(a.Registry), ReadHeaderTimeout: 10 * time.Second}
@@ -238,7 +239,7 @@ func (a *App) Run(ctx context.Context, app, healthL, metricsL net.Listener) erro
 }
 
 // drain is the graceful shutdown of spec 10 §9 step 8.
-func (a *App) drain() {
+func (a *Relay) drain() {
 	timeout := a.Config.DrainTimeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -254,7 +255,7 @@ func (a *App) drain() {
 }
 
 // Close releases the audit pool, the database and the private cluster.
-func (a *App) Close() {
+func (a *Relay) Close() {
 	a.Audit.close()
 	a.DB.Close()
 }
@@ -262,7 +263,7 @@ func (a *App) Close() {
 // fanout breaks the construction cycle between the pipeline (which
 // broadcasts) and the relay (which submits): it forwards to the relay's
 // subscription index once that exists.
-type fanout struct{ local *relay.Server }
+type fanout struct{ local *wsapi.Server }
 
 func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
 	if f.local != nil {
@@ -278,7 +279,7 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 
 // communityByHost is the tenant resolver's lookup: the community whose host
 // or alias is h, tenant.ErrUnknownHost when none is.
-func (a *App) communityByHost(ctx context.Context, h string) (string, error) {
+func (a *Relay) communityByHost(ctx context.Context, h string) (string, error) {
 	c, err := a.Store.CommunityByHost(ctx, h)
 	if errors.Is(err, pg.ErrNotFound) {
 		return "", tenant.ErrUnknownHost
