@@ -27,7 +27,7 @@ func cgQuery(t *testing.T, e *chEnv, reader eventtest.Key, path string, filters 
 	t.Helper()
 	b, err := json.Marshal(filters)
 	require.NoError(t, err)
-	status, body := bridge(t, e.r, "", http.MethodPost, path, reader, b)
+	status, body := e.r.HTTP(t, "", http.MethodPost, path, &reader, b)
 	return status, string(body)
 }
 

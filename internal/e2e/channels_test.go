@@ -308,7 +308,7 @@ func TestChannelFollowUpSignFault(t *testing.T) {
 		t.Parallel()
 		owner, victim, _, ch := setup(t)
 		put := chPutEv(t, owner, ch, victim.PubKey, "member")
-		status, body := postEvent(t, e.r, "", owner, put)
+		status, body := e.r.PostEvent(t, "", owner, put)
 		require.Equal(t, http.StatusInternalServerError, status)
 		require.Equal(t, `{"error":"internal server error"}`, strings.TrimSpace(body))
 		requireNothingLeft(t, ch, owner, victim, put)

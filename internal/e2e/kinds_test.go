@@ -236,7 +236,7 @@ func TestKindsRefused(t *testing.T) {
 				require.False(t, eventRow(t, b.r, b.cid, ev.ID).found)
 			}
 			ev := author.Signed(t, tc.kind, eventtest.Content("over http"))
-			status, body := postEvent(t, b.r, "", author, ev)
+			status, body := b.r.PostEvent(t, "", author, ev)
 			require.Equal(t, http.StatusBadRequest, status, body)
 			require.JSONEq(t, errorBody(t, tc.http), body)
 			require.False(t, eventRow(t, b.r, b.cid, ev.ID).found)

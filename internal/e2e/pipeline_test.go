@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
@@ -106,40 +103,10 @@ func countRows(t *testing.T, r *relaytest.Relay, sql string, args ...any) int {
 	return n
 }
 
-// postEvent submits ev through POST /events with a NIP-98 token of signer.
-func postEvent(t *testing.T, r *relaytest.Relay, host string, signer eventtest.Key, ev event.Event) (int, string) {
-	t.Helper()
-	body, err := json.Marshal(ev)
-	require.NoError(t, err)
-	status, resp := bridge(t, r, host, http.MethodPost, "/events", signer, body)
-	return status, string(resp)
-}
-
-// bridge is relaytest.Relay.HTTP with a nonce in the NIP-98 token, so two
-// identical requests in the same second are not taken for a replay.
-func bridge(t *testing.T, r *relaytest.Relay, host, method, path string, key eventtest.Key, body []byte) (int, []byte) {
-	t.Helper()
-	if host == "" {
-		host = r.Host
-	}
-	req, err := http.NewRequest(method, "http://127.0.0.1:"+strconv.Itoa(r.Port)+path, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Host = host
-	tok := key.Signed(t, event.KindNIP98, eventtest.Content(""), eventtest.Tag("u", "http://"+host+path),
-		eventtest.Tag("method", method), eventtest.Tag("nonce", uuid.NewString()))
-	req.Header.Set("Authorization", auth.NIP98Header(tok))
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, b
-}
-
 // query runs POST /query and returns the event ids.
 func query(t *testing.T, r *relaytest.Relay, host string, reader eventtest.Key, filters string) []string {
 	t.Helper()
-	status, body := bridge(t, r, host, http.MethodPost, "/query", reader, []byte(filters))
+	status, body := r.HTTP(t, host, http.MethodPost, "/query", &reader, []byte(filters))
 	require.Equal(t, http.StatusOK, status, string(body))
 	var evs []event.Event
 	require.NoError(t, json.Unmarshal(body, &evs))
@@ -210,7 +177,7 @@ func TestPipelineRefusals(t *testing.T) {
 	private := insertChannel(t, r, cid, bob, channelOpts{private: true, members: []eventtest.Key{bob}})
 	archived := insertChannel(t, r, cid, bob, channelOpts{archived: true})
 	bobNote := bob.Signed(t, 1, eventtest.Content("bob's note"))
-	status, body := postEvent(t, r, "", bob, bobNote)
+	status, body := r.PostEvent(t, "", bob, bobNote)
 	require.Equal(t, http.StatusOK, status, body)
 
 	fixed := func(kind int, msg string, opts ...eventtest.Option) func(t *testing.T) (event.Event, string) {
@@ -318,7 +285,7 @@ func TestPipelineRefusals(t *testing.T) {
 				require.False(t, eventRow(t, r, cid, ev.ID).found)
 			}
 			ev, msg := tc.build(t)
-			status, body := postEvent(t, r, "", alice, ev)
+			status, body := r.PostEvent(t, "", alice, ev)
 			require.Equal(t, want, status, body)
 			require.JSONEq(t, errorBody(t, msg), body)
 			require.False(t, eventRow(t, r, cid, ev.ID).found)
@@ -452,7 +419,7 @@ func TestWriteFault(t *testing.T) {
 		alice, bob := eventtest.NewKey(), eventtest.NewKey()
 		ev := alice.Signed(t, 1, eventtest.Tag("p", bob.PubKey))
 		f.fail(t, ev.ID)
-		status, body := postEvent(t, r, "", alice, ev)
+		status, body := r.PostEvent(t, "", alice, ev)
 		require.Equal(t, http.StatusInternalServerError, status)
 		require.Equal(t, `{"error":"internal server error"}`, strings.TrimSpace(body))
 		f.requireRolledBack(t, cid, ev.ID)
@@ -479,7 +446,7 @@ func TestWriteFault(t *testing.T) {
 		t.Parallel()
 		alice, bob := eventtest.NewKey(), eventtest.NewKey()
 		target := bob.Signed(t, 1)
-		status, body := postEvent(t, r, "", bob, target)
+		status, body := r.PostEvent(t, "", bob, target)
 		require.Equal(t, http.StatusOK, status, body)
 		w := r.Dial(t, "")
 		w.Auth(alice)
@@ -533,7 +500,7 @@ func TestWriteFault(t *testing.T) {
 		w := r.Dial(t, "")
 		w.Auth(alice)
 		target := bob.Signed(t, 1)
-		status, body := postEvent(t, r, "", bob, target)
+		status, body := r.PostEvent(t, "", bob, target)
 		require.Equal(t, http.StatusOK, status, body)
 		react := alice.Signed(t, 7, eventtest.Content("+"), eventtest.Tag("e", target.ID))
 		f.failAtCommit(t, react.ID)
@@ -614,13 +581,13 @@ func TestStorageRules(t *testing.T) {
 		ok, msg := w.Publish(ev)
 		require.True(t, ok)
 		require.Equal(t, "duplicate:", msg)
-		status, body := postEvent(t, r, "", alice, ev)
+		status, body := r.PostEvent(t, "", alice, ev)
 		require.Equal(t, http.StatusOK, status, body)
 		require.JSONEq(t, `{"event_id":"`+ev.ID+`","accepted":true,"message":"duplicate:"}`, body)
 		require.Equal(t, 1, countRows(t, r, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`, cid, idBytes(t, ev.ID)))
 
 		fromHTTP := alice.Signed(t, 1, eventtest.Content("via the bridge"))
-		status, body = postEvent(t, r, "", alice, fromHTTP)
+		status, body = r.PostEvent(t, "", alice, fromHTTP)
 		require.Equal(t, http.StatusOK, status, body)
 		require.JSONEq(t, `{"event_id":"`+fromHTTP.ID+`","accepted":true,"message":""}`, body)
 		ok, msg = w.Publish(fromHTTP)
