@@ -139,7 +139,7 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 			r.opts[i] = opt
 		}
 	}
-	if ExplicitChannels(filters) > MaxExplicitChannels {
+	if explicitChannels(filters) > MaxExplicitChannels {
 		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
 	}
 	switch req.Surface {
@@ -147,13 +147,13 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		if err := r.resolveScope(ctx); err != nil {
 			return nil, err
 		}
-		if IsChannelSubscription(filters) {
+		if isChannelSubscription(filters) {
 			if len(r.Channels) == 0 {
 				return nil, refuse(CodeNotChannelMember, wire.MsgNotChannelMember)
 			}
 		} else {
 			r.Channels = nil
-			if msg := Gate(req.Reader, filters, SurfaceREQ); msg != "" {
+			if msg := gate(req.Reader, filters, SurfaceREQ); msg != "" {
 				return nil, refuse(CodeGated, msg)
 			}
 		}
@@ -166,7 +166,7 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		if req.Surface == SurfaceCountHTTP {
 			judged = judgedFilters(filters)
 		}
-		if msg := Gate(req.Reader, judged, req.Surface); msg != "" {
+		if msg := gate(req.Reader, judged, req.Surface); msg != "" {
 			return nil, refuse(CodeGated, msg)
 		}
 		for i := range filters {
@@ -180,7 +180,7 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		r.Channels = nil
 		return r, nil
 	default: // SurfaceQuery
-		if msg := Gate(req.Reader, judgedFilters(filters), req.Surface); msg != "" {
+		if msg := gate(req.Reader, judgedFilters(filters), req.Surface); msg != "" {
 			return nil, refuse(CodeGated, msg)
 		}
 		if err := r.searchOnly(); err != nil {
@@ -213,7 +213,7 @@ func (r *Read) searchOnly() error {
 // resolveScope loads the reader's accessible channels and confirms every
 // distinct "#h" value of the request once.
 func (r *Read) resolveScope(ctx context.Context) error {
-	acc, err := r.e.Accessible(ctx, r.req.Scope)
+	acc, err := r.e.accessible(ctx, r.req.Scope)
 	if err != nil {
 		return fmt.Errorf("resolve accessible channels: %w", err)
 	}
@@ -231,7 +231,7 @@ func (r *Read) resolveScope(ctx context.Context) error {
 	if len(requested) == 0 {
 		return nil
 	}
-	ok, err := r.e.Confirm(ctx, r.req.Scope, acc, requested)
+	ok, err := r.e.confirm(ctx, r.req.Scope, acc, requested)
 	if err != nil {
 		return fmt.Errorf("confirm requested channels: %w", err)
 	}
@@ -273,7 +273,7 @@ func (r *Read) yieldsNothing(f *event.Filter) bool {
 	if f.MatchesNothing() || (f.Limit != nil && *f.Limit == 0) {
 		return true
 	}
-	if f.Search != nil && SearchText(*f.Search) == "" {
+	if f.Search != nil && searchText(*f.Search) == "" {
 		return true
 	}
 	chans, named := r.channelScope(f)
@@ -304,7 +304,7 @@ var threadKinds = []int{event.KindStreamMessage, event.KindStreamMessage2, event
 func widen(acc *Access, confirmed []string) *Access {
 	for _, ch := range confirmed {
 		if !acc.Has(ch) {
-			return NewAccess(append(acc.List(), confirmed...))
+			return newAccess(append(acc.List(), confirmed...))
 		}
 	}
 	return acc

@@ -39,8 +39,8 @@ type Access struct {
 	channels map[string]struct{}
 }
 
-// NewAccess builds an Access from channel ids.
-func NewAccess(channels []string) *Access {
+// newAccess builds an Access from channel ids.
+func newAccess(channels []string) *Access {
 	a := &Access{channels: make(map[string]struct{}, len(channels))}
 	for _, c := range channels {
 		a.channels[c] = struct{}{}
@@ -60,8 +60,8 @@ func (a *Access) List() []string {
 	return out
 }
 
-// ExplicitChannels returns the number of "#h" values across filters.
-func ExplicitChannels(filters []event.Filter) int {
+// explicitChannels returns the number of "#h" values across filters.
+func explicitChannels(filters []event.Filter) int {
 	n := 0
 	for i := range filters {
 		n += len(filters[i].Tags["h"])
@@ -69,9 +69,9 @@ func ExplicitChannels(filters []event.Filter) int {
 	return n
 }
 
-// IsChannelSubscription reports whether every filter has a non-empty "#h"
+// isChannelSubscription reports whether every filter has a non-empty "#h"
 // (spec 10 §7.5 step 5). A REQ with no filters is not one.
-func IsChannelSubscription(filters []event.Filter) bool {
+func isChannelSubscription(filters []event.Filter) bool {
 	if len(filters) == 0 {
 		return false
 	}

@@ -7,13 +7,13 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Gate runs the p-gate, the engram gate and the author-only gate, in that
+// gate runs the p-gate, the engram gate and the author-only gate, in that
 // order, on every filter, and returns the refusal message of the first one
 // that fails, or "" when all pass; the p-gate's text is the REQ one on
 // SurfaceREQ and the COUNT one on every other surface. The read door
 // applies it to global REQ subscriptions only, and to every filter of
 // COUNT, /query and /count.
-func Gate(reader string, filters []event.Filter, s Surface) string {
+func gate(reader string, filters []event.Filter, s Surface) string {
 	for i := range filters {
 		f := &filters[i]
 		if f.Search != nil && f.Kinds == nil {
@@ -78,10 +78,10 @@ func allEqual(vals []string, want string) bool {
 	return true
 }
 
-// VisibleTo applies per-event visibility (spec 10 §7.7) except the channel
+// visibleTo applies per-event visibility (spec 10 §7.7) except the channel
 // check: AUTHOR_ONLY events only to their author, RESULT_GATED events only to
 // a reader named in a p tag.
-func VisibleTo(reader string, ev *event.Event) bool {
+func visibleTo(reader string, ev *event.Event) bool {
 	if event.AuthorOnly.Has(ev.Kind) && ev.PubKey != reader {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/search"
 )
 
 // Texts of the bridge's extension-field refusals (spec 10 §8.4).
@@ -66,8 +67,8 @@ func routeOf(f *event.Filter) route {
 // cursor fields thread_cursor / thread_cursor_id (or their camelCase
 // spellings). kinds does not restrict reply kinds on this path. channels
 // is the filter's channel scope (named: it has "#h").
-func parseLegacyThread(f *event.Filter, channels []string, named bool) (ThreadParams, error) {
-	p := ThreadParams{Root: strings.ToLower(f.Tags["e"][0])}
+func parseLegacyThread(f *event.Filter, channels []string, named bool) (threadParams, error) {
+	p := threadParams{Root: strings.ToLower(f.Tags["e"][0])}
 	if named {
 		p.Channels = channels
 	}
@@ -111,13 +112,13 @@ func parseLegacyThread(f *event.Filter, channels []string, named bool) (ThreadPa
 // §5): search_mode, else searchMode ("prefix" selects Prefix); page, else
 // search_page, else searchPage (the first key present wins; a positive
 // integer that fits in 32 bits, anything else is 1).
-func parseSearchOptions(f *event.Filter) SearchOptions {
-	opt := SearchOptions{OnePage: true, Page: 1}
+func parseSearchOptions(f *event.Filter) searchOptions {
+	opt := searchOptions{OnePage: true, Page: 1}
 	for _, name := range []string{"search_mode", "searchMode"} {
 		if raw, ok := f.Extra[name]; ok {
 			var mode string
 			if json.Unmarshal(raw, &mode) == nil && mode == "prefix" {
-				opt.Mode = SearchPrefix
+				opt.Mode = search.Prefix
 			}
 			break
 		}

@@ -66,8 +66,8 @@ func New(cfg Config) *Engine {
 	return e
 }
 
-// Accessible returns the reader's accessible channels, from a 10 s cache.
-func (e *Engine) Accessible(ctx context.Context, sc Scope) (*Access, error) {
+// accessible returns the reader's accessible channels, from a 10 s cache.
+func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 	k := accessKey{sc.CommunityID, sc.Reader}
 	now := e.cfg.NowFunc()
 	e.mu.Lock()
@@ -82,7 +82,7 @@ func (e *Engine) Accessible(ctx context.Context, sc Scope) (*Access, error) {
 	if err != nil {
 		return nil, err
 	}
-	acc := NewAccess(chans)
+	acc := newAccess(chans)
 	e.mu.Lock()
 	if len(e.cache) > 100_000 {
 		clear(e.cache) // bound memory; entries are cheap to rebuild
@@ -104,10 +104,10 @@ func (e *Engine) Forget(communityID, reader string) {
 	}
 }
 
-// Confirm returns the requested channels the reader can access. Channels in
+// confirm returns the requested channels the reader can access. Channels in
 // the cached set are taken from it; the rest are confirmed with an uncached
 // query, so a member added a moment ago is never refused.
-func (e *Engine) Confirm(ctx context.Context, sc Scope, acc *Access, requested []string) ([]string, error) {
+func (e *Engine) confirm(ctx context.Context, sc Scope, acc *Access, requested []string) ([]string, error) {
 	var out, misses []string
 	seen := map[string]bool{}
 	for _, r := range requested {
@@ -135,11 +135,11 @@ func (e *Engine) Confirm(ctx context.Context, sc Scope, acc *Access, requested [
 	return out, nil
 }
 
-// CanAccess reports whether the reader may read channel ch now, from the
+// canAccess reports whether the reader may read channel ch now, from the
 // cache; any error answers false (fail closed). Live delivery calls it per
 // recipient.
-func (e *Engine) CanAccess(ctx context.Context, sc Scope, ch string) bool {
-	acc, err := e.Accessible(ctx, sc)
+func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
+	acc, err := e.accessible(ctx, sc)
 	if err != nil {
 		e.cfg.Logger.Warn("access check failed", slog.String("err", err.Error()))
 		return false
@@ -200,7 +200,7 @@ func params(sc Scope, acc *Access, f *event.Filter, channels []string, named boo
 // NIP-01 match, a channel the reader may read (acc already holds the
 // request's confirmed channels), per-event visibility.
 func visible(sc Scope, acc *Access, f *event.Filter, ev *event.Event, channel string) bool {
-	if !f.Matches(ev, channel) || !VisibleTo(sc.Reader, ev) {
+	if !f.Matches(ev, channel) || !visibleTo(sc.Reader, ev) {
 		return false
 	}
 	return channel == "" || acc.Has(channel)
@@ -210,10 +210,10 @@ func visible(sc Scope, acc *Access, f *event.Filter, ev *event.Event, channel st
 // already matched the subscription's filter: channel access (cached, fail
 // closed) and per-event visibility.
 func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel string) bool {
-	if !VisibleTo(sc.Reader, ev) {
+	if !visibleTo(sc.Reader, ev) {
 		return false
 	}
-	return channel == "" || e.CanAccess(ctx, sc, channel)
+	return channel == "" || e.canAccess(ctx, sc, channel)
 }
 
 // count counts one filter's matches in its channel scope. A filter whose
@@ -290,8 +290,8 @@ func allAddressable(kinds []int) bool {
 	return true
 }
 
-// ThreadParams describe a legacy thread read on /query (spec 10 §8.4).
-type ThreadParams struct {
+// threadParams describe a legacy thread read on /query (spec 10 §8.4).
+type threadParams struct {
 	Root string
 	// DepthLimit above MaxThreadDepth means every depth.
 	DepthLimit int
@@ -308,15 +308,15 @@ type ThreadParams struct {
 
 // Legacy thread read limits.
 const (
-	ThreadDefaultLimit = 100
-	ThreadMaxLimit     = 500
+	threadDefaultLimit = 100
+	threadMaxLimit     = 500
 	maxThreadDepth     = 100
 )
 
 // threadReplies serves the legacy thread read: live replies of a root with
 // depth 1..DepthLimit, oldest first, at most ThreadMaxLimit, in accessible
 // channels only, each passing per-event visibility.
-func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p ThreadParams) ([]Row, error) {
+func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p threadParams) ([]Row, error) {
 	chans := p.Channels
 	if chans == nil {
 		chans = acc.List()
@@ -326,9 +326,9 @@ func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p Thr
 	}
 	limit := p.Limit
 	if limit <= 0 {
-		limit = ThreadDefaultLimit
+		limit = threadDefaultLimit
 	}
-	limit = min(limit, ThreadMaxLimit)
+	limit = min(limit, threadMaxLimit)
 	depth := p.DepthLimit
 	if depth > maxThreadDepth || depth < 0 {
 		depth = maxThreadDepth
@@ -344,7 +344,7 @@ func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p Thr
 	out := make([]Row, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		if !VisibleTo(sc.Reader, &r.Event) {
+		if !visibleTo(sc.Reader, &r.Event) {
 			continue
 		}
 		out = append(out, Row{Event: r.Event, Channel: r.Channel, JSON: r.Event.AppendJSON(nil)})

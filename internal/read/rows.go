@@ -107,7 +107,7 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 		chans, named := r.channelScope(f)
 		// searchFilter de-duplicates after acceptance through seen.
 		rows, err := r.e.searchFilter(ctx, r.req.Scope, r.acc, f, chans, named,
-			SearchOptions{Seen: seen, ContinueFunc: r.req.ContinueFunc})
+			searchOptions{Seen: seen, ContinueFunc: r.req.ContinueFunc})
 		for j := range rows {
 			if !emit(rows[j]) {
 				return nil

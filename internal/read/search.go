@@ -17,24 +17,14 @@ import (
 const (
 	SearchPageSize     = 100
 	MaxSearchPages     = (MaxLimit + SearchPageSize - 1) / SearchPageSize
-	HTTPSearchDefault  = 100
-	HTTPSearchMaxLimit = 500
+	httpSearchDefault  = 100
+	httpSearchMaxLimit = 500
 )
 
-// SearchMode is how search text becomes a tsquery; transports name it
-// through read so they need not import package search.
-type SearchMode = search.Mode
-
-// The search modes (20-search.md §3.3).
-const (
-	SearchFullText = search.FullText
-	SearchPrefix   = search.Prefix
-)
-
-// SearchOptions are the per-request settings of Engine.searchFilter.
-type SearchOptions struct {
+// searchOptions are the per-request settings of Engine.searchFilter.
+type searchOptions struct {
 	// Mode is FullText on WebSocket; the bridge may choose Prefix.
-	Mode SearchMode
+	Mode search.Mode
 	// OnePage selects the HTTP bridge's shape: one FTS statement of Page with
 	// per_page = the filter's limit (default 100, at most 500). Otherwise the
 	// WebSocket loop runs up to MaxSearchPages pages of SearchPageSize until
@@ -69,9 +59,9 @@ func (e *SearchError) Error() string {
 
 func (e *SearchError) Unwrap() error { return e.Err }
 
-// SearchText normalises NIP-50 text as the query function does
+// searchText normalises NIP-50 text as the query function does
 // (20-search.md §3.2); "" means the filter is skipped with no SQL.
-func SearchText(s string) string { return search.NormalizeText(s) }
+func searchText(s string) string { return search.NormalizeText(s) }
 
 type stageKey struct{}
 
@@ -89,7 +79,7 @@ func SearchStage(ctx context.Context) string {
 // a live edit target for kind 40003, not already in opt.Seen. Empty text,
 // limit 0, kinds [] and a #h with nothing accessible issue no search SQL.
 // On failure it returns the rows accepted so far and a *SearchError.
-func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *event.Filter, chans []string, named bool, opt SearchOptions) (rows []Row, err error) {
+func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *event.Filter, chans []string, named bool, opt searchOptions) (rows []Row, err error) {
 	if f.Search == nil || f.MatchesNothing() {
 		return nil, nil
 	}
@@ -111,9 +101,9 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 	text := search.NormalizeText(*f.Search)
 	limit, perPage, pages := MaxLimit, int64(SearchPageSize), MaxSearchPages
 	if opt.OnePage {
-		limit, pages = HTTPSearchDefault, 1
+		limit, pages = httpSearchDefault, 1
 		if f.Limit != nil {
-			limit = min(*f.Limit, HTTPSearchMaxLimit)
+			limit = min(*f.Limit, httpSearchMaxLimit)
 		}
 		perPage = int64(limit)
 	} else if f.Limit != nil {
@@ -224,7 +214,7 @@ func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 			count("filter")
 		case st.Channel != "" && !acc.Has(st.Channel) && !has(channels, st.Channel):
 			count("channel")
-		case !VisibleTo(sc.Reader, &st.Event):
+		case !visibleTo(sc.Reader, &st.Event):
 			count("visibility")
 		case st.Event.Kind == event.KindMessageEdit && !live[editTarget(&st.Event)]:
 			count("edit_target")
