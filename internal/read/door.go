@@ -129,6 +129,11 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		r.log = e.cfg.Logger
 	}
 	filters := req.Filters
+	// The modes of the coming read issues are dispatched here, inside the
+	// door, before any plain-read rule: a NIP-CW thread-window batch
+	// (50-windows.md §3) and the read-state snapshot (40-read-state.md) are
+	// recognised from the whole /query request and run in files of their
+	// own; channel windows are a route of queryRows (routeWindow).
 	if req.Surface == SurfaceQuery {
 		r.opts = make([]filterOptions, len(filters))
 		for i := range filters {
