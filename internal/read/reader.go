@@ -152,14 +152,12 @@ func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
 // with ties by ascending id, the channel scope pushed into SQL, then the
 // post-filter on every row (exact NIP-01 match, accessible channel,
 // per-event visibility). channels and named are the filter's channel scope
-// (Read.channelScope).
+// (Read.channelScope). The caller has skipped a filter that yields nothing
+// (Read.yieldsNothing).
 func (e *Engine) query(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
-	}
-	if limit == 0 || f.MatchesNothing() || (named && len(channels) == 0) {
-		return nil, nil
 	}
 	p := params(sc, acc, f, channels, named)
 	p.Limit = limit
@@ -219,11 +217,9 @@ func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel
 // count counts one filter's matches in its channel scope. A filter whose
 // every constraint is exact in SQL uses COUNT(*); otherwise at most
 // CountFallbackMaximum+1 candidates are fetched and post-filtered, and more
-// than CountFallbackMaximum answers errCountTooBroad.
+// than CountFallbackMaximum answers errCountTooBroad. The caller has
+// skipped a filter that matches nothing or names no accessible channel.
 func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool) (int64, error) {
-	if f.MatchesNothing() || (named && len(channels) == 0) {
-		return 0, nil
-	}
 	p := params(sc, acc, f, channels, named)
 	if fastPath(sc, f) {
 		return e.cfg.Store.EventCount(ctx, p)
