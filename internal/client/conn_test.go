@@ -2,124 +2,33 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/relaytest"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// fakeRelay speaks enough of spec 10 §7 to exercise the client: it answers
-// AUTH, EVENT (content "refuse" is refused), REQ (kind 666 is CLOSED, others
-// get the stored events then EOSE and then every later EVENT live), COUNT and CLOSE.
-type fakeRelay struct {
-	mu     sync.Mutex
-	stored []event.Event
-}
-
-func (f *fakeRelay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ws, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer ws.CloseNow()
-	ctx := r.Context()
-	var wmu sync.Mutex
-	send := func(b []byte) {
-		wmu.Lock()
-		defer wmu.Unlock()
-		_ = ws.Write(ctx, websocket.MessageText, b)
-	}
-	buf := make([]byte, 32)
-	_, _ = rand.Read(buf)
-	challenge := hex.EncodeToString(buf)
-	send(wire.AuthChallenge(challenge))
-	authed := false
-	live := map[string]bool{}
-	for {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			return
-		}
-		m, err := wire.ParseClient(b)
-		if err != nil {
-			var pe *wire.ParseError // ParseClient fails with nothing else
-			if errors.As(err, &pe) {
-				send(wire.Notice(pe.Notice()))
-			}
-			continue
-		}
-		switch m.Type {
-		case wire.TypeAuth:
-			ok := m.Event.Tags.HasValue("challenge", challenge) && m.Event.VerifySignature()
-			authed = ok
-			msg := ""
-			if !ok {
-				msg = wire.MsgVerification
-			}
-			send(wire.OK(m.Event.ID, ok, msg))
-		case wire.TypeEvent:
-			if !authed {
-				send(wire.OK(m.Event.ID, false, wire.MsgNotAuthenticated))
-				continue
-			}
-			if m.Event.Content == "refuse" {
-				send(wire.OK(m.Event.ID, false, "invalid: refused"))
-				continue
-			}
-			f.mu.Lock()
-			f.stored = append(f.stored, m.Event)
-			f.mu.Unlock()
-			send(wire.OK(m.Event.ID, true, ""))
-			for sub := range live {
-				send(wire.EventFrame(sub, m.Event.AppendJSON(nil)))
-			}
-		case wire.TypeReq:
-			if len(m.Filters) > 0 && m.Filters[0].CanMatchKind(666) && m.Filters[0].HasKinds() {
-				send(wire.Closed(m.SubID, "restricted: nope"))
-				continue
-			}
-			f.mu.Lock()
-			for _, ev := range f.stored {
-				send(wire.EventFrame(m.SubID, ev.AppendJSON(nil)))
-			}
-			f.mu.Unlock()
-			send(wire.EOSE(m.SubID))
-			live[m.SubID] = true
-		case wire.TypeCount:
-			f.mu.Lock()
-			n := int64(len(f.stored))
-			f.mu.Unlock()
-			send(wire.Count(m.SubID, n))
-		case wire.TypeClose:
-			delete(live, m.SubID)
-			send(wire.Closed(m.SubID, ""))
-		}
-	}
-}
-
+// testBundle is what a client test talks to: a whole relay on its own
+// database and the WebSocket URL and key the client dials it with.
 type testBundle struct {
-	url string
-	sk  []byte
+	relay *relaytest.Relay
+	url   string
+	sk    []byte
 }
 
-func setup(t *testing.T) (*Conn, *testBundle) {
+// setup starts a relay with env and dials it as a fresh key.
+func setup(t *testing.T, env map[string]string) (*Conn, *testBundle) {
 	t.Helper()
-	srv := httptest.NewServer(&fakeRelay{})
-	t.Cleanup(srv.Close)
-	b := &testBundle{url: "ws" + strings.TrimPrefix(srv.URL, "http"), sk: event.GenerateKey()}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	r := relaytest.Start(t, env)
+	b := &testBundle{relay: r, url: "ws://" + r.Host, sk: event.GenerateKey()}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, b.url, b.sk)
 	require.NoError(t, err)
@@ -127,11 +36,46 @@ func setup(t *testing.T) (*Conn, *testBundle) {
 	return c, b
 }
 
+// signed is a kind 1 note by sk.
 func signed(t *testing.T, sk []byte, content string) event.Event {
 	t.Helper()
-	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: 1, Content: content}
+	return signedKind(t, sk, event.KindNote, content)
+}
+
+func signedKind(t *testing.T, sk []byte, kind int, content string, tags ...event.Tag) event.Event {
+	t.Helper()
+	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: kind, Content: content, Tags: tags}
 	require.NoError(t, ev.Sign(sk))
 	return ev
+}
+
+// receive waits for the next event on ch, failing after 10 s or when ch closes.
+func receive(t *testing.T, ch <-chan event.Event) event.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "subscription closed before an event came")
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s")
+		return event.Event{}
+	}
+}
+
+// drained waits until ch is closed, failing after 10 s.
+func drained(t *testing.T, ch <-chan event.Event) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("subscription channel not closed within 10 s")
+		}
+	}
 }
 
 func TestConn(t *testing.T) {
@@ -139,7 +83,8 @@ func TestConn(t *testing.T) {
 
 	t.Run("PublishConcurrent", func(t *testing.T) {
 		t.Parallel()
-		c, b := setup(t)
+		c, b := setup(t, nil)
+		require.Equal(t, event.PubKey(b.sk), c.PubKey())
 		ctx := t.Context()
 		evs := make([]event.Event, 32)
 		for i := range evs {
@@ -153,6 +98,9 @@ func TestConn(t *testing.T) {
 				if err == nil && !ok {
 					err = errors.New(msg)
 				}
+				if err == nil && msg != "" {
+					err = errors.New("accepted with a message: " + msg)
+				}
 				errs <- err
 			})
 		}
@@ -164,41 +112,86 @@ func TestConn(t *testing.T) {
 		n, err := c.Count(ctx, event.Filter{Kinds: []int{1}})
 		require.NoError(t, err)
 		require.EqualValues(t, 32, n)
+		// Each OK reached the caller that sent its event: the relay stored
+		// every one of them exactly once.
+		got, err := c.Query(ctx, event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		ids := make([]string, len(got))
+		for i, ev := range got {
+			ids[i] = ev.ID
+		}
+		want := make([]string, len(evs))
+		for i, ev := range evs {
+			want[i] = ev.ID
+		}
+		require.ElementsMatch(t, want, ids)
 	})
 
 	t.Run("PublishRefused", func(t *testing.T) {
 		t.Parallel()
-		c, b := setup(t)
-		ok, msg, err := c.Publish(t.Context(), signed(t, b.sk, "refuse"))
+		c, b := setup(t, nil)
+		ok, msg, err := c.Publish(t.Context(), signedKind(t, b.sk, event.KindStreamMessage, "no channel"))
 		require.NoError(t, err)
 		require.False(t, ok)
-		require.Equal(t, "invalid: refused", msg)
+		require.Equal(t, "invalid: channel-scoped events must include an h tag", msg)
+	})
+
+	t.Run("PublishDuplicate", func(t *testing.T) {
+		t.Parallel()
+		c, b := setup(t, nil)
+		ev := signed(t, b.sk, "twice")
+		ok, msg, err := c.Publish(t.Context(), ev)
+		require.NoError(t, err)
+		require.True(t, ok, msg)
+		require.Empty(t, msg)
+		ok, msg, err = c.Publish(t.Context(), ev)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, wire.MsgDuplicate, msg)
 	})
 
 	t.Run("QueryUntilEOSE", func(t *testing.T) {
 		t.Parallel()
-		c, b := setup(t)
+		c, b := setup(t, nil)
 		ev := signed(t, b.sk, "stored")
-		_, _, err := c.Publish(t.Context(), ev)
+		ok, msg, err := c.Publish(t.Context(), ev)
 		require.NoError(t, err)
+		require.True(t, ok, msg)
 		got, err := c.Query(t.Context(), event.Filter{Kinds: []int{1}})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
-		require.Equal(t, ev.ID, got[0].ID)
+		require.Equal(t, ev, got[0])
+		// The query's subscription was closed at EOSE: the id is free for
+		// the next query and nothing more arrives for it.
+		got, err = c.Query(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
 	})
 
 	t.Run("QueryClosed", func(t *testing.T) {
 		t.Parallel()
-		c, _ := setup(t)
-		_, err := c.Query(t.Context(), event.Filter{Kinds: []int{666}})
+		c, _ := setup(t, nil)
+		_, err := c.Query(t.Context(), event.Filter{Kinds: []int{event.KindGiftWrap}})
 		var refused *RefusedError
 		require.ErrorAs(t, err, &refused)
-		require.Equal(t, "restricted: nope", refused.Message)
+		require.Equal(t, "query", refused.Op)
+		require.Zero(t, refused.Status)
+		require.Equal(t, "restricted: p-gated events require #p matching your pubkey", refused.Message)
+	})
+
+	t.Run("CountClosed", func(t *testing.T) {
+		t.Parallel()
+		c, _ := setup(t, nil)
+		_, err := c.Count(t.Context(), event.Filter{Kinds: []int{event.KindGiftWrap}})
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused)
+		require.Equal(t, "count", refused.Op)
+		require.Equal(t, "restricted: p-gated kinds require #p tag matching your pubkey", refused.Message)
 	})
 
 	t.Run("SubscribeLive", func(t *testing.T) {
 		t.Parallel()
-		c, b := setup(t)
+		c, b := setup(t, nil)
 		ctx, cancel := context.WithCancel(t.Context())
 		ch, err := c.Subscribe(ctx, "live", event.Filter{Kinds: []int{1}})
 		require.NoError(t, err)
@@ -206,50 +199,55 @@ func TestConn(t *testing.T) {
 		ok, _, err := c.Publish(t.Context(), ev)
 		require.NoError(t, err)
 		require.True(t, ok)
-		select {
-		case got := <-ch:
-			require.Equal(t, ev.ID, got.ID)
-		case <-time.After(5 * time.Second):
-			t.Fatal("no live event")
-		}
+		require.Equal(t, ev.ID, receive(t, ch).ID)
 		cancel()
-		for range ch { // drains until closed
-		}
+		drained(t, ch)
+		// The CLOSE reached the relay: the id can be used again.
+		ch, err = c.Subscribe(t.Context(), "live", event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Equal(t, ev.ID, receive(t, ch).ID)
 	})
 
 	t.Run("CloseEndsWaiters", func(t *testing.T) {
 		t.Parallel()
-		c, _ := setup(t)
+		c, _ := setup(t, nil)
 		ch, err := c.Subscribe(t.Context(), "s", event.Filter{Kinds: []int{1}})
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
-		for range ch {
-		}
+		drained(t, ch)
 		_, err = c.Query(t.Context(), event.Filter{})
 		require.True(t, errors.Is(err, ErrClosed), err)
+		require.NoError(t, c.Close(), "a second Close is harmless")
+	})
+
+	t.Run("RelayGone", func(t *testing.T) {
+		t.Parallel()
+		c, b := setup(t, nil)
+		ch, err := c.Subscribe(t.Context(), "s", event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		b.relay.Stop()
+		drained(t, ch)
+		_, _, err = c.Publish(t.Context(), signed(t, b.sk, "too late"))
+		require.ErrorIs(t, err, ErrClosed)
+		_, err = c.Count(t.Context(), event.Filter{Kinds: []int{1}})
+		require.ErrorIs(t, err, ErrClosed)
+		var refused *RefusedError
+		require.False(t, errors.As(err, &refused), "a lost connection is not a refusal: %v", err)
 	})
 
 	t.Run("AuthRefused", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ws, err := websocket.Accept(w, r, nil)
-			if err != nil {
-				return
-			}
-			defer ws.CloseNow()
-			_ = ws.Write(r.Context(), websocket.MessageText, wire.AuthChallenge("abc"))
-			_, b, err := ws.Read(r.Context())
-			if err != nil {
-				return
-			}
-			m, _ := wire.ParseClient(b)
-			_ = ws.Write(r.Context(), websocket.MessageText, wire.OK(m.Event.ID, false, wire.MsgNotRelayMember))
-			_, _, _ = ws.Read(r.Context())
-		}))
-		t.Cleanup(srv.Close)
-		_, err := Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http"), event.GenerateKey())
+		owner := event.GenerateKey()
+		r := relaytest.Start(t, map[string]string{
+			"BUZZ_REQUIRE_RELAY_MEMBERSHIP": "true", "RELAY_OWNER_PUBKEY": event.PubKey(owner)})
+		_, err := Dial(t.Context(), "ws://"+r.Host, event.GenerateKey())
 		var refused *RefusedError
 		require.ErrorAs(t, err, &refused)
+		require.Equal(t, "auth", refused.Op)
 		require.Equal(t, wire.MsgNotRelayMember, refused.Message)
+		// The same relay lets a member in: the refusal was about membership.
+		c, err := Dial(t.Context(), "ws://"+r.Host, owner)
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
 	})
 }

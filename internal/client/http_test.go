@@ -4,9 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"io"
 	"net/http"
-	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
+// TestNIP98Header checks the header byte for byte; TestHTTP shows the relay
+// accepts it (a bad token is a 401 there).
 func TestNIP98Header(t *testing.T) {
 	t.Parallel()
 	sk := event.GenerateKey()
 	body := []byte(`[{"kinds":[9]}]`)
+	before := time.Now().Unix()
 	h, err := NIP98Header(sk, "post", "http://localhost:3000/query", body)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(h, "Nostr "))
@@ -30,62 +33,134 @@ func TestNIP98Header(t *testing.T) {
 	require.True(t, ev.VerifySignature())
 	require.Equal(t, event.KindNIP98, ev.Kind)
 	require.Equal(t, event.PubKey(sk), ev.PubKey)
+	require.GreaterOrEqual(t, ev.CreatedAt, before)
+	require.LessOrEqual(t, ev.CreatedAt, time.Now().Unix())
 	require.Equal(t, "http://localhost:3000/query", ev.Tags.First("u").Value())
 	require.Equal(t, "POST", ev.Tags.First("method").Value())
 	sum := sha256.Sum256(body)
 	require.Equal(t, hex.EncodeToString(sum[:]), ev.Tags.First("payload").Value())
+
+	// No body, no payload tag; each header is a fresh event.
+	h2, err := NIP98Header(sk, http.MethodGet, "http://localhost:3000/", nil)
+	require.NoError(t, err)
+	raw, err = base64.StdEncoding.DecodeString(strings.TrimPrefix(h2, "Nostr "))
+	require.NoError(t, err)
+	ev2, err := event.Parse(raw)
+	require.NoError(t, err)
+	require.Nil(t, ev2.Tags.First("payload"))
+	require.NotEqual(t, ev.ID, ev2.ID)
+}
+
+// setupHTTP starts a relay and returns a bridge client for its deployment
+// host signing as a fresh key.
+func setupHTTP(t *testing.T) (*HTTP, *relaytest.Relay) {
+	t.Helper()
+	r := relaytest.Start(t, nil)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &HTTP{BaseURL: "http://" + r.Host, SK: event.GenerateKey(), Client: &http.Client{Transport: tr}}, r
 }
 
 func TestHTTP(t *testing.T) {
 	t.Parallel()
 
-	setupHTTP := func(t *testing.T, h http.HandlerFunc) *HTTP {
-		t.Helper()
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return &HTTP{BaseURL: srv.URL, SK: event.GenerateKey(), Client: srv.Client()}
-	}
-
 	t.Run("PublishAccepted", func(t *testing.T) {
 		t.Parallel()
-		h := setupHTTP(t, func(w http.ResponseWriter, r *http.Request) {
-			require.Equal(t, "/events", r.URL.Path)
-			require.True(t, strings.HasPrefix(r.Header.Get("Authorization"), "Nostr "))
-			b, _ := io.ReadAll(r.Body)
-			ev, err := event.Parse(b)
-			require.NoError(t, err)
-			_, _ = io.WriteString(w, `{"event_id":"`+ev.ID+`","accepted":true,"message":"duplicate:"}`)
-		})
-		ev := event.Event{CreatedAt: time.Now().Unix(), Kind: 1}
-		require.NoError(t, ev.Sign(h.SK))
+		h, r := setupHTTP(t)
+		ev := signed(t, h.SK, "over http")
+		// The relay checks every request's NIP-98 token (u, method, payload,
+		// signature, single use): an accepted event proves the header.
 		ok, msg, err := h.Publish(t.Context(), ev)
+		require.NoError(t, err)
+		require.True(t, ok, msg)
+		require.Empty(t, msg)
+		// The same event again, through 127.0.0.1 (the same tenant): a
+		// header for the same URL, body and second would be the same token
+		// event, which the relay refuses as a replay.
+		again := *h
+		again.BaseURL = "http://127.0.0.1:" + strconv.Itoa(r.Port)
+		ok, msg, err = again.Publish(t.Context(), ev)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Equal(t, "duplicate:", msg)
+		got, err := h.Query(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Equal(t, []event.Event{ev}, got)
+	})
+
+	t.Run("PublishRefused", func(t *testing.T) {
+		t.Parallel()
+		h, _ := setupHTTP(t)
+		_, _, err := h.Publish(t.Context(), signedKind(t, h.SK, event.KindStreamMessage, "no channel"))
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused)
+		require.Equal(t, "POST /events", refused.Op)
+		require.Equal(t, http.StatusBadRequest, refused.Status)
+		require.Equal(t, "invalid: channel-scoped events must include an h tag", refused.Message)
 	})
 
 	t.Run("RefusedCarriesStatus", func(t *testing.T) {
 		t.Parallel()
-		h := setupHTTP(t, func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = io.WriteString(w, `{"error":"restricted: author-only kinds require authors=[self]"}`)
-		})
-		_, err := h.Query(t.Context(), event.Filter{Kinds: []int{30078}})
+		h, _ := setupHTTP(t)
+		_, err := h.Query(t.Context(), event.Filter{Kinds: []int{30300}})
 		var refused *RefusedError
 		require.ErrorAs(t, err, &refused)
+		require.Equal(t, "POST /query", refused.Op)
 		require.Equal(t, http.StatusForbidden, refused.Status)
 		require.Equal(t, "restricted: author-only kinds require authors=[self]", refused.Message)
 	})
 
+	t.Run("RefusedWithMessage", func(t *testing.T) {
+		t.Parallel()
+		owner := event.GenerateKey()
+		r := relaytest.Start(t, map[string]string{
+			"BUZZ_REQUIRE_RELAY_MEMBERSHIP": "true", "RELAY_OWNER_PUBKEY": event.PubKey(owner)})
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		h := &HTTP{BaseURL: "http://" + r.Host + "/", SK: event.GenerateKey(), Client: &http.Client{Transport: tr}}
+		_, err := h.Count(t.Context(), event.Filter{Kinds: []int{1}})
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused)
+		require.Equal(t, "POST /count", refused.Op)
+		require.Equal(t, http.StatusForbidden, refused.Status)
+		// The bridge's error and its message, joined.
+		require.Equal(t, "relay_membership_required: You must be a relay member to access this relay", refused.Message)
+		h.SK = owner
+		n, err := h.Count(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+
 	t.Run("Count", func(t *testing.T) {
 		t.Parallel()
-		h := setupHTTP(t, func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			require.JSONEq(t, `[{"kinds":[9]}]`, string(b))
-			_, _ = io.WriteString(w, `{"count":42}`)
-		})
+		h, r := setupHTTP(t)
+		ch := "0b9c5a52-3f8e-4d6b-9a51-2c0e7d4f6a11"
+		ok, msg, err := h.Publish(t.Context(), signedKind(t, h.SK, event.KindCreateGroup, "",
+			event.Tag{"h", ch}, event.Tag{"name", "general"}))
+		require.NoError(t, err)
+		require.True(t, ok, msg)
+		for i := range 3 {
+			ok, msg, err := h.Publish(t.Context(), signedKind(t, h.SK, event.KindStreamMessage, "m"+strconv.Itoa(i), event.Tag{"h", ch}))
+			require.NoError(t, err)
+			require.True(t, ok, msg)
+		}
+		ok, msg, err = h.Publish(t.Context(), signed(t, h.SK, "a note, not counted"))
+		require.NoError(t, err)
+		require.True(t, ok, msg)
+		// Only the filter sent decides the count: three kind 9 among the
+		// create, its relay-signed follow-ups and the note.
 		n, err := h.Count(t.Context(), event.Filter{Kinds: []int{9}})
 		require.NoError(t, err)
-		require.EqualValues(t, 42, n)
+		require.EqualValues(t, 3, n)
+		n, err = h.Count(t.Context(), event.Filter{Kinds: []int{9}}, event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.EqualValues(t, 4, n)
+		// The WebSocket count agrees with the bridge's.
+		c, err := Dial(t.Context(), "ws://"+r.Host, h.SK)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		n, err = c.Count(t.Context(), event.Filter{Kinds: []int{9}})
+		require.NoError(t, err)
+		require.EqualValues(t, 3, n)
 	})
 }

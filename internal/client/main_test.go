@@ -3,9 +3,9 @@ package client
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/buzz-relay/buzz/internal/dbtest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+// TestMain starts the throwaway PostgreSQL cluster the relays of these
+// tests run on, stops it afterwards and fails the run on leaked goroutines.
+func TestMain(m *testing.M) { dbtest.Main(m) }
