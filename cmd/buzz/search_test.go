@@ -2,18 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	buzzapp "github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
@@ -165,77 +170,139 @@ func runSearch(t *testing.T, relay, sk string, args ...string) (int, string, str
 	return code, out.String(), errb.String()
 }
 
-// TestSearchExitCodes runs the command against a stub bridge.
+// httpRequests is the relay's http_requests_total over every route and
+// status: the bridge requests it has answered.
+func httpRequests(t *testing.T, r *relaytest.Relay) float64 {
+	t.Helper()
+	families, err := r.App.Registry.Gather()
+	require.NoError(t, err)
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() == "http_requests_total" {
+			for _, m := range f.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// errSearchFault is the database failure injected before the search
+// statement of a query for "explode".
+var errSearchFault = errors.New("injected search failure")
+
+// TestSearchExitCodes runs the command against real relays: one as
+// deployed by default, one behind TLS (its NIP-98 tokens name https), one
+// stopped.
 func TestSearchExitCodes(t *testing.T) {
 	t.Parallel()
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	var requests atomic.Int32
-	var status atomic.Int32
-	var answer atomic.Value
-	var lastBody atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		b, _ := io.ReadAll(r.Body)
-		lastBody.Store(string(b))
-		if r.URL.Path != "/query" || !strings.HasPrefix(r.Header.Get("Authorization"), "Nostr ") {
-			w.WriteHeader(http.StatusTeapot)
-			return
+	var mu sync.Mutex
+	var searched []string // the search filters as the read door received them
+	r := relaytest.Start(t, nil, buzzapp.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
+		if f.Search == nil || read.SearchStage(ctx) != "fts" {
+			return nil
 		}
-		w.WriteHeader(int(status.Load()))
-		_, _ = io.WriteString(w, answer.Load().(string))
-	}))
-	t.Cleanup(srv.Close)
-	relay := "ws://" + strings.TrimPrefix(srv.URL, "http://")
-	sk := hex.EncodeToString(event.GenerateKey())
+		if *f.Search == "explode" {
+			return errSearchFault
+		}
+		mu.Lock()
+		searched = append(searched, string(f.AppendJSON(nil)))
+		mu.Unlock()
+		return nil
+	}})
+	lastSearched := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, searched)
+		return searched[len(searched)-1]
+	}
+	relay := "ws://" + r.Host
+	key := eventtest.NewKey()
+	user := cliUser{t: t, relay: relay, sk: hex.EncodeToString(key.SK)}
+	ch := user.ok("channels", "create", "--name", "general")["channel_id"].(string)
+	hello := user.ok("messages", "send", "--channel", ch, "--content", "hello world")["event_id"].(string)
+	// What the relay answers the body the command must send for the OK case.
+	wantBody := `[{"search":"hel","search_mode":"prefix","kinds":[9,40002,40003,45001,45003],"limit":100}]`
+	status, answer := r.HTTP(t, "", http.MethodPost, "/query", &key, []byte(wantBody))
+	require.Equal(t, http.StatusOK, status, string(answer))
+	require.Equal(t, []string{hello}, searchIDs(t, string(answer)))
+	wantFilter := lastSearched()
+
+	tls := relaytest.Start(t, map[string]string{"RELAY_URL": "wss://relay.invalid"})
+	tlsHost := tls.Community(t, "localhost")
 
 	for _, tc := range []struct {
-		name   string
-		status int
-		answer string
-		args   []string
-		code   int
+		name  string
+		relay *relaytest.Relay
+		host  string
+		args  []string
+		code  int
+		err   string // the stderr error, for a relay's refusal
 	}{
-		{"OK", 200, `[{"id":"x"}]`, []string{"--query", "hello", "--prefix"}, exitOK},
-		{"EmptyQuery", 200, `[]`, []string{"--query", "  "}, searchExitInput},
-		{"BadLimit", 200, `[]`, []string{"--query", "x", "--limit", "501"}, searchExitInput},
-		{"Unauthorized", 401, `{"error":"auth required"}`, []string{"--query", "x"}, searchExitAuth},
-		{"Forbidden", 403, `{"error":"restricted: no"}`, []string{"--query", "x"}, searchExitAuth},
-		{"BadRequest", 400, `{"error":"mixed search and non-search filters not supported"}`, []string{"--query", "x"}, searchExitRelay},
-		{"ServerError", 500, `{"error":"internal server error"}`, []string{"--query", "x"}, searchExitRelay},
-		{"NotAnArray", 200, `{"events":[]}`, []string{"--query", "x"}, searchExitRelay},
+		{"OK", r, r.Host, []string{"--query", "hel", "--prefix"}, exitOK, ""},
+		{"EmptyQuery", r, r.Host, []string{"--query", "  "}, searchExitInput, ""},
+		{"BadLimit", r, r.Host, []string{"--query", "x", "--limit", "501"}, searchExitInput, ""},
+		{"Unauthorized", tls, tlsHost, []string{"--query", "x"}, searchExitAuth, "POST /query: 401: NIP-98: URL mismatch: event has `http://" +
+			tlsHost + "/query`, expected `https://" + tlsHost + "/query`"},
+		{"Forbidden", r, r.Host, []string{"--query", "x", "--kinds", "30300"}, searchExitAuth,
+			"POST /query: 403: restricted: author-only kinds require authors=[self]"},
+		{"BadRequest", r, r.Host, []string{"--query", "x", "--since", "9223372036854775807"}, searchExitRelay,
+			"POST /query: 400: invalid filters: since must be a non-negative integer"},
+		{"ServerError", r, r.Host, []string{"--query", "explode"}, searchExitRelay, "POST /query: 500: internal server error"},
 	} {
-		// Sequential: the stub's answer is shared.
-		status.Store(int32(tc.status))
-		answer.Store(tc.answer)
-		before := requests.Load()
-		code, out, stderr := runSearch(t, relay, sk, tc.args...)
+		// Sequential: each case counts the requests its relay answered.
+		before := httpRequests(t, tc.relay)
+		code, out, stderr := runSearch(t, "ws://"+tc.host, user.sk, tc.args...)
 		require.Equal(t, tc.code, code, "%s: %s", tc.name, stderr)
 		if tc.code == searchExitInput {
-			require.Equal(t, before, requests.Load(), "%s: no request may be sent", tc.name)
+			require.Equal(t, before, httpRequests(t, tc.relay), "%s: no request may be sent", tc.name)
 			require.Empty(t, out)
+			var e map[string]any
+			require.NoError(t, json.Unmarshal([]byte(stderr), &e), stderr)
+			require.NotEmpty(t, e["error"])
 			continue
 		}
-		require.Equal(t, before+1, requests.Load(), tc.name)
+		require.Equal(t, before+1, httpRequests(t, tc.relay), tc.name)
 		if tc.code == exitOK {
-			require.Equal(t, tc.answer+"\n", out)
-			require.JSONEq(t, `[{"search":"hello","search_mode":"prefix","kinds":[9,40002,40003,45001,45003],"limit":100}]`,
-				lastBody.Load().(string))
+			require.Empty(t, stderr)
+			require.Equal(t, string(answer)+"\n", out)
+			require.Equal(t, wantFilter, lastSearched(), "the filter sent")
 			continue
 		}
 		require.Empty(t, out)
 		var e map[string]any
 		require.NoError(t, json.Unmarshal([]byte(stderr), &e), stderr)
-		require.NotEmpty(t, e["error"])
+		require.Equal(t, map[string]any{"error": tc.err}, e, tc.name)
 	}
 
 	// No key is bad input; an unreachable relay is a network error.
+	before := httpRequests(t, r)
 	code, _, _ := runSearch(t, relay, "", "--query", "x")
 	require.Equal(t, searchExitInput, code)
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
-	code, _, stderr := runSearch(t, deadURL, sk, "--query", "x")
+	require.Equal(t, before, httpRequests(t, r), "no request without a key")
+	tls.Stop()
+	code, _, stderr := runSearch(t, "ws://"+tlsHost, user.sk, "--query", "x")
 	require.Equal(t, searchExitRelay, code, stderr)
+	require.Contains(t, stderr, "POST /query: ")
+	require.Contains(t, stderr, "connection refused")
+}
+
+// TestSearchNotAnArray keeps the one raw server of this package: the relay
+// answers /query with a JSON array or an error status, never a 200 of
+// another shape, so only a server that is not the relay can show that the
+// command refuses such an answer (exit 2) instead of printing it.
+func TestSearchNotAnArray(t *testing.T) {
+	t.Parallel()
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"events":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	code, out, stderr := runSearch(t, "ws://"+strings.TrimPrefix(srv.URL, "http://"), hex.EncodeToString(event.GenerateKey()), "--query", "x")
+	require.Equal(t, searchExitRelay, code, stderr)
+	require.Empty(t, out)
+	require.JSONEq(t, `{"error":"POST /query: the answer is not a JSON array"}`, stderr)
 }
 
 // searchIDs decodes a search answer and returns its event ids.
