@@ -4,17 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/buzz-relay/buzz/internal/wire"
+	"github.com/buzz-relay/buzz/internal/client"
+	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/relaytest"
 )
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestPercentile(t *testing.T) {
 	t.Parallel()
@@ -140,49 +143,14 @@ func TestRunRefusesRemote(t *testing.T) {
 	require.Contains(t, errb.String(), "loopback")
 }
 
-// stubRelay accepts every AUTH and EVENT and answers every REQ with EOSE;
-// it refuses kind 9007 so the kind 1 fallback is exercised.
-func stubRelay(w http.ResponseWriter, r *http.Request) {
-	ws, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer ws.CloseNow()
-	ctx := r.Context()
-	_ = ws.Write(ctx, websocket.MessageText, wire.AuthChallenge(strings.Repeat("ab", 32)))
-	for {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			return
-		}
-		m, err := wire.ParseClient(b)
-		if err != nil {
-			continue
-		}
-		var out []byte
-		switch m.Type {
-		case wire.TypeAuth:
-			out = wire.OK(m.Event.ID, true, "")
-		case wire.TypeEvent:
-			out = wire.OK(m.Event.ID, m.Event.Kind != 9007, "restricted: unknown event kind")
-		case wire.TypeReq:
-			out = wire.EOSE(m.SubID)
-		case wire.TypeClose:
-			out = wire.Closed(m.SubID, "")
-		}
-		if out != nil {
-			_ = ws.Write(ctx, websocket.MessageText, out)
-		}
-	}
-}
-
-func TestBenchAgainstStub(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(stubRelay))
-	defer srv.Close()
+// benchLines runs buzz-bench against r with args and returns its output
+// lines. The cap on the run is generous, not tight: the run ends when its
+// work is done, and a line that was cut short fails the test below rather
+// than the cap.
+func benchLines(t *testing.T, r *relaytest.Relay, args ...string) []map[string]any {
+	t.Helper()
 	var out, errb strings.Builder
-	args := []string{"--relay", "ws" + strings.TrimPrefix(srv.URL, "http"), "--conns", "2", "--inflight", "4",
-		"--events", "300", "--authors", "4", "--req-seconds", "0.2", "--duration", "30s"}
+	args = append([]string{"--relay", "ws://" + r.Host, "--duration", "5m"}, args...)
 	require.Equal(t, 0, run(t.Context(), args, &out, &errb), errb.String())
 	var lines []map[string]any
 	for l := range strings.Lines(out.String()) {
@@ -190,14 +158,80 @@ func TestBenchAgainstStub(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(l), &m))
 		lines = append(lines, m)
 	}
-	require.Len(t, lines, 1+1+4+1) // setup, ingest, four shapes, summary
+	return lines
+}
+
+// requireIngest checks one ingest line: every event answered, accepted.
+func requireIngest(t *testing.T, line map[string]any, phase string, events int) {
+	t.Helper()
+	require.Equal(t, phase, line["phase"], line)
+	require.EqualValues(t, events, line["events"], line)
+	require.EqualValues(t, 0, line["rejected"], line)
+	require.EqualValues(t, 0, line["errors"], line)
+	require.Nil(t, line["truncated"], line)
+}
+
+// stored counts the events of filter on r as a fresh reader sees them.
+func stored(t *testing.T, r *relaytest.Relay, filter event.Filter) int64 {
+	t.Helper()
+	c, err := client.Dial(t.Context(), "ws://"+r.Host, event.GenerateKey())
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	n, err := c.Count(t.Context(), filter)
+	require.NoError(t, err)
+	return n
+}
+
+func TestBenchAgainstRelay(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	lines := benchLines(t, r, "--conns", "2", "--inflight", "4", "--events", "300", "--authors", "4", "--req-seconds", "2")
+	require.Len(t, lines, 1+1+4+1, lines) // setup, ingest, four shapes, summary
+	require.Equal(t, "setup", lines[0]["phase"])
+	require.EqualValues(t, 9, lines[0]["kind"])
+	require.EqualValues(t, 4, lines[0]["sockets"])
+	require.Nil(t, lines[0]["note"], "the relay accepts the channel")
+	channel, _ := lines[0]["channel"].(string)
+	require.NotEmpty(t, channel)
+	requireIngest(t, lines[1], "ingest", 300)
+	require.EqualValues(t, 300, stored(t, r, event.Filter{Kinds: []int{9}, Tags: map[string][]string{"h": {channel}}}))
+	for i, shape := range []string{"kinds", "authors", "#e", "#p"} {
+		line := lines[2+i]
+		require.Equal(t, "req", line["phase"], line)
+		require.Equal(t, shape, line["shape"], line)
+		require.Positive(t, line["queries"], line)
+		require.EqualValues(t, 0, line["rejected"], line)
+		require.EqualValues(t, 0, line["errors"], line)
+	}
+	require.EqualValues(t, 50, lines[2]["avg_events"], "kinds: a full page of the 300")
+	require.Equal(t, "summary", lines[6]["phase"])
+	require.EqualValues(t, 9, lines[6]["kind"])
+	require.Nil(t, lines[6]["truncated"], lines[6])
+}
+
+// TestBenchFallback makes the relay refuse the kind 9007 with a real
+// failure, a trigger that fails every channel insert, so the run falls
+// back to kind 1 notes, and posts them over the HTTP bridge.
+func TestBenchFallback(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	conn, err := pgx.Connect(t.Context(), r.DBURL)
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), `
+		CREATE FUNCTION test_no_channels() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'injected fault: no channels'; END $$;
+		CREATE TRIGGER test_no_channels BEFORE INSERT ON channels FOR EACH ROW EXECUTE FUNCTION test_no_channels();`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+
+	lines := benchLines(t, r, "--conns", "2", "--inflight", "2", "--events", "100", "--authors", "4", "--phase", "http-ingest")
+	require.Len(t, lines, 1+1+1, lines) // setup, http-ingest, summary
 	require.Equal(t, "setup", lines[0]["phase"])
 	require.EqualValues(t, 1, lines[0]["kind"])
-	require.Contains(t, lines[0]["note"], "falling back to kind 1")
-	require.Equal(t, "ingest", lines[1]["phase"])
-	require.EqualValues(t, 300, lines[1]["events"])
-	require.EqualValues(t, 0, lines[1]["rejected"])
-	require.Equal(t, "#p", lines[5]["shape"])
-	require.Positive(t, lines[5]["queries"])
-	require.Equal(t, "summary", lines[6]["phase"])
+	require.Nil(t, lines[0]["channel"])
+	require.Equal(t, "relay refused kind 9007 (error: internal server error); falling back to kind 1 without a channel", lines[0]["note"])
+	requireIngest(t, lines[1], "http-ingest", 100)
+	require.EqualValues(t, 100, stored(t, r, event.Filter{Kinds: []int{1}}))
+	require.Equal(t, "summary", lines[2]["phase"])
+	require.EqualValues(t, 1, lines[2]["kind"])
 }
