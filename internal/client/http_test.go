@@ -131,6 +131,18 @@ func TestHTTP(t *testing.T) {
 		require.Zero(t, n)
 	})
 
+	// NIP-98 ids are single-use: the same request twice within one second
+	// must still carry two distinct tokens.
+	t.Run("SameRequestTwiceInOneSecond", func(t *testing.T) {
+		t.Parallel()
+		h, _ := setupHTTP(t)
+		for range 3 {
+			n, err := h.Count(t.Context(), event.Filter{Kinds: []int{1}})
+			require.NoError(t, err)
+			require.Zero(t, n)
+		}
+	})
+
 	t.Run("Count", func(t *testing.T) {
 		t.Parallel()
 		h, r := setupHTTP(t)
