@@ -84,6 +84,9 @@ func (p *Partitions) Start(ctx context.Context) error {
 	return p.StartLoop(ctx, func(ctx context.Context) {
 		service.Tick(ctx, p.cfg.Interval, nil, func(ctx context.Context) {
 			err := p.runOnce(ctx)
+			if ctx.Err() != nil {
+				return // stopping: a run cut short is not a failure
+			}
 			_ = p.handle(err) // a current-month failure waits for the next run
 			p.TestSignals.Ran.Signal(err)
 		})
