@@ -97,6 +97,9 @@ func (m *MembershipService) runOnce(ctx context.Context) (int, error) {
 	s := m.s
 	groups := make(map[memberKey][]*conn)
 	for _, c := range s.snapshot() {
+		if c.closing.Load() {
+			continue // already on its way out: nothing to re-check
+		}
 		if pk, ok := c.identity(); ok {
 			k := memberKey{c.tenant.CommunityID, pk}
 			groups[k] = append(groups[k], c)
