@@ -171,7 +171,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Connections: a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
 	})
 	a.HTTP = httpapi.New(httpapi.Config{
-		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: replayGuard{a.Store},
+		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: a.Store,
 		WebSocket: a.Relay, Health: a.Health.Handler(), Metrics: a.Metrics, Logger: log,
 		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
@@ -288,11 +288,4 @@ func (a *Relay) communityByHost(ctx context.Context, h string) (string, error) {
 		return "", err
 	}
 	return c.ID, nil
-}
-
-// replayGuard adapts the store to the bridge's single-use NIP-98 ids.
-type replayGuard struct{ s *store.Store }
-
-func (r replayGuard) UseNIP98(ctx context.Context, communityID, eventID string) (bool, error) {
-	return r.s.NIP98Use(ctx, communityID, eventID)
 }

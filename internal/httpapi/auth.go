@@ -136,7 +136,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 		}
 		return "", fmt.Errorf("verify NIP-98: %w", err)
 	}
-	fresh, err := s.cfg.Replay.UseNIP98(ctx, t.CommunityID, ev.ID)
+	fresh, err := s.cfg.Replay.NIP98Use(ctx, t.CommunityID, ev.ID)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "NIP-98 replay check failed",
 			slog.String("community", t.Host), slog.Any("err", err))

@@ -104,7 +104,7 @@ func TestBridgeAuth(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
 		_, ro := d.readOnlyStore(t)
-		b = b.serve(t, func(c *httpapi.Config) { c.Replay = replayGuard{ro} })
+		b = b.serve(t, func(c *httpapi.Config) { c.Replay = ro })
 		res := b.signedPost(t, b.key, "/query", query)
 		require.Equal(t, http.StatusUnauthorized, res.status)
 		require.Equal(t, errorJSON("NIP-98: replay check unavailable"), res.body)

@@ -17,8 +17,9 @@ import (
 
 // ReplayGuard records NIP-98 event ids as used, once per community (spec 10
 // §8.2). fresh is false when the id was used before; an error fails closed.
+// *store.Store satisfies it.
 type ReplayGuard interface {
-	UseNIP98(ctx context.Context, communityID, eventID string) (fresh bool, err error)
+	NIP98Use(ctx context.Context, communityID, eventID string) (fresh bool, err error)
 }
 
 // MaxBodyBytes is the largest accepted bridge request body (spec 10 §7.11).

@@ -138,14 +138,6 @@ func (d *deliveries) count() int {
 	return len(d.got)
 }
 
-// replayGuard adapts the store to the door's single-use NIP-98 ids, as the
-// composition root does.
-type replayGuard struct{ s *store.Store }
-
-func (r replayGuard) UseNIP98(ctx context.Context, communityID, eventID string) (bool, error) {
-	return r.s.NIP98Use(ctx, communityID, eventID)
-}
-
 // readHooks is the read engine's fault-injection point: it counts history
 // queries (and search statements) and fails them while fail is set.
 type readHooks struct {
@@ -224,7 +216,7 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 		Submitter:        b.pipeline,
 		Reader:           b.reader,
 		Members:          st,
-		Replay:           replayGuard{st},
+		Replay:           st,
 		WebSocket:        http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "websocket") }),
 		Metrics:          b.metrics,
 		Logger:           b.log,
