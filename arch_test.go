@@ -33,6 +33,7 @@ var may = map[string]string{
 	"app":       "audit auth config event health httpapi ingest maintenance metrics pg pgcluster read service store tenant wsapi",
 	"dbtest":    "pg pgcluster",
 	"eventtest": "event",
+	"logtest":   "",
 	"fixture":   "event eventtest pg store",
 	"relaytest": "app auth config dbtest event eventtest store",
 	"e2e":       "",

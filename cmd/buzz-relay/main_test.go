@@ -22,7 +22,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/pgcluster"
 )
 
@@ -134,24 +134,6 @@ func runBinary(t *testing.T, env map[string]string, args ...string) result {
 	return res
 }
 
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // relayProc is a running `buzz-relay serve`.
 type relayProc struct {
 	t   *testing.T
@@ -160,8 +142,8 @@ type relayProc struct {
 	Env       map[string]string
 	AppAddr   string // 127.0.0.1:<port>
 	HealthURL string // http://127.0.0.1:<port>
-	Stdout    *syncBuffer
-	Stderr    *syncBuffer
+	Stdout    *logtest.Buffer
+	Stderr    *logtest.Buffer
 	done      chan struct{}
 	waitErr   error
 }
@@ -220,7 +202,7 @@ func startRelay(t *testing.T, env map[string]string) *relayProc {
 	cmd.WaitDelay = 5 * time.Second
 	p := &relayProc{t: t, cmd: cmd, Env: env, AppAddr: env["BUZZ_BIND_ADDR"],
 		HealthURL: "http://127.0.0.1:" + env["BUZZ_HEALTH_PORT"],
-		Stdout:    &syncBuffer{}, Stderr: &syncBuffer{}, done: make(chan struct{})}
+		Stdout:    &logtest.Buffer{}, Stderr: &logtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	require.NoError(t, cmd.Start())
 	go func() {

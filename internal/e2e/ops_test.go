@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
@@ -363,27 +363,9 @@ func TestMetrics(t *testing.T) { // check 119
 	}, "buzz_ws_connections_active = %d after a close", n-1)
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestLogsKeepSecrets(t *testing.T) { // check 120
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	r := relaytest.StartWithLogger(t, map[string]string{"BUZZ_LOG_LEVEL": "debug"}, logs)
 	key := eventtest.NewKey()
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
@@ -301,12 +302,12 @@ func TestPipelineRefusals(t *testing.T) {
 // one-statement path: no BEGIN, no COMMIT) or in a later COMMIT statement.
 type writeFaults struct {
 	r    *relaytest.Relay
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 func startWriteFaults(t *testing.T) *writeFaults {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	r := relaytest.StartWithLogger(t, map[string]string{"BUZZ_AUDIT_ENABLED": "true"}, logs)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, r.DBURL)

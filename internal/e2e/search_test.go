@@ -15,6 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
@@ -258,7 +259,7 @@ func TestSearchDegrades(t *testing.T) { // check 31
 		t.Run(stage, func(t *testing.T) {
 			t.Parallel()
 			c := &srCounter{fail: stage}
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			r := relaytest.StartWithLogger(t, nil, logs, c.hooks())
 			author := eventtest.NewKey()
 			open := rpAddChannel(t, r, "", "open", author)

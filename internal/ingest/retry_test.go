@@ -1,12 +1,10 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/logtest"
 )
 
 // retryOnce makes the first COMMIT of a transaction holding a chosen event
@@ -154,30 +153,12 @@ func TestRetriedApply(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // TestFailureNamesStep: the event failed log line says which step and
 // family failed; the client only sees the internal error.
 func TestFailureNamesStep(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	cfg := b.p.cfg
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.SignFunc = func(*event.Event) error { return errors.New("no signer") }

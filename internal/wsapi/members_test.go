@@ -1,34 +1,16 @@
 package wsapi
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/logtest"
 )
-
-// syncBuffer collects log output written from the service's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // requireMembership turns on the relay-membership gate with a fast recheck.
 func requireMembership(c *Config) {
@@ -89,7 +71,7 @@ func TestMembershipService(t *testing.T) {
 		// A database of its own: the test locks relay_members whole, and the
 		// relay's membership lookups give up on a lock after 200 ms.
 		own := newTestDB(t)
-		logs := &syncBuffer{}
+		logs := &logtest.Buffer{}
 		b := own.setupWith(t, options{members: openStore(t, own.url, "lock_timeout=200ms"), config: func(c *Config) {
 			requireMembership(c)
 			c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
