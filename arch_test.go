@@ -38,6 +38,9 @@ var may = map[string]string{
 	"relaytest": "app auth config dbtest event eventtest store",
 	"e2e":       "",
 
+	// command-line conventions shared by cmd/buzz and cmd/buzz-relay
+	"cli": "",
+
 	// background work: the service shape and its test signals
 	"testsignal":  "",
 	"service":     "",

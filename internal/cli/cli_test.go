@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+)
+
+func tree(ran *[]string) *cobra.Command {
+	root := Root(&cobra.Command{Use: "tool", Short: "a tool"})
+	var relay string
+	root.PersistentFlags().StringVar(&relay, "relay", "ws://default", "relay URL")
+	leaf := &cobra.Command{Use: "get", Short: "get a thing", Example: "  tool things get --id 1",
+		RunE: func(c *cobra.Command, args []string) error {
+			*ran = append(*ran, "get "+relay+" "+strings.Join(args, ","))
+			return nil
+		}}
+	leaf.Flags().Int("id", 0, "the id")
+	root.AddCommand(Group(&cobra.Command{Use: "things", Short: "things"}, leaf))
+	return root
+}
+
+func exec(t *testing.T, args ...string) (string, error, []string) {
+	t.Helper()
+	var ran []string
+	var out, errOut bytes.Buffer
+	err := Execute(context.Background(), tree(&ran), args, strings.NewReader(""), &out, &errOut)
+	require.Empty(t, errOut.String(), "nothing is printed on stderr by the package")
+	return out.String(), err, ran
+}
+
+func TestHelpOnStdout(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"things", "get", "--help"}, {"things", "get", "-h"}, {"help", "things", "get"}} {
+		out, err, ran := exec(t, args...)
+		require.NoError(t, err, args)
+		require.Empty(t, ran, "help does not run the command")
+		require.Contains(t, out, "tool things get")
+		require.Contains(t, out, "--id")
+		require.Contains(t, out, "tool things get --id 1", "the example is shown")
+	}
+	out, err, _ := exec(t, "things", "--help")
+	require.NoError(t, err)
+	require.Contains(t, out, "get")
+}
+
+func TestFlagsAnywhere(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--relay", "ws://x", "things", "get", "a"},
+		{"things", "--relay", "ws://x", "get", "a"},
+		{"things", "get", "a", "--relay", "ws://x"},
+		{"things", "get", "--relay=ws://x", "a"},
+	} {
+		_, err, ran := exec(t, args...)
+		require.NoError(t, err, args)
+		require.Equal(t, []string{"get ws://x a"}, ran, args)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"things"}, `tool things: missing subcommand (one of: get; see: tool things --help)`},
+		{[]string{"things", "put"}, `tool things: unknown subcommand "put" (one of: get)`},
+		{[]string{"things", "get", "--id", "abc"}, `tool things get: invalid argument "abc" for "--id" flag`},
+		{[]string{"things", "get", "--nope"}, `tool things get: unknown flag: --nope (see: tool things get --help)`},
+	}
+	for _, tt := range tests {
+		_, err, ran := exec(t, tt.args...)
+		require.True(t, IsUsage(err), "%v: %v", tt.args, err)
+		require.Contains(t, err.Error(), tt.want)
+		require.Empty(t, ran)
+	}
+	_, err, _ := exec(t, "nothing")
+	require.ErrorContains(t, err, `unknown command "nothing" for "tool"`)
+}
