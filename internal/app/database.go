@@ -18,7 +18,10 @@ type Database struct {
 	Pool *pgxpool.Pool
 	// URL is the connection string the pool uses; the audit pool opens it too.
 	// It may hold a password: never log it.
-	URL     string
+	URL string
+	// Applied names the migration files this open applied, in order; empty
+	// when the schema was already up to date or migrations were not run.
+	Applied []string
 	cluster *pgcluster.Cluster
 }
 
@@ -73,5 +76,6 @@ func OpenDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 	if len(applied) > 0 {
 		log.Info("migrations applied", slog.Any("files", applied))
 	}
+	db.Applied = applied
 	return db, nil
 }
