@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,8 +75,9 @@ type Relay struct {
 }
 
 // Start opens the database (private cluster or DATABASE_URL), applies or
-// checks migrations, ensures partitions and the deployment community, and
-// builds every component. It opens no listener.
+// checks migrations, ensures partitions, and builds every component. It
+// opens no listener and writes no tenant data: the caller runs Listen,
+// then Run, which bootstraps the deployment community before serving.
 //
 // Hooks are for tests: fault injection points inside the pipeline and the
 // read engine; production passes none.
@@ -106,19 +108,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Services = newServices(a)
 	if err := a.Services.Partitions.Ensure(ctx); err != nil {
 		return nil, err
-	}
-	if _, err := a.Store.CommunityEnsure(ctx, cfg.RelayHost); err != nil {
-		return nil, fmt.Errorf("ensure deployment community: %w", err)
-	}
-	if cfg.RelayOwnerPubkey != "" {
-		c, err := a.Store.CommunityByHost(ctx, cfg.RelayHost)
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap owner: %w", err)
-		}
-		if _, err := a.Store.RelayMemberUpsert(ctx, db.Pool, store.RelayMemberUpsertParams{
-			CommunityID: c.ID, Pubkey: cfg.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
-			return nil, fmt.Errorf("bootstrap owner: %w", err)
-		}
 	}
 	a.RelayKey = cfg.RelayPrivateKey
 	relayPubkey := ""
@@ -182,27 +171,67 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	return a, nil
 }
 
-// Listen opens the app, health and metrics listeners.
+// Bootstrap creates the deployment community of RELAY_URL when it does not
+// exist and, with RELAY_OWNER_PUBKEY, upserts its owner (spec 10 §2.5).
+// Run calls it before serving, on listeners already bound, so a start
+// that cannot bind its ports leaves the database as it found it.
+func (a *Relay) bootstrap(ctx context.Context) error {
+	if _, err := a.Store.CommunityEnsure(ctx, a.Config.RelayHost); err != nil {
+		return fmt.Errorf("ensure deployment community: %w", err)
+	}
+	if a.Config.RelayOwnerPubkey == "" {
+		return nil
+	}
+	c, err := a.Store.CommunityByHost(ctx, a.Config.RelayHost)
+	if err != nil {
+		return fmt.Errorf("bootstrap owner: %w", err)
+	}
+	if _, err := a.Store.RelayMemberUpsert(ctx, a.DB.Pool, store.RelayMemberUpsertParams{
+		CommunityID: c.ID, Pubkey: a.Config.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
+		return fmt.Errorf("bootstrap owner: %w", err)
+	}
+	return nil
+}
+
+// Listen opens the app, health and metrics listeners. A port already in
+// use is reported with the three variables that move together, since
+// moving BUZZ_BIND_ADDR alone to run a second relay fails on the others.
 func (a *Relay) Listen() (app, healthL, metricsL net.Listener, err error) {
 	if app, err = net.Listen("tcp", a.Config.BindAddr); err != nil {
-		return nil, nil, nil, fmt.Errorf("listen on BUZZ_BIND_ADDR %s: %w", a.Config.BindAddr, err)
+		return nil, nil, nil, a.listenError("BUZZ_BIND_ADDR "+a.Config.BindAddr, err)
 	}
 	if healthL, err = net.Listen("tcp", ":"+strconv.Itoa(a.Config.HealthPort)); err != nil {
 		app.Close()
-		return nil, nil, nil, fmt.Errorf("listen on BUZZ_HEALTH_PORT %d: %w", a.Config.HealthPort, err)
+		return nil, nil, nil, a.listenError("BUZZ_HEALTH_PORT "+strconv.Itoa(a.Config.HealthPort), err)
 	}
 	if metricsL, err = net.Listen("tcp", ":"+strconv.Itoa(a.Config.MetricsPort)); err != nil {
 		app.Close()
 		healthL.Close()
-		return nil, nil, nil, fmt.Errorf("listen on BUZZ_METRICS_PORT %d: %w", a.Config.MetricsPort, err)
+		return nil, nil, nil, a.listenError("BUZZ_METRICS_PORT "+strconv.Itoa(a.Config.MetricsPort), err)
 	}
 	return app, healthL, metricsL, nil
 }
 
-// Run serves on the given listeners and runs background jobs until ctx
-// ends, then drains: readiness 503, sockets closed 1012, HTTP finished,
-// bounded by the drain timeout.
+func (a *Relay) listenError(what string, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s: %w", what, err)
+	}
+	return fmt.Errorf("listen on %s: %w (the relay listens on three ports, BUZZ_BIND_ADDR %s, BUZZ_HEALTH_PORT %d "+
+		"and BUZZ_METRICS_PORT %d: another relay on this machine needs all three moved)",
+		what, err, a.Config.BindAddr, a.Config.HealthPort, a.Config.MetricsPort)
+}
+
+// Run bootstraps the deployment community, then serves on the given
+// listeners and runs background jobs until ctx ends, then drains:
+// readiness 503, sockets closed 1012, HTTP finished, bounded by the drain
+// timeout.
 func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) error {
+	if err := a.bootstrap(ctx); err != nil {
+		app.Close()
+		healthL.Close()
+		metricsL.Close()
+		return err
+	}
 	a.appSrv = &http.Server{Handler: a.HTTP.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	a.healthSrv = &http.Server{Handler: a.Health.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	a.metricSrv = &http.Server{Handler: health.MetricsHandler(a.Registry), ReadHeaderTimeout: 10 * time.Second}

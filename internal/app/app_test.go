@@ -141,6 +141,10 @@ func TestRun(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx, listeners[0], listeners[1], listeners[2]) }()
 		require.Zero(t, a.Services.Membership.TestSignals.Rechecked.WaitOrTimeout(t), "a tick with no connection")
+		var owners int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM relay_members m
+			JOIN communities c ON c.id = m.community_id WHERE c.host = 'localhost:3000' AND m.role = 'owner'`).Scan(&owners))
+		require.Equal(t, 1, owners, "Run bootstrapped the deployment community and its owner before serving")
 		require.True(t, a.Services.Membership.Running())
 		cancel()
 		require.NoError(t, <-done)
@@ -149,5 +153,39 @@ func TestRun(t *testing.T) {
 		}
 		require.False(t, a.Audit.Chainer.Running())
 		require.False(t, a.Audit.Observer.Running())
+	})
+}
+
+func TestBindFailure(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", ":0")
+	require.NoError(t, err)
+	t.Cleanup(func() { busy.Close() })
+	port := busy.Addr().(*net.TCPAddr).Port
+
+	t.Run("HealthPortTakenNamesTheThreePorts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]string{"BUZZ_BIND_ADDR": "127.0.0.1:0", "BUZZ_HEALTH_PORT": fmt.Sprint(port)})
+		a := b.start(t)
+		defer a.Close()
+		_, _, _, err := a.Listen()
+		require.ErrorContains(t, err, fmt.Sprintf("listen on BUZZ_HEALTH_PORT %d: ", port))
+		require.ErrorContains(t, err, fmt.Sprintf("(the relay listens on three ports, BUZZ_BIND_ADDR 127.0.0.1:0, "+
+			"BUZZ_HEALTH_PORT %d and BUZZ_METRICS_PORT 9102: another relay on this machine needs all three moved)", port))
+	})
+
+	t.Run("LeavesNoCommunity", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, map[string]string{"BUZZ_BIND_ADDR": fmt.Sprintf("127.0.0.1:%d", port),
+			"RELAY_OWNER_PUBKEY": eventtest.NewKey().PubKey})
+		a := b.start(t)
+		defer a.Close()
+		_, _, _, err := a.Listen()
+		require.ErrorContains(t, err, fmt.Sprintf("listen on BUZZ_BIND_ADDR 127.0.0.1:%d: ", port))
+		var communities, members int
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT (SELECT count(*) FROM communities), (SELECT count(*) FROM relay_members)`).Scan(&communities, &members))
+		require.Zero(t, communities, "a start that cannot bind writes no community")
+		require.Zero(t, members)
 	})
 }

@@ -106,7 +106,33 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 		cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx, al, hl, ml) }()
 	t.Cleanup(r.Stop)
+	r.waitReady(t)
 	return r
+}
+
+// waitReady returns once /_readiness answers 200, as a load balancer would
+// wait: Run bootstraps the deployment community before it serves.
+func (r *Relay) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(r.HealthURL + "/_readiness")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-r.done:
+			r.done <- err
+			require.FailNow(t, "relay stopped before it was ready", "%v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(t, "relay not ready after 30 s", "last error: %v", err)
+		}
+	}
 }
 
 // Stop drains the relay and closes its database pool. Safe to call twice.
