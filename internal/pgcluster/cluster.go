@@ -34,7 +34,10 @@ const (
 	// maxSocketPath keeps "<dir>/.s.PGSQL.5432.lock" under the ~107-byte
 	// limit of unix socket paths.
 	maxSocketPath = 100
-	startTimeout  = 60 * time.Second
+	// socketFallbackRoot holds the socket directory of a cluster whose
+	// data dir path is too long for a unix socket path.
+	socketFallbackRoot = "/tmp"
+	startTimeout       = 60 * time.Second
 )
 
 // DefaultSettings are written to buzz.conf in the cluster before every start,
@@ -148,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve data dir %s: %w", cfg.DataDir, err)
 	}
-	own, err := resolveOwner()
+	own, err := resolveOwner(log)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +235,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	if _, err := os.Stat(filepath.Join(c.dataDir, "postmaster.pid")); errors.Is(err, os.ErrNotExist) {
 		c.stopped = true // already gone (killed, or stopped by someone else)
+		c.removeSocketFallback()
 		return nil
 	}
 	if out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w", "-t", "60"); err != nil {
@@ -240,8 +244,23 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		}
 	}
 	c.stopped = true
+	c.removeSocketFallback()
 	c.log.Info("stopped")
 	return nil
+}
+
+// removeSocketFallback removes the socket directory when it is the short
+// one under /tmp that socketDir chose for a long data dir path, so a
+// stopped cluster leaves nothing behind outside its data dir. The server
+// removed its socket and lock file when it stopped; a directory that still
+// holds something (another postmaster) is kept.
+func (c *Cluster) removeSocketFallback() {
+	if filepath.Dir(c.sockDir) != socketFallbackRoot {
+		return
+	}
+	if err := os.Remove(c.sockDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Warn("socket directory left behind", slog.String("socket_dir", c.sockDir), slog.String("err", err.Error()))
+	}
 }
 
 // reuse adopts a postmaster that is already running on the data directory.
@@ -272,7 +291,7 @@ func socketDir(clusterDir string) string {
 		return dir
 	}
 	sum := sha256.Sum256([]byte(clusterDir))
-	return filepath.Join("/tmp", "buzz-pg-"+hex.EncodeToString(sum[:6]))
+	return filepath.Join(socketFallbackRoot, "buzz-pg-"+hex.EncodeToString(sum[:6]))
 }
 
 func (c *Cluster) initdb(ctx context.Context) error {
@@ -509,13 +528,13 @@ func StopDataDir(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("resolve data dir %s: %w", cfg.DataDir, err)
 	}
-	own, err := resolveOwner()
-	if err != nil {
-		return err
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	own, err := resolveOwner(log)
+	if err != nil {
+		return err
 	}
 	c := &Cluster{
 		log: log.With("component", "pgcluster"), binDir: binDir, owner: own, started: true,

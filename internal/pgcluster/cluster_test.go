@@ -161,6 +161,9 @@ func TestStart(t *testing.T) {
 		c := startCluster(t, dir)
 		require.Less(t, len(c.SocketDir()), 60)
 		selectOne(t, c.URL())
+		require.DirExists(t, c.SocketDir())
+		require.NoError(t, c.Stop(context.Background()))
+		require.NoDirExists(t, c.SocketDir(), "Stop removes the socket directory it made under /tmp")
 	})
 
 	t.Run("MissingBinaries", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,9 +25,9 @@ type owner struct {
 	cred     *syscall.Credential
 }
 
-// resolveOwner returns the current user, or SystemUser (created when missing)
-// when running as root.
-func resolveOwner() (owner, error) {
+// resolveOwner returns the current user, or SystemUser (created when missing,
+// with a log line: it is a change to the machine) when running as root.
+func resolveOwner(log *slog.Logger) (owner, error) {
 	if os.Geteuid() != 0 {
 		return owner{uid: os.Geteuid(), gid: os.Getegid()}, nil
 	}
@@ -41,6 +42,10 @@ func resolveOwner() (owner, error) {
 		// Exit status 9 means another process created the user meanwhile.
 		if u, err = user.Lookup(SystemUser); err != nil {
 			return owner{}, fmt.Errorf("create user %s with useradd: %w: %s", SystemUser, cmp.Or(addErr, err), out)
+		}
+		if addErr == nil {
+			log.Info("created system user "+SystemUser+" to run the private cluster (initdb and postgres refuse to run as root)",
+				slog.String("user", SystemUser), slog.String("uid", u.Uid))
 		}
 	}
 	uid, err := strconv.Atoi(u.Uid)
