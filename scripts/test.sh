@@ -3,8 +3,12 @@
 # golangci-lint; any finding fails the run), one throwaway PostgreSQL cluster
 # for the run, every package's tests (race detector on when cgo can build
 # it), then a short fuzz run of each parser that reads bytes from outside.
+# A run must leave nothing of its own in /tmp: the last step checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+ours() { ls -1 /tmp | grep '^buzz-' | sort || true; }
+tmp_before=$(ours)
 
 scripts/lint.sh
 scripts/ensure-postgres.sh
@@ -34,3 +38,10 @@ for target in \
   echo "fuzz $2 ($1) for $fuzztime"
   go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1"
 done
+
+left=$(comm -13 <(echo "$tmp_before") <(ours) | grep -vx "$(basename "$dir")" || true)
+if [ -n "$left" ]; then
+  echo "the test run left these behind in /tmp:" >&2
+  echo "$left" | sed 's|^|  /tmp/|' >&2
+  exit 1
+fi
