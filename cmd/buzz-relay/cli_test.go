@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -315,8 +316,32 @@ func TestMigrateCommand(t *testing.T) {
 		}
 
 		res := b.mustRun(t, "migrate")
-		require.Empty(t, res.Stdout)
+		require.Equal(t, `{"applied":[],"status":"up to date"}`+"\n", res.Stdout)
 		require.Equal(t, ledger, readLedger(t, url), "a second migrate changed the ledger")
 		require.Equal(t, status, b.mustRun(t, "migrate", "--status").lines(t))
 	})
+}
+
+// Issue 10: migrate says what it did, as one JSON line.
+func TestMigrateReports(t *testing.T) {
+	t.Parallel()
+	env := baseEnv()
+	env["DATABASE_URL"] = dbtest.NewEmptyDB(t)
+
+	first := runBinary(t, env, "migrate")
+	require.Equal(t, 0, first.Code, first.Stderr)
+	names := make([]string, 0, len(pg.Migrations()))
+	for _, m := range pg.Migrations() {
+		names = append(names, m.Name)
+	}
+	want, err := json.Marshal(map[string]any{"applied": names, "status": "applied"})
+	require.NoError(t, err)
+	require.Equal(t, string(want)+"\n", first.Stdout)
+	require.Contains(t, first.Stdout, `"applied":["0001_`)
+	require.Empty(t, first.Stderr)
+
+	second := runBinary(t, env, "migrate")
+	require.Equal(t, 0, second.Code, second.Stderr)
+	require.Equal(t, `{"applied":[],"status":"up to date"}`+"\n", second.Stdout)
+	require.Empty(t, second.Stderr)
 }

@@ -3,82 +3,136 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/buzz-relay/buzz/internal/app"
+	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/search"
 )
 
-// maintenanceCmd runs out-of-band maintenance jobs. The only one today is
-// search-kinds (20-search.md §9.2): show or change the kinds whose content
-// is searchable. Refusals exit 1; a command that cannot run exits 2.
-func maintenanceCmd(ctx context.Context, args []string) int {
-	if len(args) == 0 || args[0] != "search-kinds" {
-		fmt.Fprintln(os.Stderr, "usage: buzz-relay maintenance search-kinds --show [--json] | --set KINDS [--yes]")
-		return 2
-	}
-	fs := flag.NewFlagSet("search-kinds", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	show := fs.Bool("show", false, "print the stored expression, effective policy, sizes and headroom")
-	asJSON := fs.Bool("json", false, "with --show: one JSON object")
-	set := fs.String("set", "", "comma-separated kinds to make searchable")
-	yes := fs.Bool("yes", false, "with --set: apply (every read and write of events blocks until it commits)")
-	if err := fs.Parse(args[1:]); err != nil || *show == (*set != "") {
-		fmt.Fprintln(os.Stderr, "usage: buzz-relay maintenance search-kinds --show [--json] | --set KINDS [--yes]")
-		return 2
-	}
-	var kinds []int
-	if *set != "" {
-		var err error
-		if kinds, err = search.ParseKinds(*set); err != nil {
-			fmt.Fprintln(os.Stderr, err.Error())
-			return 1
-		}
-	}
-	cfg, _, err := loadConfig()
-	if err != nil {
-		return fail(err)
-	}
-	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck, true)
-	if err != nil {
-		return fail(err)
-	}
-	defer db.Close()
-	m := &maint{cfg: cfg, db: db, out: os.Stdout}
-	if *show {
-		return m.show(ctx, *asJSON)
-	}
-	return m.set(ctx, kinds, *yes)
+// maintenanceCmd is the `maintenance` group: out-of-band jobs an operator
+// runs by hand. The only one today is search-kinds (spec 20 §9.2).
+func maintenanceCmd() *cobra.Command {
+	return cli.Group(&cobra.Command{
+		Use:   "maintenance",
+		Short: "out-of-band maintenance jobs: search-kinds",
+		Long: `maintenance holds jobs an operator runs by hand, outside the relay's own
+periodic jobs. search-kinds shows or changes the kinds whose content is
+searchable (NIP-50).`,
+		Example: `  buzz-relay maintenance search-kinds --show
+  buzz-relay maintenance search-kinds --set 0,9,40002,40003,45001,45003 --yes`,
+	}, searchKindsCmd())
 }
 
+// searchKindsOptions are the flags of maintenance search-kinds.
+type searchKindsOptions struct {
+	show, json, yes bool
+	set             string
+}
+
+func searchKindsCmd() *cobra.Command {
+	var o searchKindsOptions
+	c := &cobra.Command{
+		Use:   "search-kinds --show [--json] | --set KINDS [--yes]",
+		Short: "show or change which kinds are searchable",
+		Long: `search-kinds --show prints the stored search expression, the searchable
+kinds it yields and their policy (fresh, "upgraded, maintenance not run"
+or custom), the size of every partition of events, and the headroom a
+rewrite needs; --json prints the same as one JSON object. A
+privacy-excluded kind that is searchable is reported as a PRIVACY
+VIOLATION on stderr, exit 1.
+
+search-kinds --set KINDS prints the plan for making exactly KINDS
+searchable, and with --yes applies it: one transaction that rewrites the
+events table and rebuilds its search index. Every read and write of
+events blocks until it commits, so drain or stop relay traffic first. It
+refuses (exit 1, nothing changed) privacy-excluded and ephemeral kinds,
+pending migrations, and a lock not obtained within 5s.
+
+Exit status: 0 done (or nothing to do), 1 refused, 2 cannot run.`,
+		Example: `  buzz-relay maintenance search-kinds --show
+  buzz-relay maintenance search-kinds --show --json | jq .searchable_kinds
+  buzz-relay maintenance search-kinds --set 0,9,40002,40003,45001,45003
+  buzz-relay maintenance search-kinds --set 0,9,40002,40003,45001,45003 --yes`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return searchKinds(c, o)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&o.show, "show", false, "print the stored expression, effective policy, sizes and headroom")
+	f.BoolVar(&o.json, "json", false, "with --show: print one JSON object")
+	f.StringVar(&o.set, "set", "", "comma-separated kinds to make searchable, e.g. 0,9,40002,40003,45001,45003")
+	f.BoolVar(&o.yes, "yes", false, "with --set: apply (every read and write of events blocks until it commits)")
+	return c
+}
+
+// searchKinds runs --show or --set. Refusals exit 1; a command that cannot
+// run exits 2.
+func searchKinds(c *cobra.Command, o searchKindsOptions) error {
+	if o.show == (o.set != "") {
+		return cli.Usagef("%s: give either --show [--json] or --set KINDS [--yes] (see: %s --help)", c.CommandPath(), c.CommandPath())
+	}
+	var kinds []int
+	if o.set != "" {
+		var err error
+		if kinds, err = search.ParseKinds(o.set); err != nil {
+			return exitWith(1, err.Error())
+		}
+	}
+	cfg, db, err := openDatabase(c, pg.MigrateCheck, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	m := &maint{cfg: cfg, db: db, out: c.OutOrStdout(), errOut: c.ErrOrStderr()}
+	if o.show {
+		return m.show(c.Context(), o.json)
+	}
+	return m.set(c.Context(), kinds, o.yes)
+}
+
+// maint is one search-kinds run on an open database.
 type maint struct {
-	cfg config.Config
-	db  *app.Database
-	out io.Writer
+	cfg    config.Config
+	db     *app.Database
+	out    io.Writer
+	errOut io.Writer
 }
 
 func (m *maint) printf(format string, args ...any) { fmt.Fprintf(m.out, format, args...) }
 
 // state is what --show reports.
 type state struct {
-	Expression string                 `json:"expression"`
-	Searchable []int                  `json:"searchable_kinds"`
-	Policy     string                 `json:"policy"`
-	Violations []int                  `json:"privacy_violations,omitempty"`
-	Partitions []search.PartitionSize `json:"partitions"`
-	Total      search.PartitionSize   `json:"total"`
-	Headroom   int64                  `json:"headroom_bytes"`
-	FreeSpace  *int64                 `json:"free_space_bytes"`
-	Migrations string                 `json:"migrations"`
+	Expression string          `json:"expression"`
+	Searchable []int           `json:"searchable_kinds"`
+	Policy     string          `json:"policy"`
+	Violations []int           `json:"privacy_violations,omitempty"`
+	Partitions []partitionSize `json:"partitions"`
+	Total      partitionSize   `json:"total"`
+	Headroom   int64           `json:"headroom_bytes"`
+	FreeSpace  *int64          `json:"free_space_bytes"`
+	Migrations string          `json:"migrations"`
+}
+
+// partitionSize is search.PartitionSize with the snake_case keys of every
+// other operator output, sizes in bytes.
+type partitionSize struct {
+	Name         string `json:"name"`
+	Heap         int64  `json:"heap_bytes"`
+	TOAST        int64  `json:"toast_bytes"`
+	SearchGIN    int64  `json:"search_gin_bytes"`
+	OtherIndexes int64  `json:"other_indexes_bytes"`
+	Total        int64  `json:"total_bytes"`
 }
 
 func (m *maint) read(ctx context.Context) (*state, error) {
@@ -95,10 +149,15 @@ func (m *maint) read(ctx context.Context) (*state, error) {
 	}
 	st.Policy = search.Classify(st.Searchable)
 	st.Violations = search.PrivacyViolations(st.Searchable)
-	if st.Partitions, st.Total, err = search.Sizes(ctx, m.db.Pool); err != nil {
+	parts, total, err := search.Sizes(ctx, m.db.Pool)
+	if err != nil {
 		return nil, err
 	}
-	st.Headroom = search.Headroom(st.Total)
+	for _, p := range parts {
+		st.Partitions = append(st.Partitions, partitionSize(p))
+	}
+	st.Total = partitionSize(total)
+	st.Headroom = search.Headroom(total)
 	if m.cfg.DatabaseURL == "" {
 		var fs syscall.Statfs_t
 		if syscall.Statfs(m.cfg.DataDir, &fs) == nil {
@@ -141,13 +200,15 @@ func migrationsState(ctx context.Context, db *app.Database) (string, error) {
 	return strings.Join(w, "; "), nil
 }
 
-func (m *maint) show(ctx context.Context, asJSON bool) int {
+// show prints the state as text or one JSON object; a privacy violation
+// is printed on stderr and exits 1.
+func (m *maint) show(ctx context.Context, asJSON bool) error {
 	st, err := m.read(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	if asJSON {
-		printJSON(st)
+		printJSON(m.out, st)
 	} else {
 		if st.Migrations != "current" {
 			m.printf("WARNING: migrations %s\n", st.Migrations)
@@ -158,12 +219,12 @@ func (m *maint) show(ctx context.Context, asJSON bool) int {
 		m.printSizes(st)
 	}
 	for _, k := range st.Violations {
-		fmt.Fprintf(os.Stderr, "PRIVACY VIOLATION: kind %d is searchable\n", k)
+		fmt.Fprintf(m.errOut, "PRIVACY VIOLATION: kind %d is searchable\n", k)
 	}
 	if len(st.Violations) > 0 {
-		return 1
+		return exitWith(1, "")
 	}
-	return 0
+	return nil
 }
 
 func (m *maint) printSizes(st *state) {
@@ -179,14 +240,15 @@ func (m *maint) printSizes(st *state) {
 	}
 }
 
-func (m *maint) set(ctx context.Context, kinds []int, yes bool) int {
+// set prints the plan for kinds and, with yes, applies it. Every refusal
+// exits 1 with nothing changed.
+func (m *maint) set(ctx context.Context, kinds []int, yes bool) error {
 	st, err := m.read(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	if st.Migrations != "current" {
-		fmt.Fprintf(os.Stderr, "migrations are not current (%s): run \"buzz-relay migrate\" with this binary first; nothing changed\n", st.Migrations)
-		return 1
+		return exitWith(1, fmt.Sprintf("migrations are not current (%s): run \"buzz-relay migrate\" with this binary first; nothing changed", st.Migrations))
 	}
 	var added, removed []int
 	for _, k := range kinds {
@@ -204,33 +266,31 @@ func (m *maint) set(ctx context.Context, kinds []int, yes bool) int {
 	m.printf("added: %s; removed: %s\n", kindList(added), kindList(removed))
 	if len(added) == 0 && len(removed) == 0 {
 		m.printf("nothing to do\n")
-		return 0
+		return nil
 	}
 	m.printSizes(st)
 	m.printf("WARNING: every read and write of events blocks until the command commits; drain or stop relay traffic first\n")
 	if !yes {
 		m.printf("nothing changed: add --yes to apply\n")
-		return 0
+		return nil
 	}
 	err = search.Rewrite(ctx, search.RewriteConfig{Pool: m.db.Pool, Kinds: kinds, ProgressFunc: func(line string) {
 		m.printf("%s %s\n", time.Now().UTC().Format(time.TimeOnly), line)
 	}})
 	if errors.Is(err, search.ErrLockTimeout) {
-		fmt.Fprintln(os.Stderr, err.Error())
-		return 1
+		return exitWith(1, err.Error())
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "search-kinds: %v; nothing changed\n", err)
-		return 1
+		return exitWith(1, fmt.Sprintf("search-kinds: %v; nothing changed", err))
 	}
 	after, err := m.read(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	m.printSizes(after)
 	m.printf("searchable kinds: %s\n", kindList(after.Searchable))
 	m.printf("effective policy: %s\n", after.Policy)
-	return 0
+	return nil
 }
 
 func kindList(ks []int) string {

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -146,4 +148,55 @@ func TestSearchKindsCommand(t *testing.T) {
 		require.Equal(t, 1, res.Code)
 		require.Contains(t, res.Stderr, "kind 20001 is ephemeral and never stored")
 	})
+}
+
+// snakeCase is a JSON key of operator output: lower-case words joined by "_".
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// jsonKeys returns every object key in v, at any depth, with its path.
+func jsonKeys(path string, v any) map[string]string {
+	out := map[string]string{}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			out[path+"."+k] = k
+			for p, key := range jsonKeys(path+"."+k, child) {
+				out[p] = key
+			}
+		}
+	case []any:
+		for i, child := range x {
+			for p, key := range jsonKeys(fmt.Sprintf("%s[%d]", path, i), child) {
+				out[p] = key
+			}
+		}
+	}
+	return out
+}
+
+// Issue 10: search-kinds --show --json uses snake_case keys throughout,
+// nested partition sizes included, and keeps the contents of 20 §9.2.
+func TestSearchKindsJSONKeys(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	lines := b.mustRun(t, "maintenance", "search-kinds", "--show", "--json").lines(t)
+	require.Len(t, lines, 1)
+	out := lines[0]
+
+	parts, ok := out["partitions"].([]any)
+	require.True(t, ok, "partitions: %v", out["partitions"])
+	require.NotEmpty(t, parts, "a partition to check the nested keys of")
+	total, ok := out["total"].(map[string]any)
+	require.True(t, ok, "total: %v", out["total"])
+	require.ElementsMatch(t, []string{"name", "heap_bytes", "toast_bytes", "search_gin_bytes", "other_indexes_bytes", "total_bytes"}, keys(total))
+	require.ElementsMatch(t, keys(total), keys(parts[0].(map[string]any)))
+	for _, k := range []string{"expression", "searchable_kinds", "policy", "headroom_bytes", "free_space_bytes", "migrations"} {
+		require.Contains(t, out, k)
+	}
+
+	all := jsonKeys("", out)
+	require.Greater(t, len(all), 15)
+	for path, key := range all {
+		require.Regexp(t, snakeCase, key, "key at %s", path)
+	}
 }

@@ -3,114 +3,219 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
 
 	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/audit"
+	"github.com/buzz-relay/buzz/internal/cli"
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
-	"github.com/jackc/pgx/v5"
 )
 
-// memberCmd runs `member add | remove | list`.
-func memberCmd(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		return fail(errUsage)
+// memberCmd is the `member add | remove | list` group (spec 10 §2.5).
+func memberCmd() *cobra.Command {
+	return cli.Group(&cobra.Command{
+		Use:   "member",
+		Short: "manage relay members: add, remove, list",
+		Long: `member manages the relay members of a community: who may use it when
+BUZZ_REQUIRE_RELAY_MEMBERSHIP=true, and who is its owner or an admin.
+--host takes the community's host or one of its aliases. Every change is
+recorded in the community's audit chain (when BUZZ_AUDIT_ENABLED).`,
+		Example: `  buzz-relay member add --host team.example --pubkey $(buzz whoami --get pubkey)
+  buzz-relay member add --host team.example --pubkey HEX --role admin
+  buzz-relay member list --host team.example`,
+	}, memberAddCmd(), memberRemoveCmd(), memberListCmd())
+}
+
+// memberTarget is what every member subcommand works on.
+type memberTarget struct {
+	cfg         config.Config
+	db          *app.Database
+	store       *store.Store
+	communityID string
+}
+
+// openMember connects and resolves --host through aliases. The caller
+// closes t.db.
+func openMember(c *cobra.Command, host string) (*memberTarget, error) {
+	if err := requireFlag(c, "host", "HOST"); err != nil {
+		return nil, err
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("member "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	hostFlag := fs.String("host", "", "host or alias of the community")
-	pubkey := fs.String("pubkey", "", "member pubkey (hex)")
-	role := fs.String("role", "member", "member, admin or owner")
-	if err := fs.Parse(args); err != nil {
-		return fail(errUsage)
-	}
-	cfg, _, err := loadConfig()
-	if err != nil {
-		return fail(err)
-	}
-	var pk string
-	switch sub {
-	case "add", "remove":
-		if pk, err = parsePubkey(*pubkey); err != nil {
-			return fail(err)
-		}
-		if *role != "member" && *role != "admin" && *role != "owner" {
-			return fail(fmt.Errorf("invalid role: %s", *role))
-		}
-	case "list":
-	default:
-		return fail(errUsage)
-	}
-	h := tenant.Normalize(*hostFlag)
+	h := tenant.Normalize(host)
 	if h == "" {
-		return fail(errors.New("invalid host"))
+		return nil, errInvalidHost
 	}
-	db, err := app.OpenDatabase(ctx, cfg, quietLogger(), pg.MigrateCheck)
+	cfg, db, err := openDatabase(c, pg.MigrateCheck, false)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	defer db.Close()
 	s := store.New(db.Pool)
-	c, err := s.CommunityByHost(ctx, h)
-	if errors.Is(err, pg.ErrNotFound) {
-		return fail(fmt.Errorf("no community is configured for host %s", h))
-	} else if err != nil {
-		return fail(err)
+	com, err := s.CommunityByHost(c.Context(), h)
+	if err != nil {
+		db.Close()
+		if errors.Is(err, pg.ErrNotFound) {
+			return nil, noCommunity(h)
+		}
+		return nil, err
 	}
-	switch sub {
-	case "add":
-		var m store.RelayMember
-		err := pg.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
-			prev, err := s.RelayMemberRole(ctx, tx, c.ID, pk)
+	return &memberTarget{cfg: cfg, db: db, store: s, communityID: com.ID}, nil
+}
+
+// pubkeyFlag checks --pubkey: required, and 64 hex characters.
+func pubkeyFlag(c *cobra.Command, value string) (string, error) {
+	if err := requireFlag(c, "pubkey", "HEX"); err != nil {
+		return "", err
+	}
+	return parsePubkey(value)
+}
+
+func memberAddCmd() *cobra.Command {
+	var host, pubkey, role string
+	c := &cobra.Command{
+		Use:   "add --host HOST --pubkey HEX [--role member|admin|owner]",
+		Short: "add a relay member, or change its role",
+		Long: `member add upserts a relay member of the community of HOST with ROLE
+(default member) and prints
+  {"community_id":"<uuid>","pubkey":"<hex>","role":"<role>"}
+Pubkeys are 64 hex characters, stored lower case; anything else is
+"invalid pubkey" (exit 2).`,
+		Example: `  buzz-relay member add --host team.example --pubkey 3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d
+  buzz-relay member add --host team.example --pubkey $(buzz whoami --get pubkey) --role owner`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			pk, err := pubkeyFlag(c, pubkey)
 			if err != nil {
 				return err
 			}
-			m, err = s.RelayMemberUpsert(ctx, tx, store.RelayMemberUpsertParams{CommunityID: c.ID, Pubkey: pk, Role: *role, AddedBy: "cli"})
-			if err != nil || !cfg.AuditEnabled || prev == m.Role {
+			if role != "member" && role != "admin" && role != "owner" {
+				return fmt.Errorf("invalid role: %s", role)
+			}
+			t, err := openMember(c, host)
+			if err != nil {
 				return err
 			}
-			return audit.Append(ctx, tx, audit.NewMemberAdded(c.ID, "", audit.MemberChange{
-				Scope: "relay", Member: pk, Role: m.Role, PreviousRole: prev}))
-		})
-		if err != nil {
-			return fail(err)
-		}
-		printJSON(map[string]string{"community_id": c.ID, "pubkey": pk, "role": m.Role})
-	case "remove":
-		var removed bool
-		err := pg.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
-			var err error
-			removed, err = s.RelayMemberRemove(ctx, tx, c.ID, pk)
-			if err != nil || !removed || !cfg.AuditEnabled {
+			defer t.db.Close()
+			m, err := t.add(c.Context(), pk, role)
+			if err != nil {
 				return err
 			}
-			return audit.Append(ctx, tx, audit.NewMemberRemoved(c.ID, "", audit.MemberChange{
-				Scope: "relay", Member: pk, Reason: "removed"}))
-		})
-		if err != nil {
-			return fail(err)
-		}
-		printJSON(map[string]bool{"removed": removed})
-	case "list":
-		list, err := s.RelayMemberList(ctx, c.ID)
-		if err != nil {
-			return fail(err)
-		}
-		for _, m := range list {
-			printJSON(map[string]any{"pubkey": m.Pubkey, "role": m.Role, "added_by": m.AddedBy, "created_at": m.CreatedAt})
-		}
+			printJSON(c.OutOrStdout(), map[string]string{"community_id": t.communityID, "pubkey": pk, "role": m.Role})
+			return nil
+		},
 	}
-	return 0
+	c.Flags().StringVar(&host, "host", "", "host or alias of the community (required)")
+	c.Flags().StringVar(&pubkey, "pubkey", "", "the member's pubkey, 64 hex (required)")
+	c.Flags().StringVar(&role, "role", "member", "member, admin or owner")
+	return c
 }
 
-// parsePubkey accepts 64 hex characters of either case and returns them lowercase.
+// add upserts the member and, when the role changed, appends the audit
+// intent in the same transaction.
+func (t *memberTarget) add(ctx context.Context, pk, role string) (store.RelayMember, error) {
+	var m store.RelayMember
+	err := pg.InTx(ctx, t.db.Pool, func(tx pgx.Tx) error {
+		prev, err := t.store.RelayMemberRole(ctx, tx, t.communityID, pk)
+		if err != nil {
+			return err
+		}
+		m, err = t.store.RelayMemberUpsert(ctx, tx, store.RelayMemberUpsertParams{CommunityID: t.communityID, Pubkey: pk, Role: role, AddedBy: "cli"})
+		if err != nil || !t.cfg.AuditEnabled || prev == m.Role {
+			return err
+		}
+		return audit.Append(ctx, tx, audit.NewMemberAdded(t.communityID, "", audit.MemberChange{
+			Scope: "relay", Member: pk, Role: m.Role, PreviousRole: prev}))
+	})
+	return m, err
+}
+
+func memberRemoveCmd() *cobra.Command {
+	var host, pubkey string
+	c := &cobra.Command{
+		Use:   "remove --host HOST --pubkey HEX",
+		Short: "remove a relay member",
+		Long: `member remove deletes the member's row and prints {"removed":true}, or
+{"removed":false} when it was not a member (idempotent). With REDIS_URL
+set, running processes disconnect the removed member at once.`,
+		Example: `  buzz-relay member remove --host team.example --pubkey 3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d`,
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			pk, err := pubkeyFlag(c, pubkey)
+			if err != nil {
+				return err
+			}
+			t, err := openMember(c, host)
+			if err != nil {
+				return err
+			}
+			defer t.db.Close()
+			removed, err := t.remove(c.Context(), pk)
+			if err != nil {
+				return err
+			}
+			printJSON(c.OutOrStdout(), map[string]bool{"removed": removed})
+			return nil
+		},
+	}
+	c.Flags().StringVar(&host, "host", "", "host or alias of the community (required)")
+	c.Flags().StringVar(&pubkey, "pubkey", "", "the member's pubkey, 64 hex (required)")
+	return c
+}
+
+// remove deletes the member and, when there was one, appends the audit
+// intent in the same transaction.
+func (t *memberTarget) remove(ctx context.Context, pk string) (bool, error) {
+	var removed bool
+	err := pg.InTx(ctx, t.db.Pool, func(tx pgx.Tx) error {
+		var err error
+		removed, err = t.store.RelayMemberRemove(ctx, tx, t.communityID, pk)
+		if err != nil || !removed || !t.cfg.AuditEnabled {
+			return err
+		}
+		return audit.Append(ctx, tx, audit.NewMemberRemoved(t.communityID, "", audit.MemberChange{
+			Scope: "relay", Member: pk, Reason: "removed"}))
+	})
+	return removed, err
+}
+
+func memberListCmd() *cobra.Command {
+	var host string
+	c := &cobra.Command{
+		Use:   "list --host HOST",
+		Short: "list relay members",
+		Long: `member list prints one line per relay member of the community of HOST:
+  {"pubkey":"<hex>","role":"<role>","added_by":"<who>","created_at":"<RFC 3339>"}`,
+		Example: `  buzz-relay member list --host team.example
+  buzz-relay member list --host team.example | jq -r 'select(.role=="owner") | .pubkey'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			t, err := openMember(c, host)
+			if err != nil {
+				return err
+			}
+			defer t.db.Close()
+			list, err := t.store.RelayMemberList(c.Context(), t.communityID)
+			if err != nil {
+				return err
+			}
+			for _, m := range list {
+				printJSON(c.OutOrStdout(), map[string]any{"pubkey": m.Pubkey, "role": m.Role, "added_by": m.AddedBy, "created_at": m.CreatedAt})
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&host, "host", "", "host or alias of the community (required)")
+	return c
+}
+
+// parsePubkey accepts 64 hex characters of either case and returns them
+// lowercase; anything else is the spec's "invalid pubkey" (10 §2.4).
 func parsePubkey(s string) (string, error) {
 	if !event.IsHexAnyCase64(s) {
 		return "", errors.New("invalid pubkey")

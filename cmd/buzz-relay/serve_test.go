@@ -15,8 +15,10 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // wsClient is a raw WebSocket connection to a running binary.
@@ -348,4 +350,30 @@ func TestReadinessFollowsPostgres(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "ok", strings.TrimSpace(body))
 	require.False(t, p.exited(), "the relay exited when PostgreSQL stopped")
+}
+
+// Issue 10: the relay's logs carry durations as Go duration strings, not
+// nanoseconds. A start on an empty database with BUZZ_AUTO_MIGRATE logs
+// how long each migration took.
+func TestServeLogsDurationsAsStrings(t *testing.T) {
+	t.Parallel()
+	env := relayEnv(t)
+	env["DATABASE_URL"] = dbtest.NewEmptyDB(t)
+	env["BUZZ_AUTO_MIGRATE"] = "true"
+	p := startReady(t, env)
+
+	var took []any
+	for _, rec := range p.logRecords() {
+		if rec["msg"] == "applied migration" {
+			took = append(took, rec["took"])
+		}
+	}
+	require.Len(t, took, len(pg.Migrations()), "one record per migration:\n%s", p.Stdout)
+	for _, v := range took {
+		s, ok := v.(string)
+		require.True(t, ok, "took is %T %v, want a duration string", v, v)
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err)
+		require.Positive(t, d)
+	}
 }
