@@ -190,9 +190,6 @@ Exit status: 0 verified (and the checkpoint matched), 1 integrity failure
 			if err := requireFlag(c, "community", "HOST"); err != nil {
 				return err
 			}
-			if !c.Flags().Changed("from") {
-				o.from = 1
-			}
 			o.toSet = c.Flags().Changed("to")
 			if o.from < 1 || (o.toSet && o.to < o.from) {
 				return errors.New("audit verify needs 1 <= --from <= --to")

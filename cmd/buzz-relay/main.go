@@ -85,8 +85,8 @@ relay members, the audit chain and search maintenance.
 Configuration comes from the environment, never from flags; every variable
 and its default is listed in docs/OPERATIONS.md. Without DATABASE_URL the
 relay runs a private PostgreSQL cluster under BUZZ_DATA_DIR, and operator
-commands use it too. serve opens three listeners, and moving one means
-moving the others if the defaults are taken:
+commands use it too. serve opens three listeners, each with its own
+setting; a second relay on the same machine must move all three:
   BUZZ_BIND_ADDR     app: WebSocket and HTTP bridge (default 0.0.0.0:3000)
   BUZZ_HEALTH_PORT   health: /_liveness, /_readiness, /_status (default 8080)
   BUZZ_METRICS_PORT  metrics: Prometheus /metrics (default 9102)

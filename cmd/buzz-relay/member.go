@@ -27,7 +27,7 @@ func memberCmd() *cobra.Command {
 		Long: `member manages the relay members of a community: who may use it when
 BUZZ_REQUIRE_RELAY_MEMBERSHIP=true, and who is its owner or an admin.
 --host takes the community's host or one of its aliases. Every change is
-recorded in the community's audit chain (when BUZZ_AUDIT_ENABLED).`,
+recorded in the community's audit chain (unless BUZZ_AUDIT_ENABLED=false).`,
 		Example: `  buzz-relay member add --host team.example --pubkey $(buzz whoami --get pubkey)
   buzz-relay member add --host team.example --pubkey HEX --role admin
   buzz-relay member list --host team.example`,

@@ -377,3 +377,16 @@ func TestServeLogsDurationsAsStrings(t *testing.T) {
 		require.Positive(t, d)
 	}
 }
+
+// buzz-relay with no arguments is serve: it reads the configuration and
+// refuses a bad value the way serve does.
+func TestNoArgumentsServes(t *testing.T) {
+	t.Parallel()
+	env := relayEnv(t)
+	env["DATABASE_URL"] = unreachableDB
+	env["BUZZ_SEND_BUFFER"] = "abc"
+	bare := runBinary(t, env)
+	require.Equal(t, 2, bare.Code, "stdout:\n%s\nstderr:\n%s", bare.Stdout, bare.Stderr)
+	require.True(t, strings.HasPrefix(bare.Stderr, "invalid BUZZ_SEND_BUFFER: "), "stderr: %q", bare.Stderr)
+	require.Equal(t, runBinary(t, env, "serve"), bare)
+}
