@@ -1,42 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"encoding/hex"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 )
-
-func TestMain(m *testing.M) { dbtest.Main(m) }
-
-const (
-	testChannel = "0b9c5a52-3f8e-4d6b-9a51-2c0e7d4f6a11"
-	testID      = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	testID2     = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-	testPubkey  = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
-)
-
-// testApp is an app whose environment only sets BUZZ_RELAY_URL.
-func testApp() *app {
-	return &app{getenv: func(k string) string {
-		if k == "BUZZ_RELAY_URL" {
-			return "ws://env:1"
-		}
-		return ""
-	}, stdin: strings.NewReader(""), stdout: &bytes.Buffer{}}
-}
-
-func requireUsage(t *testing.T, err error) {
-	t.Helper()
-	var ue *usageError
-	require.ErrorAs(t, err, &ue)
-}
 
 func TestChannelCreateArgs(t *testing.T) {
 	t.Parallel()
@@ -45,8 +17,6 @@ func TestChannelCreateArgs(t *testing.T) {
 		args    []string
 		id      string // "" = must be a fresh UUID
 		tags    event.Tags
-		relay   string
-		http    bool
 		wantErr bool
 	}{
 		{
@@ -55,11 +25,10 @@ func TestChannelCreateArgs(t *testing.T) {
 			tags: event.Tags{{"name", "general"}, {"visibility", "open"}, {"channel_type", "stream"}, {"h", "*"}},
 		},
 		{
-			name:  "AllFlags",
-			args:  []string{"--name", "design", "--private", "--forum", "--about", "pixels", "--id", strings.ToUpper(testChannel), "--relay", "wss://r:2", "--http"},
-			id:    testChannel,
-			tags:  event.Tags{{"name", "design"}, {"visibility", "private"}, {"channel_type", "forum"}, {"about", "pixels"}, {"h", testChannel}},
-			relay: "wss://r:2", http: true,
+			name: "AllFlags",
+			args: []string{"--name", "design", "--private", "--forum", "--about", "pixels", "--id", strings.ToUpper(testChannel)},
+			id:   testChannel,
+			tags: event.Tags{{"name", "design"}, {"visibility", "private"}, {"channel_type", "forum"}, {"about", "pixels"}, {"h", testChannel}},
 		},
 		{name: "MissingName", args: []string{"--private"}, wantErr: true},
 		{name: "HashOnlyName", args: []string{"--name", " # "}, wantErr: true},
@@ -71,7 +40,8 @@ func TestChannelCreateArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseChannelCreate(testApp(), tt.args)
+			o := &channelCreateArgs{}
+			err := parseArgs(o, tt.args...)
 			if tt.wantErr {
 				requireUsage(t, err)
 				return
@@ -92,21 +62,14 @@ func TestChannelCreateArgs(t *testing.T) {
 			require.Equal(t, kindCreateGroup, ev.Kind)
 			require.Equal(t, "", ev.Content)
 			require.Equal(t, want, ev.Tags)
-			relay := tt.relay
-			if relay == "" {
-				relay = "ws://env:1"
-			}
-			require.Equal(t, relay, o.relay)
-			require.Equal(t, tt.http, o.http)
 		})
 	}
 
 	t.Run("FreshIDs", func(t *testing.T) {
 		t.Parallel()
-		a, err := parseChannelCreate(testApp(), []string{"--name", "x"})
-		require.NoError(t, err)
-		b, err := parseChannelCreate(testApp(), []string{"--name", "x"})
-		require.NoError(t, err)
+		a, b := &channelCreateArgs{}, &channelCreateArgs{}
+		require.NoError(t, parseArgs(a, "--name", "x"))
+		require.NoError(t, parseArgs(b, "--name", "x"))
 		require.NotEqual(t, a.id, b.id)
 	})
 }
@@ -139,7 +102,8 @@ func TestMemberArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseMember(testApp(), tt.cmd, tt.kind, tt.args)
+			o := &memberArgs{cmd: tt.cmd, kind: tt.kind}
+			err := parseArgs(o, tt.args...)
 			if tt.wantErr {
 				requireUsage(t, err)
 				return
@@ -187,43 +151,18 @@ func TestChannelFromMetadata(t *testing.T) {
 	}
 }
 
-func TestSubcommandDispatch(t *testing.T) {
+func TestNewestChannels(t *testing.T) {
 	t.Parallel()
-	noenv := func(string) string { return "" }
-	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout string
-		stderr string
-	}{
-		{"ChannelsAlone", []string{"channels"}, exitUsage, "", "missing subcommand"},
-		{"UnknownSub", []string{"messages", "frob"}, exitUsage, "", `unknown subcommand \"frob\"`},
-		{"GroupHelp", []string{"threads", "help"}, exitOK, "get", ""},
-		{"SubHelpFlag", []string{"channels", "create", "-h"}, exitOK, "", ""},
-		{"UsageBeforeKey", []string{"messages", "send", "--content", "x"}, exitUsage, "", "--channel is required"},
-		{"MissingKey", []string{"channels", "list"}, exitUsage, "", "BUZZ_PRIVATE_KEY"},
-		{"BadRelay", []string{"threads", "get", "--root", testID, "--channel", testChannel, "--relay", "ftp://x"},
-			exitUsage, "", "scheme"},
+	meta := func(id, name string, at int64) event.Event {
+		return event.Event{Kind: kindGroupMetadata, CreatedAt: at, Tags: event.Tags{{"d", id}, {"name", name}}}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			env := noenv
-			if tt.name == "BadRelay" {
-				sk := event.GenerateKey()
-				env = func(k string) string {
-					if k == "BUZZ_PRIVATE_KEY" {
-						return hex.EncodeToString(sk)
-					}
-					return ""
-				}
-			}
-			var out, errb bytes.Buffer
-			code := run(t.Context(), tt.args, env, strings.NewReader(""), &out, &errb)
-			require.Equal(t, tt.code, code, errb.String())
-			require.Contains(t, out.String(), tt.stdout)
-			require.Contains(t, errb.String(), tt.stderr)
-		})
+	got := newestChannels([]event.Event{
+		meta(testChannel, "old name", 1), meta(testID, "Beta", 5), meta(testChannel, "alpha", 2),
+		meta(testID2, "beta", 1), {Kind: 39002, Tags: event.Tags{{"d", testPubkey}}},
+	})
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Name+" "+c.ChannelID[:2])
 	}
+	require.Equal(t, []string{"alpha 0b", "Beta aa", "beta bb"}, names, "the newest 39000 per channel, by name then id")
 }

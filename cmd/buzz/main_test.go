@@ -1,179 +1,299 @@
 package main
 
+// The command-line tests run the real binary: TestMain builds it once, and
+// each run starts it with exec.Command, an explicit environment (PATH and
+// HOME, plus what the test names) and a real relay from relaytest where
+// one is needed. Unit tests drive the options' bind and check directly.
+
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
+	"github.com/buzz-relay/buzz/internal/cli"
+	"github.com/buzz-relay/buzz/internal/client"
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-func TestParseFlags(t *testing.T) {
+// binary is the buzz built by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "buzz-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "create build dir: %v\n", err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "buzz")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		_ = os.RemoveAll(dir)
+		fmt.Fprintf(os.Stderr, "build buzz: %v\n", err)
+		os.Exit(1)
+	}
+	// dbtest.Main, spelled out so the build directory goes too.
+	code := m.Run()
+	dbtest.Shutdown()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const (
+	testChannel = "0b9c5a52-3f8e-4d6b-9a51-2c0e7d4f6a11"
+	testID      = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	testID2     = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	testPubkey  = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+)
+
+// result is a finished run of the binary.
+type result struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+// lines returns the JSON objects printed on stdout, one per line.
+func (r result) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), "stdout line %q", line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// errorObject decodes stderr, which must be exactly one JSON object line.
+func (r result) errorObject(t *testing.T) map[string]any {
+	t.Helper()
+	require.True(t, strings.HasSuffix(r.stderr, "\n") && strings.Count(r.stderr, "\n") == 1, "one stderr line: %q", r.stderr)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stderr), &m), r.stderr)
+	require.NotEmpty(t, m["error"], r.stderr)
+	return m
+}
+
+// buzz runs the binary with args and stdin; its environment is PATH, HOME
+// and env, nothing else of the test process.
+func buzz(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = environ(env)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else {
+		require.NoError(t, err, "run buzz %v", args)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// environ is PATH and HOME plus vars, as a sorted KEY=value list.
+func environ(vars map[string]string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// cliUser runs buzz command lines as one key against one relay.
+type cliUser struct {
+	t     *testing.T
+	relay string
+	sk    string
+}
+
+func newUser(t *testing.T, r *relaytest.Relay) cliUser {
+	return cliUser{t: t, relay: "ws://" + r.Host, sk: hex.EncodeToString(event.GenerateKey())}
+}
+
+func (u cliUser) env() map[string]string {
+	return map[string]string{"BUZZ_PRIVATE_KEY": u.sk, "BUZZ_RELAY_URL": u.relay}
+}
+
+func (u cliUser) pubkey() string {
+	sk, err := hex.DecodeString(u.sk)
+	require.NoError(u.t, err)
+	return event.PubKey(sk)
+}
+
+// run executes args and returns the result.
+func (u cliUser) run(args ...string) result {
+	u.t.Helper()
+	return buzz(u.t, u.env(), "", args...)
+}
+
+// ok runs args, requires exit 0 and one accepted result line, and returns it.
+func (u cliUser) ok(args ...string) map[string]any {
+	u.t.Helper()
+	res := u.run(args...)
+	require.Equal(u.t, exitOK, res.code, "%v: %s", args, res.stderr)
+	lines := res.lines(u.t)
+	require.Len(u.t, lines, 1)
+	require.Equal(u.t, true, lines[0]["accepted"], lines[0])
+	return lines[0]
+}
+
+// refused runs args and requires exit 1 with message or error containing want.
+func (u cliUser) refused(want string, args ...string) {
+	u.t.Helper()
+	res := u.run(args...)
+	require.Equal(u.t, exitRefused, res.code, "%v: %s %s", args, res.stdout, res.stderr)
+	got := ""
+	if lines := res.lines(u.t); len(lines) == 1 {
+		require.Equal(u.t, false, lines[0]["accepted"])
+		require.Empty(u.t, res.stderr, "an OK false is the result line only")
+		got = lines[0]["message"].(string)
+	} else {
+		got = res.errorObject(u.t)["error"].(string)
+	}
+	require.Contains(u.t, got, want)
+}
+
+// testApp is an app whose environment only sets BUZZ_RELAY_URL.
+func testApp() *app {
+	return &app{getenv: func(k string) string {
+		if k == "BUZZ_RELAY_URL" {
+			return "ws://env:1"
+		}
+		return ""
+	}, stdin: strings.NewReader(""), stdout: io.Discard}
+}
+
+// parseArgs runs o's bind and check over args as the command would: a
+// flag error is a usage error too.
+func parseArgs(o options, args ...string) error {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return cli.Usagef("%v", err)
+	}
+	return o.check(fs, fs.Args())
+}
+
+func requireUsage(t *testing.T, err error) {
+	t.Helper()
+	require.True(t, cli.IsUsage(err), "want a usage error, got %v", err)
+}
+
+// closedPort returns a loopback port that nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// httpRequests is the relay's http_requests_total over every route and
+// status: the bridge requests it has answered.
+func httpRequests(t *testing.T, r *relaytest.Relay) float64 {
+	t.Helper()
+	families, err := r.App.Registry.Gather()
+	require.NoError(t, err)
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() == "http_requests_total" {
+			for _, m := range f.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+func TestExitStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name    string
-		args    []string
-		relay   string
-		http    bool
-		pos     []string
-		wantErr bool
+		name string
+		err  error
+		want int
 	}{
-		{"Defaults", nil, "ws://env:1", false, nil, false},
-		{"FlagsAfterArgs", []string{`{"kinds":[9]}`, "--relay", "ws://x:1", "--http"}, "ws://x:1", true, []string{`{"kinds":[9]}`}, false},
-		{"DashIsPositional", []string{"--http", "-"}, "ws://env:1", true, []string{"-"}, false},
-		{"DoubleDash", []string{"--", "--http"}, "ws://env:1", false, []string{"--http"}, false},
-		{"UnknownFlag", []string{"--nope"}, "", false, nil, true},
+		{"OK", nil, exitOK},
+		{"RefusedResult", errRefused, exitRefused},
+		{"Usage", cli.Usagef("x: bad"), exitUsage},
+		{"Closed", &client.RefusedError{Op: "query", Message: "restricted: x"}, exitRefused},
+		{"HTTP401", &client.RefusedError{Op: "POST /query", Status: http.StatusUnauthorized}, exitRefused},
+		{"HTTP403", &client.RefusedError{Op: "POST /query", Status: http.StatusForbidden}, exitRefused},
+		{"HTTP404", &client.RefusedError{Op: "POST /query", Status: http.StatusNotFound}, exitRefused},
+		{"HTTP500", &client.RefusedError{Op: "POST /query", Status: http.StatusInternalServerError}, exitUsage},
+		{"HTTP503", &client.RefusedError{Op: "POST /query", Status: http.StatusServiceUnavailable}, exitUsage},
+		{"WithDetail", &detailError{err: &client.RefusedError{Op: "query"}, fields: map[string]any{"hint": "h"}}, exitRefused},
+		{"Transport", fmt.Errorf("query: %w", &net.OpError{Op: "dial", Err: errors.New("refused")}), exitUsage},
+		{"Other", errors.New("boom"), exitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fs := newFlagSet("query")
-			var c common
-			c.register(fs, func(k string) string {
-				if k == "BUZZ_RELAY_URL" {
-					return "ws://env:1"
-				}
-				return ""
-			})
-			pos, err := parseFlags(fs, tt.args)
-			if tt.wantErr {
-				var ue *usageError
-				require.ErrorAs(t, err, &ue)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.pos, pos)
-			require.Equal(t, tt.relay, c.relay)
-			require.Equal(t, tt.http, c.http)
+			require.Equal(t, tt.want, exitStatus(tt.err))
 		})
 	}
 }
 
-func TestBuildEvent(t *testing.T) {
+func TestErrorObject(t *testing.T) {
 	t.Parallel()
-	sk := event.GenerateKey()
-	other := event.GenerateKey()
-	now := time.Unix(1_700_000_000, 0)
-	presigned := event.Event{CreatedAt: 5, Kind: 7, Content: "+", Tags: event.Tags{{"e", strings.Repeat("a", 64)}}}
-	require.NoError(t, presigned.Sign(other))
-
+	refused := &client.RefusedError{Op: "query", Message: "restricted: no"}
 	tests := []struct {
-		name    string
-		flags   publishFlags
-		stdin   string
-		check   func(t *testing.T, ev event.Event)
-		wantErr bool
+		name string
+		cmd  string
+		err  error
+		want map[string]any
 	}{
-		{
-			name:  "Defaults",
-			flags: publishFlags{set: map[string]bool{}},
-			check: func(t *testing.T, ev event.Event) {
-				require.Equal(t, 1, ev.Kind)
-				require.Equal(t, now.Unix(), ev.CreatedAt)
-				require.Empty(t, ev.Tags)
-			},
-		},
-		{
-			name:  "FromFlags",
-			flags: publishFlags{kind: 9, content: "hi", tags: tagFlags{{"h", "c1"}, {"e", "x", "", "root"}}, set: map[string]bool{"kind": true, "content": true, "tag": true}},
-			check: func(t *testing.T, ev event.Event) {
-				require.Equal(t, 9, ev.Kind)
-				require.Equal(t, "hi", ev.Content)
-				require.Equal(t, event.Tags{{"h", "c1"}, {"e", "x", "", "root"}}, ev.Tags)
-			},
-		},
-		{
-			name:  "PartialStdin",
-			flags: publishFlags{set: map[string]bool{}},
-			stdin: `{"kind":9,"content":"from stdin","tags":[["h","c2"]]}`,
-			check: func(t *testing.T, ev event.Event) {
-				require.Equal(t, 9, ev.Kind)
-				require.Equal(t, "from stdin", ev.Content)
-				require.Equal(t, now.Unix(), ev.CreatedAt)
-				require.Equal(t, event.Tags{{"h", "c2"}}, ev.Tags)
-			},
-		},
-		{
-			name:  "FlagsOverrideStdin",
-			flags: publishFlags{content: "flag", tags: tagFlags{{"p", "x"}}, set: map[string]bool{"content": true, "tag": true}},
-			stdin: `{"kind":9,"content":"stdin","created_at":42,"tags":[["h","c2"]]}`,
-			check: func(t *testing.T, ev event.Event) {
-				require.Equal(t, "flag", ev.Content)
-				require.EqualValues(t, 42, ev.CreatedAt)
-				require.Equal(t, event.Tags{{"h", "c2"}, {"p", "x"}}, ev.Tags)
-			},
-		},
-		{
-			name:  "PresignedKept",
-			flags: publishFlags{set: map[string]bool{}},
-			stdin: string(presigned.AppendJSON(nil)),
-			check: func(t *testing.T, ev event.Event) {
-				require.Equal(t, presigned, ev)
-			},
-		},
-		{name: "ForeignPubkey", flags: publishFlags{set: map[string]bool{}}, stdin: `{"pubkey":"` + event.PubKey(other) + `"}`, wantErr: true},
-		{name: "NotJSON", flags: publishFlags{set: map[string]bool{}}, stdin: `nope`, wantErr: true},
-		{name: "KindOutOfRange", flags: publishFlags{kind: 70000, set: map[string]bool{"kind": true}}, wantErr: true},
+		{"UsageAsIs", "query", cli.Usagef("--get x: no field"), map[string]any{"error": "--get x: no field"}},
+		{"OwnOpKept", "query", refused, map[string]any{"error": "query: restricted: no"}},
+		{"CommandInFront", "messages list", refused, map[string]any{"error": "messages list: query: restricted: no"}},
+		{"Fields", "query", &detailError{err: refused, fields: map[string]any{"hint": "do this"}},
+			map[string]any{"error": "query: restricted: no", "hint": "do this"}},
+		{"Unreachable", "count", fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Err: errors.New("connection refused")}),
+			map[string]any{"error": "count: dial: dial: connection refused (is the relay running? check --relay or BUZZ_RELAY_URL)"}},
+		{"Timeout", "query", fmt.Errorf("query: %w", context.DeadlineExceeded),
+			map[string]any{"error": "query: context deadline exceeded (no answer within --timeout; raise it, e.g. --timeout 2m)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var stdin *strings.Reader
-			if tt.stdin != "" {
-				stdin = strings.NewReader(tt.stdin)
-			}
-			var ev event.Event
-			var err error
-			if stdin != nil {
-				ev, err = buildEvent(tt.flags, stdin, sk, now)
-			} else {
-				ev, err = buildEvent(tt.flags, nil, sk, now)
-			}
-			if tt.wantErr {
-				require.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			_, idOK := ev.CheckID()
-			require.True(t, idOK)
-			require.True(t, ev.VerifySignature())
-			tt.check(t, ev)
-		})
-	}
-}
-
-func TestReadFilters(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		stdin   string
-		want    int
-		wantErr bool
-	}{
-		{"OneArg", []string{`{"kinds":[9]}`}, "", 1, false},
-		{"ArrayArg", []string{`[{"kinds":[9]},{"kinds":[1]}]`}, "", 2, false},
-		{"StdinObject", nil, `{"kinds":[9],"limit":5}`, 1, false},
-		{"StdinArray", []string{"-"}, `[{"kinds":[9]},{"#p":["x"]}]`, 2, false},
-		{"StdinLines", nil, "{\"kinds\":[9]}\n{\"kinds\":[1]}\n", 2, false},
-		{"BadField", []string{`{"kinds":"9"}`}, "", 0, true},
-		{"Empty", nil, "", 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			fs, err := readFilters(tt.args, strings.NewReader(tt.stdin))
-			if tt.wantErr {
-				require.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			require.Len(t, fs, tt.want)
+			require.Equal(t, tt.want, errorObject(tt.cmd, tt.err))
 		})
 	}
 }
@@ -195,46 +315,57 @@ func TestRelayURLs(t *testing.T) {
 	}
 	_, err := httpBase("ftp://x")
 	require.Error(t, err)
+	_, err = wsURL("localhost:3000")
+	require.Error(t, err)
 }
 
-func TestRun(t *testing.T) {
+// TestUsageErrors runs command lines that are wrong before any relay is
+// involved: each exits 2 with one {"error"} line saying what to do.
+func TestUsageErrors(t *testing.T) {
 	t.Parallel()
-	noenv := func(string) string { return "" }
+	key := map[string]string{"BUZZ_PRIVATE_KEY": hex.EncodeToString(event.GenerateKey()), "BUZZ_RELAY_URL": "ws://" + closedPort(t)}
 	tests := []struct {
-		name     string
-		args     []string
-		code     int
-		stdoutRe string
-		stderrRe string
+		name string
+		env  map[string]string
+		args []string
+		want string
 	}{
-		{"NoArgs", nil, exitUsage, "", "Usage"},
-		{"Unknown", []string{"frob"}, exitUsage, "", `"error":"unknown command`},
-		{"MissingKey", []string{"count", `{"kinds":[9]}`}, exitUsage, "", "BUZZ_PRIVATE_KEY"},
-		{"Keygen", []string{"keygen"}, exitOK, `"private_key"`, ""},
-		{"Help", []string{"help"}, exitOK, "Usage", ""},
+		{"UnknownCommand", nil, []string{"frob"}, `buzz: unknown command "frob" (one of: channels, count, keygen, messages, publish, query, threads, whoami; see: buzz --help)`},
+		{"Suggestion", nil, []string{"qurey"}, `buzz: unknown command "qurey" (did you mean query? see: buzz --help)`},
+		{"GroupAlone", nil, []string{"channels"}, "buzz channels: missing subcommand (one of: add-member, create, join, leave, list, remove-member; see: buzz channels --help)"},
+		{"UnknownSub", nil, []string{"messages", "frob"}, `buzz messages: unknown subcommand "frob" (one of: delete, edit, list, react, search, send)`},
+		{"UnknownHelpTopic", nil, []string{"help", "messages", "frob"}, `help: unknown command "messages frob" (see: buzz help)`},
+		{"BadFlagValue", key, []string{"messages", "list", "--channel", testChannel, "--limit", "abc"},
+			`buzz messages list: invalid argument "abc" for "--limit" flag: strconv.ParseInt: parsing "abc": invalid syntax (see: buzz messages list --help)`},
+		{"UnknownFlag", key, []string{"query", "--kind", "9"}, "buzz query: unknown flag: --kind (see: buzz query --help)"},
+		{"BadKinds", key, []string{"query", "--kinds", "9,x"}, `buzz query: invalid argument "9,x" for "--kinds" flag: "x" is not a kind (an integer 0..65535) (see: buzz query --help)`},
+		{"MissingKey", nil, []string{"count", `{"kinds":[9]}`}, `count: BUZZ_PRIVATE_KEY is not set (64 hex; make one with: eval "$(buzz keygen --export)")`},
+		{"BadKey", map[string]string{"BUZZ_PRIVATE_KEY": "abc"}, []string{"whoami"}, "whoami: BUZZ_PRIVATE_KEY: "},
+		{"UsageBeforeKey", nil, []string{"messages", "send", "--content", "x"}, "messages send: --channel is required (a channel UUID; see: buzz channels list)"},
+		{"Positional", key, []string{"messages", "send", "--channel", testChannel, "hi"}, `messages send: unexpected argument "hi" (it takes only flags; see: buzz messages send --help)`},
+		{"BadRelay", key, []string{"threads", "get", "--root", testID, "--channel", testChannel, "--relay", "ftp://x"},
+			`threads get: --relay "ftp://x": scheme must be ws, wss, http or https`},
+		{"BadTimeout", key, []string{"channels", "list", "--timeout", "0s"}, "channels list: --timeout 0s must be positive (e.g. 30s)"},
+		{"Unreachable", key, []string{"channels", "list"}, "(is the relay running? check --relay or BUZZ_RELAY_URL)"},
+		{"UnreachableHTTP", key, []string{"--http", "count", "--kinds", "9"}, "count: POST /count: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var out, errb bytes.Buffer
-			code := run(t.Context(), tt.args, noenv, strings.NewReader(""), &out, &errb)
-			require.Equal(t, tt.code, code, errb.String())
-			require.Contains(t, out.String(), tt.stdoutRe)
-			require.Contains(t, errb.String(), tt.stderrRe)
+			res := buzz(t, tt.env, "", tt.args...)
+			require.Equal(t, exitUsage, res.code, res.stderr)
+			require.Contains(t, res.errorObject(t)["error"], tt.want)
+			require.Empty(t, res.stdout)
 		})
 	}
 
-	t.Run("KeygenIsValid", func(t *testing.T) {
+	t.Run("NoArguments", func(t *testing.T) {
 		t.Parallel()
-		var out bytes.Buffer
-		require.Equal(t, exitOK, run(t.Context(), []string{"keygen"}, noenv, nil, &out, &out))
-		var kp struct{ PrivateKey, Pubkey string }
-		require.NoError(t, json.Unmarshal(out.Bytes(), &struct {
-			PrivateKey *string `json:"private_key"`
-			Pubkey     *string `json:"pubkey"`
-		}{&kp.PrivateKey, &kp.Pubkey}))
-		sk, err := hex.DecodeString(kp.PrivateKey)
-		require.NoError(t, err)
-		require.Equal(t, event.PubKey(sk), kp.Pubkey)
+		res := buzz(t, nil, "")
+		require.Equal(t, exitUsage, res.code)
+		require.Contains(t, res.stdout, "Usage:", "the root help is printed on stdout")
+		require.Contains(t, res.stdout, "Exit status")
+		require.Equal(t, "buzz: missing command (one of: channels, count, keygen, messages, publish, query, threads, whoami; see: buzz --help)",
+			res.errorObject(t)["error"])
 	})
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"encoding/hex"
 	"encoding/json"
-	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +31,8 @@ func TestSendArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseSend(testApp(), tt.args)
+			o := &sendArgs{}
+			err := parseArgs(o, tt.args...)
 			if tt.wantErr {
 				requireUsage(t, err)
 				return
@@ -109,11 +108,13 @@ func TestListArgs(t *testing.T) {
 		{name: "NegativeLimit", args: []string{"--channel", testChannel, "--limit", "-1"}, wantErr: true},
 		{name: "BadSince", args: []string{"--channel", testChannel, "--since", "yesterday"}, wantErr: true},
 		{name: "NegativeUntil", args: []string{"--channel", testChannel, "--until", "-5"}, wantErr: true},
+		{name: "LimitNotANumber", args: []string{"--channel", testChannel, "--limit", "abc"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseList(testApp(), tt.args)
+			o := &listArgs{}
+			err := parseArgs(o, tt.args...)
 			if tt.wantErr {
 				requireUsage(t, err)
 				return
@@ -172,13 +173,15 @@ func TestTargetArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseTarget(testApp(), "messages x", tt.kind, tt.args)
+			o := &targetArgs{cmd: "messages x", kind: tt.kind}
+			err := parseArgs(o, tt.args...)
 			if tt.wantErr {
 				requireUsage(t, err)
 				return
 			}
 			require.NoError(t, err)
 			require.Equal(t, tt.want, tt.build(o))
+			require.Equal(t, tt.want, o.event())
 		})
 	}
 }
@@ -194,63 +197,6 @@ func TestOldestFirst(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "d", "c"}, ids)
 }
 
-// cliUser runs buzz command lines as one key against one relay.
-type cliUser struct {
-	t     *testing.T
-	relay string
-	sk    string
-}
-
-// run executes args and returns the exit status, the stdout lines decoded
-// as JSON objects, and stderr.
-func (u cliUser) run(args ...string) (int, []map[string]any, string) {
-	u.t.Helper()
-	env := func(k string) string {
-		switch k {
-		case "BUZZ_PRIVATE_KEY":
-			return u.sk
-		case "BUZZ_RELAY_URL":
-			return u.relay
-		}
-		return ""
-	}
-	var out, errb bytes.Buffer
-	code := run(u.t.Context(), args, env, strings.NewReader(""), &out, &errb)
-	var lines []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		require.NoError(u.t, json.Unmarshal([]byte(l), &m), l)
-		lines = append(lines, m)
-	}
-	return code, lines, errb.String()
-}
-
-// ok runs args, requires exit 0 and one accepted result line, and returns it.
-func (u cliUser) ok(args ...string) map[string]any {
-	u.t.Helper()
-	code, lines, stderr := u.run(args...)
-	require.Equal(u.t, exitOK, code, "%v: %s", args, stderr)
-	require.Len(u.t, lines, 1)
-	require.Equal(u.t, true, lines[0]["accepted"], lines[0])
-	return lines[0]
-}
-
-// refused runs args and requires exit 1 with message or error containing want.
-func (u cliUser) refused(want string, args ...string) {
-	u.t.Helper()
-	code, lines, stderr := u.run(args...)
-	require.Equal(u.t, exitRefused, code, "%v: %v %s", args, lines, stderr)
-	got := stderr
-	if len(lines) == 1 {
-		require.Equal(u.t, false, lines[0]["accepted"])
-		got = lines[0]["message"].(string)
-	}
-	require.Contains(u.t, got, want)
-}
-
 func ids(lines []map[string]any) []string {
 	var out []string
 	for _, l := range lines {
@@ -261,13 +207,9 @@ func ids(lines []map[string]any) []string {
 
 func TestCommandsAgainstRelay(t *testing.T) {
 	t.Parallel()
-	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	r := relaytest.Start(t, nil)
-	relay := "ws://" + r.Host
-	aliceSK, bobSK := event.GenerateKey(), event.GenerateKey()
-	alice := cliUser{t: t, relay: relay, sk: hex.EncodeToString(aliceSK)}
-	bob := cliUser{t: t, relay: relay, sk: hex.EncodeToString(bobSK)}
-	bobPub := event.PubKey(bobSK)
+	alice, bob := newUser(t, r), newUser(t, r)
+	bobPub := bob.pubkey()
 
 	// Create an open channel; the printed id is the h the CLI chose.
 	created := alice.ok("channels", "create", "--name", "general", "--about", "all hands")
@@ -275,10 +217,10 @@ func TestCommandsAgainstRelay(t *testing.T) {
 	require.Len(t, ch, 36)
 	require.Len(t, created["event_id"], 64)
 
-	code, chans, stderr := bob.run("channels", "list")
-	require.Equal(t, exitOK, code, stderr)
+	res := bob.run("channels", "list")
+	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Equal(t, []map[string]any{{"channel_id": ch, "name": "general", "visibility": "open", "type": "stream",
-		"about": "all hands", "topic": "", "archived": false}}, chans)
+		"about": "all hands", "topic": "", "archived": false}}, res.lines(t))
 
 	bob.ok("channels", "join", "--channel", ch)
 
@@ -292,7 +234,7 @@ func TestCommandsAgainstRelay(t *testing.T) {
 	require.Equal(t, root, reply2["root"])
 	require.Equal(t, r1, reply2["reply_to"])
 	r2 := reply2["event_id"].(string)
-	alice.refused("reply parent", "messages", "send", "--channel", ch, "--content", "x", "--reply-to", testID)
+	alice.refused("messages send: reply parent "+testID+" not found", "messages", "send", "--channel", ch, "--content", "x", "--reply-to", testID)
 
 	// React (default "+"), twice: the second is a duplicate.
 	react := bob.ok("messages", "react", "--id", root)
@@ -304,20 +246,28 @@ func TestCommandsAgainstRelay(t *testing.T) {
 	alice.ok("messages", "edit", "--id", root, "--channel", ch, "--content", "root, edited")
 	bob.refused("must be event author", "messages", "edit", "--id", root, "--channel", ch, "--content", "mine now")
 
-	// List: kinds 9 only here (edits are 40003), oldest first.
-	code, msgs, stderr := bob.run("messages", "list", "--channel", ch)
-	require.Equal(t, exitOK, code, stderr)
+	// List: kinds 9 only (edits are 40003), oldest first; the root shows
+	// its edit (TestMessagesListShowsEdit has the rules).
+	res = bob.run("messages", "list", "--channel", ch)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	msgs := res.lines(t)
 	require.ElementsMatch(t, []string{root, r1, r2}, ids(msgs))
 	for i := 1; i < len(msgs); i++ {
 		require.LessOrEqual(t, msgs[i-1]["created_at"].(float64), msgs[i]["created_at"].(float64))
 	}
-	code, msgs, stderr = bob.run("messages", "list", "--channel", ch, "--limit", "2", "--http")
-	require.Equal(t, exitOK, code, stderr)
-	require.Len(t, msgs, 2)
+	for _, m := range msgs {
+		if m["id"] == root {
+			require.Equal(t, "root, edited", m["content"])
+		}
+	}
+	res = bob.run("messages", "list", "--channel", ch, "--limit", "2", "--http")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Len(t, res.lines(t), 2)
 
 	// The thread: the root first, then both replies.
-	code, thread, stderr := bob.run("threads", "get", "--root", root, "--channel", ch)
-	require.Equal(t, exitOK, code, stderr)
+	res = bob.run("threads", "get", "--root", root, "--channel", ch)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	thread := res.lines(t)
 	require.Len(t, thread, 3)
 	require.Equal(t, root, thread[0]["id"])
 	require.ElementsMatch(t, []string{r1, r2}, ids(thread[1:]))
@@ -326,35 +276,149 @@ func TestCommandsAgainstRelay(t *testing.T) {
 		require.Contains(t, tags, []any{"e", root, "", "root"})
 		require.Contains(t, tags, []any{"h", ch})
 	}
-	code, _, stderr = bob.run("threads", "get", "--root", testID, "--channel", ch)
-	require.Equal(t, exitRefused, code)
-	require.Contains(t, stderr, "not found")
+	bob.refused("threads get: thread root "+testID+" not found", "threads", "get", "--root", testID, "--channel", ch)
 
 	// Delete: only the author; the deleted reply leaves the thread.
 	bob.refused("must be event author", "messages", "delete", "--id", r2)
 	alice.ok("messages", "delete", "--id", r2)
-	code, thread, stderr = alice.run("threads", "get", "--root", root, "--channel", ch, "--http")
-	require.Equal(t, exitOK, code, stderr)
-	require.Equal(t, []string{root, r1}, ids(thread))
+	res = alice.run("threads", "get", "--root", root, "--channel", ch, "--http")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Equal(t, []string{root, r1}, ids(res.lines(t)))
 
 	// A private forum with a chosen id: invisible to bob until added.
 	priv := alice.ok("channels", "create", "--name", "design", "--private", "--forum", "--id", testChannel)
 	require.Equal(t, testChannel, priv["channel_id"])
 	alice.refused("duplicate: channel already exists", "channels", "create", "--name", "again", "--id", testChannel)
 	bob.refused("private", "channels", "join", "--channel", testChannel)
-	_, chans, _ = bob.run("channels", "list")
-	require.Len(t, chans, 1)
+	require.Len(t, bob.run("channels", "list").lines(t), 1)
 	added := alice.ok("channels", "add-member", "--channel", testChannel, "--pubkey", bobPub, "--role", "member")
 	require.Equal(t, bobPub, added["pubkey"])
-	_, chans, _ = bob.run("channels", "list")
+	chans := bob.run("channels", "list").lines(t)
 	require.Len(t, chans, 2)
 	require.Equal(t, map[string]any{"channel_id": testChannel, "name": "design", "visibility": "private", "type": "forum",
 		"about": "", "topic": "", "archived": false}, chans[0])
-	bob.refused("not authorized", "channels", "remove-member", "--channel", testChannel, "--pubkey", event.PubKey(aliceSK))
+	bob.refused("not authorized", "channels", "remove-member", "--channel", testChannel, "--pubkey", alice.pubkey())
 	alice.ok("channels", "remove-member", "--channel", testChannel, "--pubkey", bobPub)
-	_, chans, _ = bob.run("channels", "list")
-	require.Len(t, chans, 1)
+	require.Len(t, bob.run("channels", "list").lines(t), 1)
 
 	bob.ok("channels", "leave", "--channel", ch)
 	alice.refused("last owner", "channels", "leave", "--channel", ch)
+}
+
+func TestNewestEdits(t *testing.T) {
+	t.Parallel()
+	alice, bob := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	id := func(c byte) string { return strings.Repeat(string(c), 64) }
+	msg := func(i byte, author string) event.Event {
+		return event.Event{ID: id(i), PubKey: author, Kind: kindMessage, Content: "orig"}
+	}
+	edit := func(i byte, author string, at int64, tags ...event.Tag) event.Event {
+		return event.Event{ID: id(i), PubKey: author, Kind: kindMessageEdit, CreatedAt: at, Content: "edit " + string(i), Tags: tags}
+	}
+	m1, m2, m3 := msg('1', alice), msg('2', bob), msg('3', alice)
+	e := func(target string) event.Tag { return event.Tag{"e", target} }
+	got := newestEdits([]event.Event{m1, m2, m3}, []event.Event{
+		edit('c', alice, 10, e(m1.ID)),
+		edit('d', alice, 20, event.Tag{"e", strings.ToUpper(m1.ID)}), // newest for m1
+		edit('e', alice, 5, e(m1.ID)),
+		edit('f', bob, 30, e(m1.ID)),                                                     // not m1's author: ignored
+		edit('7', bob, 40, e(m2.ID), e(m1.ID)),                                           // edits m2; only mentions m1
+		edit('9', bob, 40, e(m2.ID)),                                                     // same second: the lower id (7) wins
+		edit('8', alice, 50, event.Tag{"e", "nothex"}),                                   // no valid target
+		{ID: id('5'), PubKey: alice, Kind: 1, CreatedAt: 60, Tags: event.Tags{e(m3.ID)}}, // not an edit
+	})
+	require.Equal(t, map[string]string{m1.ID: id('d'), m2.ID: id('7')}, func() map[string]string {
+		out := map[string]string{}
+		for k, v := range got {
+			out[k] = v.ID
+		}
+		return out
+	}())
+}
+
+func TestShowEdited(t *testing.T) {
+	t.Parallel()
+	msg := event.Event{ID: testID, PubKey: testPubkey, CreatedAt: 5, Kind: 9, Tags: event.Tags{{"h", testChannel}}, Content: "a <b> & c", Sig: "s"}
+	require.Equal(t, string(msg.AppendJSON(nil)), string(showEdited(msg, event.Event{})), "an unedited message is printed as stored")
+	edit := event.Event{ID: testID2, CreatedAt: 9, Content: "new <text>"}
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(showEdited(msg, edit), &got))
+	require.Equal(t, "new <text>", got["content"])
+	require.Equal(t, testID, got["id"])
+	require.Equal(t, map[string]any{"id": testID2, "created_at": 9.0, "original": "a <b> & c"}, got["edited"])
+	require.Contains(t, string(showEdited(msg, edit)), `"original":"a <b> & c"`, "text is not HTML-escaped")
+}
+
+// TestMessagesListShowsEdit edits messages in every way the relay accepts
+// and lists them: the newest edit by the author gives the text, an edit
+// of another message that merely names this one does not, and --raw shows
+// what is stored.
+func TestMessagesListShowsEdit(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	alice, bob := newUser(t, r), newUser(t, r)
+	ch := alice.ok("channels", "create", "--name", "general")["channel_id"].(string)
+	bob.ok("channels", "join", "--channel", ch)
+	m1 := alice.ok("messages", "send", "--channel", ch, "--content", "first")["event_id"].(string)
+	m2 := bob.ok("messages", "send", "--channel", ch, "--content", "bob's")["event_id"].(string)
+	m3 := alice.ok("messages", "send", "--channel", ch, "--content", "never edited")["event_id"].(string)
+
+	now := time.Now().Unix()
+	rawEdit := func(u cliUser, at int64, content string, targets ...string) string {
+		t.Helper()
+		args := []string{"publish", "--kind", "40003", "--created-at", strconv.FormatInt(at, 10), "--content", content}
+		for _, id := range targets {
+			args = append(args, "--tag", "e,"+id)
+		}
+		res := u.run(append(args, "--tag", "h,"+ch)...)
+		require.Equal(t, exitOK, res.code, res.stderr)
+		return res.lines(t)[0]["id"].(string)
+	}
+	alice.ok("messages", "edit", "--id", m1, "--channel", ch, "--content", "first, edited")
+	rawEdit(alice, now-60, "an older edit", m1)
+	tieA, tieB := rawEdit(alice, now+60, "tie A", m1), rawEdit(alice, now+60, "tie B", m1)
+	winner, winnerText := tieA, "tie A"
+	if tieB < tieA {
+		winner, winnerText = tieB, "tie B"
+	}
+	bobEdit := rawEdit(bob, now, "bob, edited", m2, m1) // edits m2; its second e tag names m1
+	bob.refused("invalid: must be event author to edit", "messages", "edit", "--id", m1, "--channel", ch, "--content", "mine now")
+
+	res := bob.run("messages", "list", "--channel", ch)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	byID := map[string]map[string]any{}
+	for _, l := range res.lines(t) {
+		byID[l["id"].(string)] = l
+	}
+	require.Len(t, byID, 3)
+	require.Equal(t, winnerText, byID[m1]["content"])
+	require.Equal(t, map[string]any{"id": winner, "created_at": float64(now + 60), "original": "first"}, byID[m1]["edited"])
+	require.Equal(t, "bob, edited", byID[m2]["content"])
+	require.Equal(t, map[string]any{"id": bobEdit, "created_at": float64(now), "original": "bob's"}, byID[m2]["edited"])
+	require.Equal(t, "never edited", byID[m3]["content"])
+	require.NotContains(t, byID[m3], "edited")
+
+	res = bob.run("messages", "list", "--channel", ch, "--get", "content", "--http")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.ElementsMatch(t, []string{winnerText, "bob, edited", "never edited"}, strings.Split(strings.TrimSpace(res.stdout), "\n"))
+
+	res = bob.run("messages", "list", "--channel", ch, "--raw")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	raw := res.lines(t)
+	require.Len(t, raw, 3)
+	for _, l := range raw {
+		require.NotContains(t, l, "edited")
+		ev, err := event.Parse([]byte(mustJSON(t, l)))
+		require.NoError(t, err)
+		require.True(t, ev.VerifySignature(), "--raw prints the signed events")
+	}
+	require.ElementsMatch(t, []string{"first", "bob's", "never edited"}, []string{
+		raw[0]["content"].(string), raw[1]["content"].(string), raw[2]["content"].(string)})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
 }

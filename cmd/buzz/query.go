@@ -1,121 +1,123 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/buzz-relay/buzz/internal/client"
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-func runQuery(ctx context.Context, a *app, args []string) error {
-	c, filters, sk, err := filterCommand(a, "query", args)
-	if err != nil {
+// filterArgs are the arguments of query and count: filters as JSON
+// arguments or on stdin, completed by --kinds, --limit and --channel.
+type filterArgs struct {
+	a       *app
+	cmd     string // "query" or "count"
+	flags   filterFlags
+	filters []event.Filter // set by check
+}
+
+func (o *filterArgs) bind(fs *pflag.FlagSet) { o.flags.bind(fs) }
+
+// check reads and validates the filters before anything is sent: every
+// key must be known (bridge fields only with --http). With no filter
+// argument and a filter flag given, the one filter comes from the flags
+// alone and stdin is not read.
+func (o *filterArgs) check(fs *pflag.FlagSet, args []string) error {
+	if err := o.flags.check(o.cmd, fs); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	rc, release, err := connect(ctx, c, sk)
-	if err != nil {
-		return err
-	}
-	defer release()
-	events, err := rc.Query(ctx, filters...)
-	if err != nil {
-		return err
-	}
-	var b []byte
-	for i := range events {
-		b = events[i].AppendJSON(b[:0])
-		if _, err := a.stdout.Write(append(b, '\n')); err != nil {
+	filters := []event.Filter{{}}
+	if len(args) > 0 || !o.flags.given(fs) {
+		var err error
+		if filters, err = readFilters(o.cmd, args, o.a.stdin); err != nil {
+			return err
+		}
+		if err := checkFilterKeys(o.cmd, filters, o.a.global.http); err != nil {
 			return err
 		}
 	}
+	o.flags.fill(fs, filters)
+	o.filters = filters
 	return nil
 }
 
-// filterCommand parses the flags and filters shared by query and count.
-func filterCommand(a *app, name string, args []string) (*common, []event.Filter, []byte, error) {
-	fs := newFlagSet(name)
-	var c common
-	c.register(fs, a.getenv)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return nil, nil, nil, err
+// refusal adds the p-gate hint to a refusal that names the p-gate.
+func (o *filterArgs) refusal(err error, sk []byte) error {
+	var refused *client.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Message, "p-gated") {
+		return err
 	}
-	filters, err := readFilters(pos, a.stdin)
-	if err != nil {
-		return nil, nil, nil, err
+	hint := pgateHint(o.filters, event.PubKey(sk))
+	if hint == "" {
+		return err
 	}
-	sk, err := secretKey(a.getenv)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return &c, filters, sk, nil
+	return &detailError{err: err, fields: map[string]any{"hint": hint}}
 }
 
-// readFilters parses filters from the arguments, or from stdin when there
-// are none or one is "-". Each JSON value is a filter object or an array of
-// them.
-func readFilters(args []string, stdin io.Reader) ([]event.Filter, error) {
-	var filters []event.Filter
-	if len(args) == 0 {
-		args = []string{"-"}
-	}
-	for _, arg := range args {
-		var src io.Reader = strings.NewReader(arg)
-		what := "argument"
-		if arg == "-" {
-			src, what = stdin, "stdin"
-		}
-		dec := json.NewDecoder(src)
-		for {
-			var raw json.RawMessage
-			err := dec.Decode(&raw)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, usagef("filters on %s: %v", what, err)
-			}
-			fs, err := parseFilterValue(raw)
-			if err != nil {
-				return nil, usagef("filters on %s: %v", what, err)
-			}
-			filters = append(filters, fs...)
-		}
-	}
-	if len(filters) == 0 {
-		return nil, usagef("no filter given (e.g. '{\"kinds\":[9],\"limit\":20}')")
-	}
-	return filters, nil
+// filterHelp explains the filters of query and count; flags names the
+// filter flags the command has.
+func filterHelp(flags string) string {
+	return `Filters are JSON objects, or arrays of them, given as arguments or on
+stdin (no argument, or "-"). Keys: ids, authors, kinds, since, until,
+limit, search and "#<tag>"; with --http also the bridge's extension
+fields (before_id, depth_limit, thread_window, …). Any other key is
+refused before anything is sent.
+
+` + flags + ` fill their field ("#h" for --channel) in every
+filter that lacks it; given without a filter argument, they make the one
+filter and stdin is not read.
+
+The relay refuses a filter without "kinds" that could match p-gated kinds
+(1059, …); the error then carries a "hint" saying what to add.`
 }
 
-// parseFilterValue parses one JSON value: a filter object or an array of them.
-func parseFilterValue(raw json.RawMessage) ([]event.Filter, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '[' {
-		var arr []json.RawMessage
-		if err := json.Unmarshal(raw, &arr); err != nil {
-			return nil, err
+func newQueryCmd(a *app) *cobra.Command {
+	o := &filterArgs{a: a, cmd: "query", flags: filterFlags{withLimit: true}}
+	return leaf(&cobra.Command{
+		Use:   "query [FILTER_JSON…] [-]",
+		Short: "print the events matching filters, one per line",
+		Long: "Query sends the filters as one REQ (or POST /query with --http) and prints\n" +
+			"each stored event that matches, one JSON object per line.\n\n" + filterHelp("--kinds, --limit and --channel"),
+		Example: `  buzz query '{"kinds":[9],"#h":["<channel-uuid>"],"limit":20}'
+  buzz query --kinds 9,45001 --channel <channel-uuid> --limit 20
+  buzz query --http '{"kinds":[9],"until":1700000000,"before_id":"<event-id>"}'
+  echo '[{"kinds":[0]},{"kinds":[1],"limit":5}]' | buzz query --get id`,
+	}, o, func(c *cobra.Command) error { return o.runQuery(c.Context()) })
+}
+
+func (o *filterArgs) runQuery(ctx context.Context) error {
+	return o.a.withRelay(ctx, func(ctx context.Context, rc relayClient, sk []byte) error {
+		events, err := rc.Query(ctx, o.filters...)
+		if err != nil {
+			return o.refusal(err, sk)
 		}
-		out := make([]event.Filter, 0, len(arr))
-		for i, r := range arr {
-			f, err := event.ParseFilter(r)
-			if err != nil {
-				return nil, fmt.Errorf("filter %d: %w", i, err)
-			}
-			out = append(out, f)
+		return o.a.writeEvents(events)
+	})
+}
+
+func newCountCmd(a *app) *cobra.Command {
+	o := &filterArgs{a: a, cmd: "count"}
+	return leaf(&cobra.Command{
+		Use:   "count [FILTER_JSON…] [-]",
+		Short: "print the number of events matching filters",
+		Long: "Count sends the filters as one NIP-45 COUNT (or POST /count with --http)\n" +
+			"and prints {\"count\":n}, the sum over the filters.\n\n" + filterHelp("--kinds and --channel"),
+		Example: `  buzz count '{"kinds":[9],"#h":["<channel-uuid>"]}'
+  buzz count --kinds 9 --channel <channel-uuid> --get count`,
+	}, o, func(c *cobra.Command) error { return o.runCount(c.Context()) })
+}
+
+func (o *filterArgs) runCount(ctx context.Context) error {
+	return o.a.withRelay(ctx, func(ctx context.Context, rc relayClient, sk []byte) error {
+		n, err := rc.Count(ctx, o.filters...)
+		if err != nil {
+			return o.refusal(err, sk)
 		}
-		return out, nil
-	}
-	f, err := event.ParseFilter(raw)
-	if err != nil {
-		return nil, err
-	}
-	return []event.Filter{f}, nil
+		return o.a.write(map[string]int64{"count": n})
+	})
 }

@@ -1,32 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/client"
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
 // --- messages search (20-search.md §9.1) ---
-
-// Exit statuses of messages search, which has its own set (20-search.md §9.1).
-const (
-	searchExitInput = 1 // bad input; nothing was sent
-	searchExitRelay = 2 // the relay answered with an error, or could not be reached
-	searchExitAuth  = 3 // the relay answered 401 or 403
-	searchExitOther = 4 // anything else
-)
+//
+// Its exit statuses are those of every buzz command (see exitStatus), not
+// the separate ones of spec 20 §9.1, and it prints one event per line in
+// the relay's rank order instead of the answer's JSON array.
 
 const (
 	searchDefaultLimit = 100
@@ -37,31 +30,7 @@ const (
 )
 
 // defaultSearchKinds are the message-like kinds searched without --kinds.
-const defaultSearchKinds = "9,40002,40003,45001,45003"
-
-// searchError is a messages search failure with its exit status. A display
-// name that resolves to no profile or to several carries the candidates.
-type searchError struct {
-	code       int
-	msg        string
-	candidates []profileCandidate
-}
-
-func (e *searchError) Error() string { return e.msg }
-
-// errorObject is the {"error":…} line printed on stderr, plus
-// "candidates" when a display name did not resolve.
-func (e *searchError) errorObject() map[string]any {
-	m := map[string]any{"error": e.msg}
-	if e.candidates != nil {
-		m["candidates"] = e.candidates
-	}
-	return m
-}
-
-func searchFailf(code int, format string, args ...any) error {
-	return &searchError{code: code, msg: fmt.Sprintf(format, args...)}
-}
+var defaultSearchKinds = []int{9, 40002, 40003, 45001, 45003}
 
 // profileCandidate is a profile a display name may mean.
 type profileCandidate struct {
@@ -71,91 +40,70 @@ type profileCandidate struct {
 }
 
 type searchArgs struct {
-	common
 	query   string
 	channel string
-	kinds   []int
+	kinds   kindsFlag
 	since   timeFlag
 	until   timeFlag
 	limit   int
 	prefix  bool
-	// author is the hex pubkey of --author given as hex or npub;
-	// authorName is --author given as a display name, still to resolve.
-	author     string
+	author  string // --author as given
+	// authorHex is the pubkey of --author given as hex or npub; authorName
+	// is --author given as a display name, still to resolve.
+	authorHex  string
 	authorName string
 }
 
-func parseSearch(a *app, args []string) (*searchArgs, error) {
-	const cmd = "messages search"
-	fs := newFlagSet(cmd)
-	var o searchArgs
-	var author, kinds string
-	o.register(fs, a.getenv)
+func (o *searchArgs) bind(fs *pflag.FlagSet) {
+	o.kinds.kinds = slices.Clone(defaultSearchKinds)
 	fs.StringVar(&o.query, "query", "", "search text (required)")
-	fs.StringVar(&author, "author", "", "author: 64 hex, npub1… or a display name")
+	fs.StringVar(&o.author, "author", "", "author: 64 hex, npub1… or a display name")
 	fs.StringVar(&o.channel, "channel", "", "channel UUID")
-	fs.StringVar(&kinds, "kinds", defaultSearchKinds, "comma-separated kinds")
+	fs.Var(&o.kinds, "kinds", "comma-separated kinds")
 	fs.Var(&o.since, "since", "oldest created_at, unix seconds or RFC 3339")
 	fs.Var(&o.until, "until", "newest created_at, unix seconds or RFC 3339")
-	fs.IntVar(&o.limit, "limit", searchDefaultLimit, "at most N events, 1..500")
+	fs.IntVar(&o.limit, "limit", searchDefaultLimit, fmt.Sprintf("at most N events, 1..%d", searchMaxLimit))
 	fs.BoolVar(&o.prefix, "prefix", false, "prefix (typeahead) mode: the last word matches as a prefix")
-	if err := parseOnlyFlags(fs, args); err != nil {
-		return nil, err
+}
+
+// check refuses bad input before any request is sent.
+func (o *searchArgs) check(_ *pflag.FlagSet, args []string) error {
+	const cmd = "messages search"
+	if err := noArgs(cmd, args); err != nil {
+		return err
 	}
 	if strings.TrimSpace(strings.ReplaceAll(o.query, "\x00", " ")) == "" {
-		return nil, usagef("%s: --query is required and must not be empty", cmd)
+		return cli.Usagef("%s: --query is required and must not be empty", cmd)
 	}
 	if o.limit < 1 || o.limit > searchMaxLimit {
-		return nil, usagef("%s: --limit %d is outside 1..%d", cmd, o.limit, searchMaxLimit)
+		return cli.Usagef("%s: --limit %d is outside 1..%d", cmd, o.limit, searchMaxLimit)
 	}
 	var err error
-	if o.kinds, err = parseKindList(kinds); err != nil {
-		return nil, usagef("%s: --kinds: %v", cmd, err)
-	}
 	if o.channel != "" {
 		if o.channel, err = channelID(cmd, "channel", o.channel); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	author = strings.TrimSpace(author)
+	author := strings.TrimSpace(o.author)
 	switch {
 	case author == "":
-	case len(author) == 64 && event.IsHexAnyCase64(author):
-		o.author = strings.ToLower(author)
+	case event.IsHexAnyCase64(author):
+		o.authorHex = strings.ToLower(author)
 	case strings.HasPrefix(strings.ToLower(author), "npub1"):
-		if o.author, err = npubToHex(author); err != nil {
-			return nil, usagef("%s: --author %q: %v", cmd, author, err)
+		if o.authorHex, err = cli.ParseNPub(author); err != nil {
+			return cli.Usagef("%s: --author %q: %v", cmd, author, err)
 		}
 	default:
 		o.authorName = author
 	}
-	return &o, nil
-}
-
-// parseKindList parses "9,40002": integers 0..65535, at least one.
-func parseKindList(s string) ([]int, error) {
-	var kinds []int
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			return nil, fmt.Errorf("%q is not a comma-separated list of kinds", s)
-		}
-		k, err := strconv.Atoi(part)
-		if err != nil || k < 0 || k > 65535 {
-			return nil, fmt.Errorf("%q is not a kind (an integer 0..65535)", part)
-		}
-		if !slices.Contains(kinds, k) {
-			kinds = append(kinds, k)
-		}
-	}
-	return kinds, nil
+	return nil
 }
 
 // filter is the one search filter sent, for the given author pubkey ("" =
 // any author).
 func (o *searchArgs) filter(author string) event.Filter {
 	q, limit := o.query, o.limit
-	f := event.Filter{Search: &q, Kinds: o.kinds, Since: o.since.v, Until: o.until.v, Limit: &limit}
+	f := event.Filter{Search: &q, Kinds: o.kinds.kinds, Since: o.since.v, Until: o.until.v, Limit: &limit}
 	if author != "" {
 		f.Authors = []string{author}
 	}
@@ -215,242 +163,77 @@ func pubkeys(cs []profileCandidate) string {
 	return strings.Join(pks, ", ")
 }
 
-// resolveAuthor turns a display name into the one pubkey it names.
-func resolveAuthor(ctx context.Context, b *bridge, name string) (string, error) {
-	raw, err := b.query(ctx, profileFilter(name))
+// resolveAuthor turns a display name into the one pubkey it names. None,
+// or several, is a refusal (exit 1) carrying the "candidates".
+func resolveAuthor(ctx context.Context, b *client.HTTP, name string) (string, error) {
+	events, err := b.Query(ctx, profileFilter(name))
 	if err != nil {
 		return "", err
-	}
-	var events []event.Event
-	for i, r := range raw {
-		ev, err := event.Parse(r)
-		if err != nil {
-			return "", searchFailf(searchExitRelay, "POST /query: profile %d: %v", i, err)
-		}
-		events = append(events, ev)
 	}
 	matches, seen := matchProfiles(events, name)
 	switch len(matches) {
 	case 1:
 		return matches[0].PubKey, nil
 	case 0:
-		msg := fmt.Sprintf("messages search: --author %q: no profile has that display_name or name", name)
+		msg := fmt.Sprintf("--author %q: no profile has that display_name or name", name)
 		if len(seen) > 0 {
 			msg += "; similar profiles: " + pubkeys(seen)
 		}
-		return "", &searchError{code: searchExitInput, msg: msg, candidates: seen}
+		return "", unresolved(msg, seen)
 	default:
-		return "", &searchError{code: searchExitInput, candidates: matches,
-			msg: fmt.Sprintf("messages search: --author %q is ambiguous: %d profiles match: %s", name, len(matches), pubkeys(matches))}
+		return "", unresolved(fmt.Sprintf("--author %q is ambiguous: %d profiles match: %s", name, len(matches), pubkeys(matches)), matches)
 	}
 }
 
-// bridge posts one filter at a time to the relay's POST /query with NIP-98.
-type bridge struct {
-	base string
-	sk   []byte
+// unresolved is a display name that names no single profile.
+func unresolved(msg string, candidates []profileCandidate) error {
+	return &detailError{err: &client.RefusedError{Op: "messages search", Message: msg},
+		fields: map[string]any{"candidates": candidates}}
 }
 
-// post sends [f] and returns the answer, which must be a JSON array.
-// Transport failures and non-2xx answers are searchErrors: 401 and 403
-// exit 3, the rest 2.
-func (b *bridge) post(ctx context.Context, f event.Filter) ([]byte, error) {
-	const op = "POST /query"
-	url := b.base + "/query"
-	body := append(f.AppendJSON([]byte{'['}), ']')
-	auth, err := client.NIP98Header(b.sk, http.MethodPost, url, body)
-	if err != nil {
-		return nil, searchFailf(searchExitOther, "%s: %v", op, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, searchFailf(searchExitOther, "%s: %v", op, err)
-	}
-	req.Header.Set("Authorization", auth)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, searchFailf(searchExitRelay, "%s: %v", op, err)
-	}
-	defer resp.Body.Close()
-	ans, err := io.ReadAll(io.LimitReader(resp.Body, client.MaxResponseBytes))
-	if err != nil {
-		return nil, searchFailf(searchExitRelay, "%s: read answer: %v", op, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := strings.TrimSpace(string(ans))
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(ans, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		code := searchExitRelay
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			code = searchExitAuth
-		}
-		return nil, searchFailf(code, "%s: %d: %s", op, resp.StatusCode, msg)
-	}
-	ans = bytes.TrimSpace(ans)
-	if len(ans) == 0 || ans[0] != '[' || !json.Valid(ans) {
-		return nil, searchFailf(searchExitRelay, "%s: the answer is not a JSON array", op)
-	}
-	return ans, nil
+func newSearchCmd(a *app) *cobra.Command {
+	o := &searchArgs{}
+	return leaf(&cobra.Command{
+		Use:   "search --query TEXT [--author HEX|npub|NAME] [--channel UUID] [--kinds K,K] [--since T] [--until T] [--limit N] [--prefix]",
+		Short: "search messages (NIP-50, over the HTTP bridge)",
+		Long: `Search sends one POST /query (always the HTTP bridge, whatever --http says)
+with one search filter, and prints the events one per line in the relay's
+rank order.
+
+--kinds defaults to 9,40002,40003,45001,45003; --limit is 1..500 (default
+100); --prefix matches the last word as a prefix. --author takes 64 hex,
+an npub, or a display name: a name is resolved by a kind 0 search to the
+one profile whose display_name or name equals it (any case); none or
+several is a refusal (exit 1) whose error carries the "candidates".
+Bad input exits 2 before any request is sent.`,
+		Example: `  buzz messages search --query checkout --limit 20
+  buzz messages search --author Aaron --query checkout --channel <channel-uuid>
+  buzz messages search --query "proj pl" --prefix --get id`,
+	}, o, func(c *cobra.Command) error { return o.run(c.Context(), a) })
 }
 
-// query posts f and splits the answer into its elements.
-func (b *bridge) query(ctx context.Context, f event.Filter) ([]json.RawMessage, error) {
-	ans, err := b.post(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(ans, &raw); err != nil {
-		return nil, searchFailf(searchExitRelay, "POST /query: decode answer: %v", err)
-	}
-	return raw, nil
-}
-
-func runMessagesSearch(ctx context.Context, a *app, args []string) error {
-	err := messagesSearch(ctx, a, args)
-	var se *searchError
-	var ue *usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp), errors.As(err, &se):
-		return err
-	case errors.As(err, &ue):
-		return &searchError{code: searchExitInput, msg: ue.msg}
-	default:
-		return &searchError{code: searchExitOther, msg: err.Error()}
-	}
-}
-
-// messagesSearch resolves --author when it is a display name, then sends
-// the search and prints the relay's JSON array as it came.
-func messagesSearch(ctx context.Context, a *app, args []string) error {
-	o, err := parseSearch(a, args)
+// run resolves --author when it is a display name, then sends the search
+// and prints the events in the order the relay ranked them.
+func (o *searchArgs) run(ctx context.Context, a *app) error {
+	sk, err := secretKey(a.getenv, "messages search")
 	if err != nil {
 		return err
 	}
-	sk, err := secretKey(a.getenv)
+	b, err := a.bridge(sk)
 	if err != nil {
 		return err
 	}
-	base, err := httpBase(o.relay)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.global.timeout)
 	defer cancel()
-	b := &bridge{base: base, sk: sk}
-	author := o.author
+	author := o.authorHex
 	if o.authorName != "" {
 		if author, err = resolveAuthor(ctx, b, o.authorName); err != nil {
 			return err
 		}
 	}
-	ans, err := b.post(ctx, o.filter(author))
+	events, err := b.Query(ctx, o.filter(author))
 	if err != nil {
 		return err
 	}
-	if _, err := a.stdout.Write(append(ans, '\n')); err != nil {
-		return searchFailf(searchExitOther, "write output: %v", err)
-	}
-	return nil
-}
-
-// --- bech32 (BIP-173) for NIP-19 npub ---
-
-const bech32Charset = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
-
-func bech32Polymod(values []byte) uint32 {
-	gen := [5]uint32{0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3}
-	chk := uint32(1)
-	for _, v := range values {
-		top := chk >> 25
-		chk = (chk&0x1ffffff)<<5 ^ uint32(v)
-		for i := range 5 {
-			if (top>>i)&1 == 1 {
-				chk ^= gen[i]
-			}
-		}
-	}
-	return chk
-}
-
-// bech32Decode checks a bech32 string (not bech32m) and returns its
-// lowercase human-readable part and its data as 5-bit groups, without the
-// checksum.
-func bech32Decode(s string) (string, []byte, error) {
-	if strings.ToLower(s) != s && strings.ToUpper(s) != s {
-		return "", nil, errors.New("mixed case")
-	}
-	s = strings.ToLower(s)
-	sep := strings.LastIndexByte(s, '1')
-	if sep < 1 || sep+7 > len(s) {
-		return "", nil, errors.New("no separator, or too short")
-	}
-	hrp := s[:sep]
-	values := make([]byte, 0, len(hrp)*2+1+len(s)-sep-1)
-	for i := 0; i < len(hrp); i++ {
-		if hrp[i] < 33 || hrp[i] > 126 {
-			return "", nil, errors.New("invalid character in the prefix")
-		}
-		values = append(values, hrp[i]>>5)
-	}
-	values = append(values, 0)
-	for i := 0; i < len(hrp); i++ {
-		values = append(values, hrp[i]&31)
-	}
-	data := make([]byte, 0, len(s)-sep-1)
-	for i := sep + 1; i < len(s); i++ {
-		v := strings.IndexByte(bech32Charset, s[i])
-		if v < 0 {
-			return "", nil, fmt.Errorf("invalid character %q", s[i])
-		}
-		data = append(data, byte(v))
-	}
-	if bech32Polymod(append(values, data...)) != 1 {
-		return "", nil, errors.New("bad checksum")
-	}
-	return hrp, data[:len(data)-6], nil
-}
-
-// convert5to8 regroups 5-bit groups into bytes; leftover padding must be
-// under 5 bits and zero.
-func convert5to8(data []byte) ([]byte, error) {
-	var acc uint32
-	var bits uint
-	out := make([]byte, 0, len(data)*5/8)
-	for _, v := range data {
-		acc = acc<<5 | uint32(v)
-		bits += 5
-		if bits >= 8 {
-			bits -= 8
-			out = append(out, byte(acc>>bits))
-		}
-	}
-	if bits >= 5 || acc&(1<<bits-1) != 0 {
-		return nil, errors.New("invalid padding")
-	}
-	return out, nil
-}
-
-// npubToHex decodes a NIP-19 npub into the 64-hex public key.
-func npubToHex(s string) (string, error) {
-	hrp, data, err := bech32Decode(s)
-	if err != nil {
-		return "", fmt.Errorf("not a valid npub: %w", err)
-	}
-	if hrp != "npub" {
-		return "", fmt.Errorf("not an npub (prefix %q)", hrp)
-	}
-	key, err := convert5to8(data)
-	if err != nil {
-		return "", fmt.Errorf("not a valid npub: %w", err)
-	}
-	if len(key) != 32 {
-		return "", fmt.Errorf("not a valid npub: %d bytes, want 32", len(key))
-	}
-	return hex.EncodeToString(key), nil
+	return a.writeEvents(events)
 }

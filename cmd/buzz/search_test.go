@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	buzzapp "github.com/buzz-relay/buzz/internal/app"
+	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/read"
@@ -28,32 +26,6 @@ const (
 	nip19Hex  = "7e7e9c42a91bfef19fa929e5fda1b72e0ebc1a4c1141673e2794234d86addf4e"
 	nip19Nsec = "nsec1vl029mgpspedva04g90vltkh6fvh240zqtv9k0t9af8935ke9laqsnlfe5"
 )
-
-func TestNpubToHex(t *testing.T) {
-	t.Parallel()
-	got, err := npubToHex(nip19Npub)
-	require.NoError(t, err)
-	require.Equal(t, nip19Hex, got)
-	got, err = npubToHex(strings.ToUpper(nip19Npub))
-	require.NoError(t, err)
-	require.Equal(t, nip19Hex, got)
-
-	bad := map[string]string{
-		"BadChecksum": nip19Npub[:len(nip19Npub)-1] + "q",
-		"MixedCase":   "NPUB" + nip19Npub[4:],
-		"WrongPrefix": nip19Nsec,
-		"BadChar":     "npub1" + strings.Repeat("b", 58),
-		"TooShort":    "npub1qqqq",
-		"NoSeparator": "npubqqqqqqqqqq",
-	}
-	for name, s := range bad {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, err := npubToHex(s)
-			require.Error(t, err)
-		})
-	}
-}
 
 func TestSearchArgs(t *testing.T) {
 	t.Parallel()
@@ -74,6 +46,8 @@ func TestSearchArgs(t *testing.T) {
 		{"HexAuthor", []string{"--query", "x", "--author", upper},
 			map[string]any{"search": "x", "kinds": defKinds, "limit": 100.0, "authors": []any{nip19Hex}}, ""},
 		{"Npub", []string{"--author", nip19Npub, "--query", "x"},
+			map[string]any{"search": "x", "kinds": defKinds, "limit": 100.0, "authors": []any{nip19Hex}}, ""},
+		{"UpperNpub", []string{"--author", strings.ToUpper(nip19Npub), "--query", "x"},
 			map[string]any{"search": "x", "kinds": defKinds, "limit": 100.0, "authors": []any{nip19Hex}}, ""},
 		{"Everything", []string{"--query", "x", "--kinds", "9, 45001,9", "--since", "10", "--until", "20", "--limit", "500"},
 			map[string]any{"search": "x", "kinds": []any{9.0, 45001.0}, "since": 10.0, "until": 20.0, "limit": 500.0}, ""},
@@ -96,21 +70,22 @@ func TestSearchArgs(t *testing.T) {
 		{"KindsTooBig", []string{"--query", "x", "--kinds", "70000"}, nil, ""},
 		{"BadChannel", []string{"--query", "x", "--channel", "general"}, nil, ""},
 		{"BadNpub", []string{"--query", "x", "--author", nip19Npub[:len(nip19Npub)-1] + "q"}, nil, ""},
+		{"NpubOfAnNsec", []string{"--query", "x", "--author", "npub1" + nip19Nsec[5:]}, nil, ""},
 		{"BadSince", []string{"--query", "x", "--since", "yesterday"}, nil, ""},
 		{"Positional", []string{"--query", "x", "extra"}, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseSearch(&app{getenv: func(string) string { return "" }}, tt.args)
+			o := &searchArgs{}
+			err := parseArgs(o, tt.args...)
 			if tt.filter == nil {
-				var ue *usageError
-				require.ErrorAs(t, err, &ue)
+				requireUsage(t, err)
 				return
 			}
 			require.NoError(t, err)
 			require.Equal(t, tt.byName, o.authorName)
-			f := o.filter(o.author)
+			f := o.filter(o.authorHex)
 			var got map[string]any
 			require.NoError(t, json.Unmarshal(f.AppendJSON(nil), &got))
 			require.Equal(t, tt.filter, got)
@@ -152,39 +127,20 @@ func TestMatchProfiles(t *testing.T) {
 	require.Empty(t, seen)
 }
 
-// runSearch runs "buzz messages search args…" with sk against relay and
-// returns the exit status, stdout and stderr.
-func runSearch(t *testing.T, relay, sk string, args ...string) (int, string, string) {
+// runSearch runs "buzz messages search args…" with sk against relay.
+func runSearch(t *testing.T, relay, sk string, args ...string) result {
 	t.Helper()
-	env := func(k string) string {
-		switch k {
-		case "BUZZ_PRIVATE_KEY":
-			return sk
-		case "BUZZ_RELAY_URL":
-			return relay
-		}
-		return ""
-	}
-	var out, errb bytes.Buffer
-	code := run(t.Context(), append([]string{"messages", "search"}, args...), env, strings.NewReader(""), &out, &errb)
-	return code, out.String(), errb.String()
+	return buzz(t, map[string]string{"BUZZ_PRIVATE_KEY": sk, "BUZZ_RELAY_URL": relay}, "", append([]string{"messages", "search"}, args...)...)
 }
 
-// httpRequests is the relay's http_requests_total over every route and
-// status: the bridge requests it has answered.
-func httpRequests(t *testing.T, r *relaytest.Relay) float64 {
+// searchIDs returns the ids of the events a search printed, one per line.
+func searchIDs(t *testing.T, res result) []string {
 	t.Helper()
-	families, err := r.App.Registry.Gather()
-	require.NoError(t, err)
-	n := 0.0
-	for _, f := range families {
-		if f.GetName() == "http_requests_total" {
-			for _, m := range f.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
+	out := []string{}
+	for _, l := range res.lines(t) {
+		out = append(out, l["id"].(string))
 	}
-	return n
+	return out
 }
 
 // errSearchFault is the database failure injected before the search
@@ -193,10 +149,9 @@ var errSearchFault = errors.New("injected search failure")
 
 // TestSearchExitCodes runs the command against real relays: one as
 // deployed by default, one behind TLS (its NIP-98 tokens name https), one
-// stopped.
+// stopped. The exit statuses are buzz's one convention, not spec 20 §9.1's.
 func TestSearchExitCodes(t *testing.T) {
 	t.Parallel()
-	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	var mu sync.Mutex
 	var searched []string // the search filters as the read door received them
 	r := relaytest.Start(t, nil, buzzapp.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
@@ -217,16 +172,19 @@ func TestSearchExitCodes(t *testing.T) {
 		require.NotEmpty(t, searched)
 		return searched[len(searched)-1]
 	}
-	relay := "ws://" + r.Host
 	key := eventtest.NewKey()
-	user := cliUser{t: t, relay: relay, sk: hex.EncodeToString(key.SK)}
+	user := cliUser{t: t, relay: "ws://" + r.Host, sk: hex.EncodeToString(key.SK)}
 	ch := user.ok("channels", "create", "--name", "general")["channel_id"].(string)
-	hello := user.ok("messages", "send", "--channel", ch, "--content", "hello world")["event_id"].(string)
+	for _, text := range []string{"hello world", "help wanted", "hello hello hello", "nothing here", "helium"} {
+		user.ok("messages", "send", "--channel", ch, "--content", text)
+	}
 	// What the relay answers the body the command must send for the OK case.
 	wantBody := `[{"search":"hel","search_mode":"prefix","kinds":[9,40002,40003,45001,45003],"limit":100}]`
 	status, answer := r.HTTP(t, "", http.MethodPost, "/query", &key, []byte(wantBody))
 	require.Equal(t, http.StatusOK, status, string(answer))
-	require.Equal(t, []string{hello}, searchIDs(t, string(answer)))
+	var ranked []json.RawMessage
+	require.NoError(t, json.Unmarshal(answer, &ranked))
+	require.Len(t, ranked, 4, "every message but one matches")
 	wantFilter := lastSearched()
 
 	tls := relaytest.Start(t, map[string]string{"RELAY_URL": "wss://relay.invalid"})
@@ -241,97 +199,66 @@ func TestSearchExitCodes(t *testing.T) {
 		err   string // the stderr error, for a relay's refusal
 	}{
 		{"OK", r, r.Host, []string{"--query", "hel", "--prefix"}, exitOK, ""},
-		{"EmptyQuery", r, r.Host, []string{"--query", "  "}, searchExitInput, ""},
-		{"BadLimit", r, r.Host, []string{"--query", "x", "--limit", "501"}, searchExitInput, ""},
-		{"Unauthorized", tls, tlsHost, []string{"--query", "x"}, searchExitAuth, "POST /query: 401: NIP-98: URL mismatch: event has `http://" +
+		{"EmptyQuery", r, r.Host, []string{"--query", "  "}, exitUsage, ""},
+		{"BadLimit", r, r.Host, []string{"--query", "x", "--limit", "501"}, exitUsage, ""},
+		{"BadAuthor", r, r.Host, []string{"--query", "x", "--author", "npub1xyz"}, exitUsage, ""},
+		{"Unauthorized", tls, tlsHost, []string{"--query", "x"}, exitRefused, "messages search: POST /query: 401: NIP-98: URL mismatch: event has `http://" +
 			tlsHost + "/query`, expected `https://" + tlsHost + "/query`"},
-		{"Forbidden", r, r.Host, []string{"--query", "x", "--kinds", "30300"}, searchExitAuth,
-			"POST /query: 403: restricted: author-only kinds require authors=[self]"},
-		{"BadRequest", r, r.Host, []string{"--query", "x", "--since", "9223372036854775807"}, searchExitRelay,
-			"POST /query: 400: invalid filters: since must be a non-negative integer"},
-		{"ServerError", r, r.Host, []string{"--query", "explode"}, searchExitRelay, "POST /query: 500: internal server error"},
+		{"Forbidden", r, r.Host, []string{"--query", "x", "--kinds", "30300"}, exitRefused,
+			"messages search: POST /query: 403: restricted: author-only kinds require authors=[self]"},
+		{"BadRequest", r, r.Host, []string{"--query", "x", "--since", "9223372036854775807"}, exitRefused,
+			"messages search: POST /query: 400: invalid filters: since must be a non-negative integer"},
+		{"ServerError", r, r.Host, []string{"--query", "explode"}, exitUsage, "messages search: POST /query: 500: internal server error"},
 	} {
 		// Sequential: each case counts the requests its relay answered.
 		before := httpRequests(t, tc.relay)
-		code, out, stderr := runSearch(t, "ws://"+tc.host, user.sk, tc.args...)
-		require.Equal(t, tc.code, code, "%s: %s", tc.name, stderr)
-		if tc.code == searchExitInput {
+		res := runSearch(t, "ws://"+tc.host, user.sk, tc.args...)
+		require.Equal(t, tc.code, res.code, "%s: %s", tc.name, res.stderr)
+		if tc.err == "" && tc.code == exitUsage {
 			require.Equal(t, before, httpRequests(t, tc.relay), "%s: no request may be sent", tc.name)
-			require.Empty(t, out)
-			var e map[string]any
-			require.NoError(t, json.Unmarshal([]byte(stderr), &e), stderr)
-			require.NotEmpty(t, e["error"])
+			require.Empty(t, res.stdout)
+			require.Contains(t, res.errorObject(t)["error"], "messages search: ", tc.name)
 			continue
 		}
 		require.Equal(t, before+1, httpRequests(t, tc.relay), tc.name)
 		if tc.code == exitOK {
-			require.Empty(t, stderr)
-			require.Equal(t, string(answer)+"\n", out)
+			require.Empty(t, res.stderr)
+			lines := strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n")
+			require.Len(t, lines, len(ranked), "one event per line")
+			for i := range ranked {
+				require.JSONEq(t, string(ranked[i]), lines[i], "line %d is the relay's event %d, in rank order", i+1, i+1)
+			}
 			require.Equal(t, wantFilter, lastSearched(), "the filter sent")
 			continue
 		}
-		require.Empty(t, out)
-		var e map[string]any
-		require.NoError(t, json.Unmarshal([]byte(stderr), &e), stderr)
-		require.Equal(t, map[string]any{"error": tc.err}, e, tc.name)
+		require.Empty(t, res.stdout)
+		require.Equal(t, map[string]any{"error": tc.err}, res.errorObject(t), tc.name)
 	}
 
-	// No key is bad input; an unreachable relay is a network error.
+	// No key is a usage error; an unreachable relay is a connection error.
 	before := httpRequests(t, r)
-	code, _, _ := runSearch(t, relay, "", "--query", "x")
-	require.Equal(t, searchExitInput, code)
+	res := runSearch(t, "ws://"+r.Host, "", "--query", "x")
+	require.Equal(t, exitUsage, res.code)
 	require.Equal(t, before, httpRequests(t, r), "no request without a key")
 	tls.Stop()
-	code, _, stderr := runSearch(t, "ws://"+tlsHost, user.sk, "--query", "x")
-	require.Equal(t, searchExitRelay, code, stderr)
-	require.Contains(t, stderr, "POST /query: ")
-	require.Contains(t, stderr, "connection refused")
-}
-
-// TestSearchNotAnArray keeps the one raw server of this package: the relay
-// answers /query with a JSON array or an error status, never a 200 of
-// another shape, so only a server that is not the relay can show that the
-// command refuses such an answer (exit 2) instead of printing it.
-func TestSearchNotAnArray(t *testing.T) {
-	t.Parallel()
-	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, `{"events":[]}`)
-	}))
-	t.Cleanup(srv.Close)
-	code, out, stderr := runSearch(t, "ws://"+strings.TrimPrefix(srv.URL, "http://"), hex.EncodeToString(event.GenerateKey()), "--query", "x")
-	require.Equal(t, searchExitRelay, code, stderr)
-	require.Empty(t, out)
-	require.JSONEq(t, `{"error":"POST /query: the answer is not a JSON array"}`, stderr)
-}
-
-// searchIDs decodes a search answer and returns its event ids.
-func searchIDs(t *testing.T, out string) []string {
-	t.Helper()
-	var evs []event.Event
-	require.NoError(t, json.Unmarshal([]byte(out), &evs), out)
-	ids := []string{}
-	for _, ev := range evs {
-		ids = append(ids, ev.ID)
-	}
-	return ids
+	res = runSearch(t, "ws://"+tlsHost, user.sk, "--query", "x")
+	require.Equal(t, exitUsage, res.code, res.stderr)
+	e := res.errorObject(t)["error"].(string)
+	require.Contains(t, e, "messages search: POST /query: ")
+	require.Contains(t, e, "connection refused")
+	require.Contains(t, e, "check --relay or BUZZ_RELAY_URL")
 }
 
 func TestSearchAgainstRelay(t *testing.T) {
 	t.Parallel()
-	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	r := relaytest.Start(t, nil)
-	relay := "ws://" + r.Host
-	aliceSK, bobSK, carolSK := event.GenerateKey(), event.GenerateKey(), event.GenerateKey()
-	alice := cliUser{t: t, relay: relay, sk: hex.EncodeToString(aliceSK)}
-	bob := cliUser{t: t, relay: relay, sk: hex.EncodeToString(bobSK)}
-	carol := cliUser{t: t, relay: relay, sk: hex.EncodeToString(carolSK)}
-	alicePub, bobPub, carolPub := event.PubKey(aliceSK), event.PubKey(bobSK), event.PubKey(carolSK)
+	alice, bob, carol := newUser(t, r), newUser(t, r), newUser(t, r)
+	alicePub, bobPub, carolPub := alice.pubkey(), bob.pubkey(), carol.pubkey()
 	search := func(args ...string) []string {
 		t.Helper()
-		code, out, stderr := runSearch(t, relay, bob.sk, args...)
-		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
-		return searchIDs(t, out)
+		res := runSearch(t, bob.relay, bob.sk, args...)
+		require.Equal(t, exitOK, res.code, "%v: %s", args, res.stderr)
+		return searchIDs(t, res)
 	}
 
 	ch := alice.ok("channels", "create", "--name", "general")["channel_id"].(string)
@@ -361,31 +288,36 @@ func TestSearchAgainstRelay(t *testing.T) {
 	// Prefix: completed words must match exactly, the last is a prefix.
 	require.Equal(t, []string{a2}, search("--query", "project pl", "--prefix"))
 	require.Empty(t, search("--query", "project pl"))
-	// Authors: hex, display name (any case), name.
+	// Authors: hex, npub, display name (any case), name.
 	require.ElementsMatch(t, []string{a1, a3}, search("--query", "checkout", "--author", strings.ToUpper(alicePub)))
+	require.ElementsMatch(t, []string{a1, a3}, search("--query", "checkout", "--author", cli.NPub(alicePub)))
 	require.Equal(t, []string{b1}, search("--query", "checkout", "--author", "ROBERT"))
 	require.Equal(t, []string{b1}, search("--query", "checkout", "--author", "bob", "--limit", "1"))
 	// --kinds without messages finds none.
 	require.Empty(t, search("--query", "checkout", "--kinds", "45001"))
+	// --get applies to every line.
+	res := runSearch(t, bob.relay, bob.sk, "--query", "checkout", "--channel", ch, "--get", "pubkey")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.ElementsMatch(t, []string{alicePub, bobPub}, strings.Fields(res.stdout))
 
-	// Bad input: exit 1.
-	code, out, _ := runSearch(t, relay, bob.sk, "--query", " ")
-	require.Equal(t, searchExitInput, code)
-	require.Empty(t, out)
-	code, out, _ = runSearch(t, relay, bob.sk, "--query", "checkout", "--limit", "501")
-	require.Equal(t, searchExitInput, code)
-	require.Empty(t, out)
+	// Bad input: exit 2, nothing printed.
+	for _, args := range [][]string{{"--query", " "}, {"--query", "checkout", "--limit", "501"}, {"--query", "checkout", "extra"}} {
+		res := runSearch(t, bob.relay, bob.sk, args...)
+		require.Equal(t, exitUsage, res.code, args)
+		require.Empty(t, res.stdout, args)
+	}
 
-	// "Alice Liddell" is alice's display_name and carol's name: ambiguous.
-	code, out, stderr := runSearch(t, relay, bob.sk, "--query", "checkout", "--author", "alice liddell")
-	require.Equal(t, searchExitInput, code, stderr)
-	require.Empty(t, out)
+	// "Alice Liddell" is alice's display_name and carol's name: ambiguous,
+	// a refusal carrying both candidates.
+	res = runSearch(t, bob.relay, bob.sk, "--query", "checkout", "--author", "alice liddell")
+	require.Equal(t, exitRefused, res.code, res.stderr)
+	require.Empty(t, res.stdout)
 	var e struct {
 		Error      string             `json:"error"`
 		Candidates []profileCandidate `json:"candidates"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(stderr), &e), stderr)
-	require.Contains(t, e.Error, "ambiguous")
+	require.NoError(t, json.Unmarshal([]byte(res.stderr), &e), res.stderr)
+	require.Contains(t, e.Error, `messages search: --author "alice liddell" is ambiguous`)
 	require.Contains(t, e.Error, alicePub)
 	require.Contains(t, e.Error, carolPub)
 	var cands []string
@@ -395,8 +327,10 @@ func TestSearchAgainstRelay(t *testing.T) {
 	require.ElementsMatch(t, []string{alicePub, carolPub}, cands)
 
 	// A name nobody has: exit 1, the near matches of the prefix search listed.
-	code, _, stderr = runSearch(t, relay, bob.sk, "--query", "checkout", "--author", "Rob")
-	require.Equal(t, searchExitInput, code, stderr)
-	require.Contains(t, stderr, "no profile")
-	require.Contains(t, stderr, bobPub)
+	res = runSearch(t, bob.relay, bob.sk, "--query", "checkout", "--author", "Rob")
+	require.Equal(t, exitRefused, res.code, res.stderr)
+	obj := res.errorObject(t)
+	require.Contains(t, obj["error"], "no profile")
+	require.Contains(t, obj["error"], bobPub)
+	require.Equal(t, []any{map[string]any{"pubkey": bobPub, "name": "bob", "display_name": "Robert"}}, obj["candidates"])
 }

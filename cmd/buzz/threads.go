@@ -3,33 +3,45 @@ package main
 import (
 	"context"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
+func newThreadsCmd(a *app) *cobra.Command {
+	return cli.Group(&cobra.Command{
+		Use:     "threads",
+		Short:   "print threads",
+		Long:    "A thread is a message (its root) and the NIP-10 replies to it.",
+		Example: "  buzz threads get --root <event-id> --channel <channel-uuid>",
+	}, newThreadsGetCmd(a))
+}
+
 type threadArgs struct {
-	common
 	root    string
 	channel string
 }
 
-func parseThread(a *app, args []string) (*threadArgs, error) {
-	const cmd = "threads get"
-	fs := newFlagSet(cmd)
-	var o threadArgs
-	o.register(fs, a.getenv)
+func (o *threadArgs) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&o.root, "root", "", "event id of the thread's root (required)")
 	fs.StringVar(&o.channel, "channel", "", "channel UUID (required)")
-	if err := parseOnlyFlags(fs, args); err != nil {
-		return nil, err
+}
+
+func (o *threadArgs) check(_ *pflag.FlagSet, args []string) error {
+	const cmd = "threads get"
+	if err := noArgs(cmd, args); err != nil {
+		return err
 	}
 	var err error
 	if o.root, err = hexID(cmd, "root", o.root); err != nil {
-		return nil, err
+		return err
 	}
 	if o.channel, err = channelID(cmd, "channel", o.channel); err != nil {
-		return nil, err
+		return err
 	}
-	return &o, nil
+	return nil
 }
 
 // filters are the replies {"#e":[root],"#h":[channel],"kinds":[9,40002]}
@@ -60,12 +72,20 @@ func splitThread(rootID string, events []event.Event) (root event.Event, replies
 	return root, replies, ok
 }
 
-func runThreadsGet(ctx context.Context, a *app, args []string) error {
-	o, err := parseThread(a, args)
-	if err != nil {
-		return err
-	}
-	return withRelay(ctx, a, &o.common, func(ctx context.Context, rc relayClient, _ []byte) error {
+func newThreadsGetCmd(a *app) *cobra.Command {
+	o := &threadArgs{}
+	return leaf(&cobra.Command{
+		Use:   "get --root EVENT_ID --channel UUID",
+		Short: "print a thread: the root, then its replies oldest first",
+		Long: `Get prints the thread's root event, then its replies oldest first, one per
+line. A root the relay does not have (or does not show you) is a refusal:
+exit 1.`,
+		Example: "  buzz threads get --root <event-id> --channel <channel-uuid>",
+	}, o, func(c *cobra.Command) error { return o.run(c.Context(), a) })
+}
+
+func (o *threadArgs) run(ctx context.Context, a *app) error {
+	return a.withRelay(ctx, func(ctx context.Context, rc relayClient, _ []byte) error {
 		events, err := rc.Query(ctx, o.filters()...)
 		if err != nil {
 			return err
@@ -74,6 +94,6 @@ func runThreadsGet(ctx context.Context, a *app, args []string) error {
 		if !ok {
 			return errNotFound("threads get", "thread root "+o.root)
 		}
-		return writeEvents(a, append([]event.Event{root}, replies...))
+		return a.writeEvents(append([]event.Event{root}, replies...))
 	})
 }

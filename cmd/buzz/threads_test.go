@@ -19,11 +19,13 @@ func TestThreadArgs(t *testing.T) {
 		{"NoRoot", []string{"--channel", testChannel}, true},
 		{"NoChannel", []string{"--root", testID}, true},
 		{"BadRoot", []string{"--root", "x", "--channel", testChannel}, true},
+		{"Positional", []string{"--root", testID, "--channel", testChannel, "more"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := parseThread(testApp(), tt.args)
+			o := &threadArgs{}
+			err := parseArgs(o, tt.args...)
 			if tt.wantErr {
 				requireUsage(t, err)
 				return
