@@ -152,6 +152,7 @@ var errSearchFault = errors.New("injected search failure")
 // stopped. The exit statuses are buzz's one convention, not spec 20 §9.1's.
 func TestSearchExitCodes(t *testing.T) {
 	t.Parallel()
+	t.Cleanup(http.DefaultClient.CloseIdleConnections) // r.HTTP's, for goleak
 	var mu sync.Mutex
 	var searched []string // the search filters as the read door received them
 	r := relaytest.Start(t, nil, buzzapp.Hooks{QueryHookFunc: func(ctx context.Context, f *event.Filter) error {
