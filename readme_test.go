@@ -97,7 +97,7 @@ func TestReadmeTryIt(t *testing.T) {
 }
 
 // tryItScript returns the shell blocks of the README's "## Try it"
-// section, in order.
+// section, up to the next heading, in order.
 func tryItScript(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("README.md")
@@ -105,9 +105,9 @@ func tryItScript(t *testing.T) string {
 	text := string(b)
 	start := strings.Index(text, "\n## Try it\n")
 	require.NotEqual(t, -1, start, `README.md has no "## Try it" section`)
-	section := text[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
+	section := text[start+len("\n## Try it\n"):]
+	if end := strings.Index(section, "\n#"); end >= 0 { // the next heading, of any level
+		section = section[:end]
 	}
 	var blocks []string
 	for rest := section; ; {

@@ -98,13 +98,13 @@ func newRoot(a *app) *cobra.Command {
 			return cli.Usagef("buzz: missing command (one of: %s; see: buzz --help)", strings.Join(cli.SubcommandNames(c), ", "))
 		},
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			a.name = strings.TrimPrefix(c.CommandPath(), "buzz ")
+			a.name = cli.Name(c)
 			if a.global.timeout <= 0 {
 				return cli.Usagef("%s: --timeout %s must be positive (e.g. 30s)", a.name, a.global.timeout)
 			}
 			return nil
 		},
-	})
+	}, cli.ShortNames())
 	root.SuggestionsMinimumDistance = 2
 	a.global.bind(root.PersistentFlags(), a.getenv)
 	root.AddCommand(

@@ -39,16 +39,46 @@ func IsUsage(err error) bool {
 	return errors.As(err, &ue)
 }
 
+// Option changes how Root's commands report usage errors.
+type Option func(*cobra.Command)
+
+// shortNames is the annotation ShortNames sets on the root.
+const shortNames = "cli.short-names"
+
+// ShortNames makes usage errors name a command without the binary's name
+// ("query: …" rather than "buzz query: …"), for a binary whose own errors
+// are written that way. The help hint keeps the full path.
+func ShortNames() Option {
+	return func(root *cobra.Command) {
+		if root.Annotations == nil {
+			root.Annotations = map[string]string{}
+		}
+		root.Annotations[shortNames] = "true"
+	}
+}
+
+// Name is how usage errors name c: its command path, without the binary's
+// name under ShortNames (the root itself keeps its name).
+func Name(c *cobra.Command) string {
+	if c.Root().Annotations[shortNames] != "true" || !c.HasParent() {
+		return c.CommandPath()
+	}
+	return strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+}
+
 // Root prepares the top command of a binary: cobra prints neither errors
 // nor usage on failure, flag errors become *UsageError naming the command
 // and pointing at its help, and there is no completion command.
-func Root(root *cobra.Command) *cobra.Command {
+func Root(root *cobra.Command, opts ...Option) *cobra.Command {
 	root.SilenceErrors = true
 	root.SilenceUsage = true
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return Usagef("%s: %v (see: %s --help)", c.CommandPath(), err, c.CommandPath())
+		return Usagef("%s: %v (see: %s --help)", Name(c), err, c.CommandPath())
 	})
+	for _, o := range opts {
+		o(root)
+	}
 	return root
 }
 
@@ -62,9 +92,9 @@ func Group(group *cobra.Command, subs ...*cobra.Command) *cobra.Command {
 		names := SubcommandNames(c)
 		if len(args) == 0 {
 			return Usagef("%s: missing subcommand (one of: %s; see: %s --help)",
-				c.CommandPath(), strings.Join(names, ", "), c.CommandPath())
+				Name(c), strings.Join(names, ", "), c.CommandPath())
 		}
-		return Usagef("%s: unknown subcommand %q (one of: %s)", c.CommandPath(), args[0], strings.Join(names, ", "))
+		return Usagef("%s: unknown subcommand %q (one of: %s)", Name(c), args[0], strings.Join(names, ", "))
 	}
 	return group
 }

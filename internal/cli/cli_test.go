@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func tree(ran *[]string) *cobra.Command {
-	root := Root(&cobra.Command{Use: "tool", Short: "a tool"})
+func tree(ran *[]string, opts ...Option) *cobra.Command {
+	root := Root(&cobra.Command{Use: "tool", Short: "a tool"}, opts...)
 	var relay string
 	root.PersistentFlags().StringVar(&relay, "relay", "ws://default", "relay URL")
 	leaf := &cobra.Command{Use: "get", Short: "get a thing", Example: "  tool things get --id 1",
@@ -81,4 +81,17 @@ func TestUsageErrors(t *testing.T) {
 	}
 	_, err, _ := exec(t, "nothing")
 	require.ErrorContains(t, err, `unknown command "nothing" for "tool"`)
+}
+
+func TestShortNames(t *testing.T) {
+	t.Parallel()
+	var ran []string
+	var out bytes.Buffer
+	root := tree(&ran, ShortNames())
+	err := Execute(context.Background(), root, []string{"things", "get", "--nope"}, strings.NewReader(""), &out, &out)
+	require.EqualError(t, err, "things get: unknown flag: --nope (see: tool things get --help)")
+	root = tree(&ran, ShortNames())
+	err = Execute(context.Background(), root, []string{"things"}, strings.NewReader(""), &out, &out)
+	require.EqualError(t, err, "things: missing subcommand (one of: get; see: tool things --help)")
+	require.Equal(t, "tool", Name(root))
 }
