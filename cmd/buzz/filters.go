@@ -199,5 +199,8 @@ func pgateHint(filters []event.Filter, pubkey string) string {
 	for i, k := range gated {
 		names[i] = strconv.Itoa(k)
 	}
+	if len(names) == 1 {
+		return fmt.Sprintf(`kind %s is p-gated: add "#p":["%s"] or leave it out`, names[0], pubkey)
+	}
 	return fmt.Sprintf(`kinds %s are p-gated: add "#p":["%s"] or leave them out`, strings.Join(names, ", "), pubkey)
 }

@@ -146,7 +146,7 @@ func TestPGateHintText(t *testing.T) {
 	const addKinds = `add "kinds" to every filter — e.g. --kinds 9,45001,45003`
 	require.Equal(t, addKinds, pgateHint(parse(`{"limit":3}`), testPubkey))
 	require.Equal(t, addKinds, pgateHint(parse(`[{"kinds":[1059]},{"authors":[]}]`), testPubkey), "one filter without kinds is the cause")
-	require.Equal(t, `kinds 1059 are p-gated: add "#p":["`+testPubkey+`"] or leave them out`,
+	require.Equal(t, `kind 1059 is p-gated: add "#p":["`+testPubkey+`"] or leave it out`,
 		pgateHint(parse(`[{"kinds":[9,1059]},{"kinds":[1059]}]`), testPubkey))
 	require.Equal(t, `kinds 1059, 44100 are p-gated: add "#p":["`+testPubkey+`"] or leave them out`,
 		pgateHint(parse(`[{"kinds":[44100,9]},{"kinds":[1059]}]`), testPubkey))
@@ -212,7 +212,7 @@ func TestPGateHint(t *testing.T) {
 	r := relaytest.Start(t, nil)
 	u := newUser(t, r)
 	const addKinds = `add "kinds" to every filter — e.g. --kinds 9,45001,45003`
-	gatedKinds := `kinds 1059 are p-gated: add "#p":["` + u.pubkey() + `"] or leave them out`
+	gatedKinds := `kind 1059 is p-gated: add "#p":["` + u.pubkey() + `"] or leave it out`
 	tests := []struct {
 		name string
 		args []string
