@@ -12,6 +12,7 @@ tmp_before=$(ours)
 
 scripts/lint.sh
 scripts/ensure-postgres.sh
+scripts/ensure-redis.sh
 
 dir=$(mktemp -d /tmp/buzz-test.XXXXXX)
 go build -o "$dir/buzz-testdb" ./cmd/buzz-testdb
