@@ -11,7 +11,7 @@ import (
 )
 
 // collectorFields returns every exported prometheus field of v (a struct),
-// descending into nested metric structs (Audit, Search).
+// descending into nested metric structs (Audit, Search, PubSub).
 func collectorFields(t *testing.T, v reflect.Value, prefix string) map[string]reflect.Value {
 	t.Helper()
 	out := map[string]reflect.Value{}
@@ -54,9 +54,12 @@ func TestDisabled(t *testing.T) {
 			m.EventProcessingSeconds.Observe(0.01)
 			m.Audit.Suppressed.WithLabelValues("auth_failure").Inc()
 			m.Search.Requests.WithLabelValues("ws", "ok").Inc()
+			m.PubSub.Connected.Set(1)
+			m.PubSub.ControlMessages.WithLabelValues("evict", "sent").Inc()
 			m.AuditSendErrors.Inc()
 			require.Equal(t, 1.0, testutil.ToFloat64(m.EventsStored.WithLabelValues("9")))
 			require.Equal(t, 1.0, testutil.ToFloat64(m.Audit.SendErrors), "AuditSendErrors is Audit.SendErrors")
+			require.Equal(t, 1.0, testutil.ToFloat64(m.PubSub.Connected))
 		})
 	}
 

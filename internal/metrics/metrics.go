@@ -108,6 +108,8 @@ type Metrics struct {
 	Audit Audit
 	// Search holds the NIP-50 metrics of spec 20 §8.
 	Search Search
+	// PubSub holds the Redis pub/sub metrics of spec 70 §9.
+	PubSub PubSub
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -218,6 +220,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.Audit = newAudit(reg)
 	m.Search = newSearch(reg)
+	m.PubSub = newPubSub(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

@@ -57,11 +57,27 @@ var specNames = map[string]dto.MetricType{
 	"buzz_search_requests_total": dto.MetricType_COUNTER,
 	"buzz_search_query_seconds":  dto.MetricType_HISTOGRAM,
 	"buzz_search_hits_total":     dto.MetricType_COUNTER,
+	// spec 70 §9, the pub/sub half
+	"buzz_pubsub_connected":                       dto.MetricType_GAUGE,
+	"buzz_pubsub_reconnects_total":                dto.MetricType_COUNTER,
+	"buzz_pubsub_publish_errors_total":            dto.MetricType_COUNTER,
+	"buzz_pubsub_topics_subscribed":               dto.MetricType_GAUGE,
+	"buzz_pubsub_messages_received_total":         dto.MetricType_COUNTER,
+	"buzz_pubsub_echo_skipped_total":              dto.MetricType_COUNTER,
+	"buzz_pubsub_invalid_messages_total":          dto.MetricType_COUNTER,
+	"buzz_pubsub_presence_errors_total":           dto.MetricType_COUNTER,
+	"buzz_multinode_fanout_total":                 dto.MetricType_COUNTER,
+	"buzz_multinode_fanout_lag_total":             dto.MetricType_COUNTER,
+	"buzz_control_messages_total":                 dto.MetricType_COUNTER,
+	"buzz_pubsub_barrier_timeouts_total":          dto.MetricType_COUNTER,
+	"buzz_pubsub_interrupted_subscriptions_total": dto.MetricType_COUNTER,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
-// or InitHTTPAction (or first use).
-var needsInit = []string{"buzz_ws_connections_total", "buzz_channels_created_total", "http_requests_total", "http_request_latency_ms"}
+// or InitHTTPAction (or first use), and buzz_pubsub_connected, which has no
+// series until a Redis bus sets it.
+var needsInit = []string{"buzz_ws_connections_total", "buzz_channels_created_total", "http_requests_total", "http_request_latency_ms",
+	"buzz_pubsub_connected"}
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -88,12 +104,13 @@ func TestNew(t *testing.T) {
 		m, reg := setup(t)
 		m.InitCommunity("localhost:3000")
 		m.InitHTTPAction("POST /events")
+		m.PubSub.Connected.Set(0)
 		got := gather(t, reg)
 		for name, typ := range specNames {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8 and 30 §9")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9 and 70 §9")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {
@@ -111,6 +128,9 @@ func TestNew(t *testing.T) {
 		require.Len(t, got["buzz_auth_attempts_total"].GetMetric(), 2)
 		require.Len(t, got["buzz_auth_failures_total"].GetMetric(), 5)
 		require.Len(t, got["buzz_events_stored_total"].GetMetric(), len(acceptedKinds)+2)
+		require.Len(t, got["buzz_pubsub_publish_errors_total"].GetMetric(), 3)
+		require.Len(t, got["buzz_pubsub_messages_received_total"].GetMetric(), 4)
+		require.Len(t, got["buzz_control_messages_total"].GetMetric(), 7*2)
 	})
 
 	t.Run("Buckets", func(t *testing.T) {
