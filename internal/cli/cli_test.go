@@ -24,26 +24,25 @@ func tree(ran *[]string, opts ...Option) *cobra.Command {
 	return root
 }
 
-func exec(t *testing.T, args ...string) (string, error, []string) {
+func exec(t *testing.T, args ...string) (out string, ran []string, err error) {
 	t.Helper()
-	var ran []string
-	var out, errOut bytes.Buffer
-	err := Execute(context.Background(), tree(&ran), args, strings.NewReader(""), &out, &errOut)
-	require.Empty(t, errOut.String(), "nothing is printed on stderr by the package")
-	return out.String(), err, ran
+	var stdout, stderr bytes.Buffer
+	err = Execute(context.Background(), tree(&ran), args, strings.NewReader(""), &stdout, &stderr)
+	require.Empty(t, stderr.String(), "nothing is printed on stderr by the package")
+	return stdout.String(), ran, err
 }
 
 func TestHelpOnStdout(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"things", "get", "--help"}, {"things", "get", "-h"}, {"help", "things", "get"}} {
-		out, err, ran := exec(t, args...)
+		out, ran, err := exec(t, args...)
 		require.NoError(t, err, args)
 		require.Empty(t, ran, "help does not run the command")
 		require.Contains(t, out, "tool things get")
 		require.Contains(t, out, "--id")
 		require.Contains(t, out, "tool things get --id 1", "the example is shown")
 	}
-	out, err, _ := exec(t, "things", "--help")
+	out, _, err := exec(t, "things", "--help")
 	require.NoError(t, err)
 	require.Contains(t, out, "get")
 }
@@ -56,7 +55,7 @@ func TestFlagsAnywhere(t *testing.T) {
 		{"things", "get", "a", "--relay", "ws://x"},
 		{"things", "get", "--relay=ws://x", "a"},
 	} {
-		_, err, ran := exec(t, args...)
+		_, ran, err := exec(t, args...)
 		require.NoError(t, err, args)
 		require.Equal(t, []string{"get ws://x a"}, ran, args)
 	}
@@ -74,12 +73,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"things", "get", "--nope"}, `tool things get: unknown flag: --nope (see: tool things get --help)`},
 	}
 	for _, tt := range tests {
-		_, err, ran := exec(t, tt.args...)
+		_, ran, err := exec(t, tt.args...)
 		require.True(t, IsUsage(err), "%v: %v", tt.args, err)
 		require.Contains(t, err.Error(), tt.want)
 		require.Empty(t, ran)
 	}
-	_, err, _ := exec(t, "nothing")
+	_, _, err := exec(t, "nothing")
 	require.ErrorContains(t, err, `unknown command "nothing" for "tool"`)
 }
 
