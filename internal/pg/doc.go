@@ -3,9 +3,11 @@
 // errors to sentinels, the embedded schema migrations and the monthly
 // partitions of the events table.
 //
-// It owns: Open (pool with an acquire timeout), InTx (BEGIN/COMMIT, retrying
-// serialization failures and deadlocks), MapError (SQLSTATE → ErrNotFound,
-// ErrDuplicate: the only place that knows SQLSTATE codes), Migrate and
+// It owns: Open (pool with an acquire timeout and per-connection session
+// settings: the created_at floor of the read replica proof, a statement
+// timeout), InTx (BEGIN/COMMIT, retrying serialization failures and
+// deadlocks), MapError (SQLSTATE → ErrNotFound, ErrDuplicate) and
+// IsCreatedAtFloor (the only place that knows SQLSTATE codes), Migrate and
 // MigrationStatus over the append-only files in migrations/, and
 // EnsurePartitions.
 //

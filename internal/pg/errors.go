@@ -44,3 +44,11 @@ func hasCode(err error, code string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == code
 }
+
+// IsCreatedAtFloor reports whether err is the events_created_at_floor
+// trigger refusing, at COMMIT, a channel row older than the connection's
+// buzz.created_at_floor (SQLSTATE 23514, migration 0005).
+func IsCreatedAtFloor(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "events_created_at_floor"
+}

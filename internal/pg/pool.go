@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +31,19 @@ type PoolConfig struct {
 	AcquireTimeout time.Duration
 	// Logger receives pool events. Nil discards them.
 	Logger *slog.Logger
+	// CreatedAtFloor, when positive, sets buzz.created_at_floor (whole
+	// seconds) on every connection, which arms the events_created_at_floor
+	// trigger (migration 0005): a channel row older than the floor fails
+	// at COMMIT (IsCreatedAtFloor). Only the relay's writer pool sets it;
+	// operator commands, migrations and test fixtures leave it unset.
+	CreatedAtFloor time.Duration
+	// StatementTimeout, when positive, sets statement_timeout on every
+	// connection (the read replica's 2 s bound).
+	StatementTimeout time.Duration
+	// Lazy skips the initial ping: Open returns at once and connections
+	// are dialled on first use, so a server that is down at start fails
+	// its requests, not the caller's startup (the read replica).
+	Lazy bool
 }
 
 // Querier is what both a pool and a transaction offer, so store code can run
@@ -45,8 +60,9 @@ var (
 	_ Querier = (pgx.Tx)(nil)
 )
 
-// Open connects a pool to url and pings the server. The error never contains
-// the URL (it may hold a password). The caller closes the pool.
+// Open connects a pool to url and pings the server (unless cfg.Lazy). Every
+// new connection first applies cfg's session settings. The error never
+// contains the URL (it may hold a password). The caller closes the pool.
 func Open(ctx context.Context, url string, cfg PoolConfig) (*pgxpool.Pool, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -64,9 +80,17 @@ func Open(ctx context.Context, url string, cfg PoolConfig) (*pgxpool.Pool, error
 		pc.MaxConns = cfg.MaxConns
 	}
 	pc.ConnConfig.ConnectTimeout = timeout
+	if settings := sessionSettings(cfg); len(settings) > 0 {
+		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			return applySettings(ctx, c, settings)
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if cfg.Lazy {
+		return pool, nil
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -77,6 +101,39 @@ func Open(ctx context.Context, url string, cfg PoolConfig) (*pgxpool.Pool, error
 	log.Debug("database pool open", slog.Int("max_conns", int(pc.MaxConns)),
 		slog.String("database", pc.ConnConfig.Database))
 	return pool, nil
+}
+
+// sessionSettings are the run-time parameters cfg sets on every connection,
+// name → value.
+func sessionSettings(cfg PoolConfig) map[string]string {
+	out := map[string]string{}
+	if cfg.CreatedAtFloor > 0 {
+		out["buzz.created_at_floor"] = strconv.FormatInt(int64(cfg.CreatedAtFloor/time.Second), 10)
+	}
+	if cfg.StatementTimeout > 0 {
+		out["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	}
+	return out
+}
+
+// applySettings sets each parameter for the session in one round trip. A
+// SET after connecting, rather than a startup parameter, also passes
+// through connection poolers that refuse unknown startup parameters.
+func applySettings(ctx context.Context, c *pgx.Conn, settings map[string]string) error {
+	names := make([]string, 0, len(settings))
+	for name := range settings {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	values := make([]string, len(names))
+	for i, name := range names {
+		values[i] = settings[name]
+	}
+	_, err := c.Exec(ctx, "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS s(n, v)", names, values)
+	if err != nil {
+		return fmt.Errorf("apply session settings %v: %w", names, err)
+	}
+	return nil
 }
 
 // Acquire takes a connection from pool, waiting at most timeout
