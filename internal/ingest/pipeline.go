@@ -12,6 +12,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
@@ -94,6 +95,10 @@ func reject(prefix, format string, args ...any) error {
 	return &refusal{Result{Code: Rejected, Message: wire.Reason(prefix, fmt.Sprintf(format, args...))}}
 }
 
+// msgClockDrift answers an event outside the ±900 s drift (step 6) and one
+// whose commit the created_at floor refused.
+const msgClockDrift = "event timestamp too far from server time"
+
 func invalid(format string, args ...any) error { return reject(wire.Invalid, format, args...) }
 
 func conflict(msg string) error { return &refusal{Result{Code: Conflict, Message: msg}} }
@@ -132,6 +137,9 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	out, err := p.commit(ctx, req, reg, c) // step 20
 	if errors.Is(err, errDuplicate) {
 		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
+	}
+	if pg.IsCreatedAtFloor(err) { // committed too long after created_at: the replica proof's floor (spec 50 §7.3)
+		return p.answer(ctx, req, invalid(msgClockDrift))
 	}
 	if err != nil {
 		p.countIntentError(err)
@@ -212,7 +220,7 @@ func (p *Pipeline) check(req *Request) error {
 	}
 	now := p.cfg.NowFunc().Unix()
 	if d := ev.CreatedAt - now; d > int64(MaxClockDrift/time.Second) || d < -int64(MaxClockDrift/time.Second) { // 6
-		return invalid("event timestamp too far from server time")
+		return invalid(msgClockDrift)
 	}
 	if n := len(ev.Content); n > MaxContentBytes { // 7
 		return invalid("content exceeds maximum size of %d bytes (got %d)", MaxContentBytes, n)
