@@ -11,7 +11,7 @@ import (
 )
 
 // collectorFields returns every exported prometheus field of v (a struct),
-// descending into nested metric structs (Audit, Search, PubSub).
+// descending into nested metric structs (Audit, Search, PubSub, Replica).
 func collectorFields(t *testing.T, v reflect.Value, prefix string) map[string]reflect.Value {
 	t.Helper()
 	out := map[string]reflect.Value{}
@@ -56,6 +56,8 @@ func TestDisabled(t *testing.T) {
 			m.Search.Requests.WithLabelValues("ws", "ok").Inc()
 			m.PubSub.Connected.Set(1)
 			m.PubSub.ControlMessages.WithLabelValues("evict", "sent").Inc()
+			setReplicaGauges(m)
+			m.Replica.Degraded.Inc()
 			m.AuditSendErrors.Inc()
 			require.Equal(t, 1.0, testutil.ToFloat64(m.EventsStored.WithLabelValues("9")))
 			require.Equal(t, 1.0, testutil.ToFloat64(m.Audit.SendErrors), "AuditSendErrors is Audit.SendErrors")

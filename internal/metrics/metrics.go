@@ -110,6 +110,8 @@ type Metrics struct {
 	Search Search
 	// PubSub holds the Redis pub/sub metrics of spec 70 §9.
 	PubSub PubSub
+	// Replica holds the read replica metrics of spec 70 §9.
+	Replica Replica
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -221,6 +223,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Audit = newAudit(reg)
 	m.Search = newSearch(reg)
 	m.PubSub = newPubSub(reg)
+	m.Replica = newReplica(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

@@ -71,13 +71,22 @@ var specNames = map[string]dto.MetricType{
 	"buzz_control_messages_total":                 dto.MetricType_COUNTER,
 	"buzz_pubsub_barrier_timeouts_total":          dto.MetricType_COUNTER,
 	"buzz_pubsub_interrupted_subscriptions_total": dto.MetricType_COUNTER,
+	// spec 70 §9, the replica half
+	"buzz_db_replica_lag_bytes":     dto.MetricType_GAUGE,
+	"buzz_db_replica_reads_total":   dto.MetricType_COUNTER,
+	"buzz_db_read_session_degraded": dto.MetricType_COUNTER,
+	"buzz_db_read_pool_size":        dto.MetricType_GAUGE,
+	"buzz_db_read_pool_idle":        dto.MetricType_GAUGE,
+	"buzz_db_read_pool_active":      dto.MetricType_GAUGE,
+	"buzz_db_read_pool_max":         dto.MetricType_GAUGE,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
-// or InitHTTPAction (or first use), and buzz_pubsub_connected, which has no
-// series until a Redis bus sets it.
-var needsInit = []string{"buzz_ws_connections_total", "buzz_channels_created_total", "http_requests_total", "http_request_latency_ms",
-	"buzz_pubsub_connected"}
+// or InitHTTPAction (or first use), buzz_pubsub_connected, which has no
+// series until a Redis bus sets it, and the replica gauges, which have none
+// until a replica is configured.
+var needsInit = append([]string{"buzz_ws_connections_total", "buzz_channels_created_total", "http_requests_total", "http_request_latency_ms",
+	"buzz_pubsub_connected"}, replicaGauges...)
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -105,6 +114,7 @@ func TestNew(t *testing.T) {
 		m.InitCommunity("localhost:3000")
 		m.InitHTTPAction("POST /events")
 		m.PubSub.Connected.Set(0)
+		setReplicaGauges(m)
 		got := gather(t, reg)
 		for name, typ := range specNames {
 			require.Contains(t, got, name)
