@@ -90,6 +90,18 @@ type Result struct {
 // statement runs in a read-only transaction with custom plans and the
 // statement timeout. Database failures are "database error: {cause}".
 func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
+	return s.search(ctx, q, s.run)
+}
+
+// SearchOn is Search inside the caller's transaction tx (the read
+// replica's proved snapshot): the statement runs after SET LOCAL
+// plan_cache_mode = force_custom_plan, which lasts until tx ends, and under
+// tx's own statement timeout. It waits for a slot as Search does.
+func (s *Searcher) SearchOn(ctx context.Context, tx pg.Querier, q Query) (Result, error) {
+	return s.search(ctx, q, func(ctx context.Context, st statement) ([]Hit, error) { return s.runIn(ctx, tx, st) })
+}
+
+func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context, statement) ([]Hit, error)) (Result, error) {
 	if q.Community == "" {
 		return Result{}, ErrNoCommunity
 	}
@@ -100,7 +112,7 @@ func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
 		return res, nil
 	}
 	st := build(&q, text, page, perPage)
-	hits, err := s.run(ctx, st)
+	hits, err := run(ctx, st)
 	if err != nil {
 		var lenErr *columnLengthError
 		if errors.As(err, &lenErr) {
@@ -136,6 +148,33 @@ func (s *Searcher) run(ctx context.Context, st statement) ([]Hit, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_, _ = conn.Exec(rctx, "ROLLBACK")
 		cancel()
+	}
+	return hits, err
+}
+
+// runIn executes one search statement in the caller's transaction, its
+// plan setting and the statement in one round trip.
+func (s *Searcher) runIn(ctx context.Context, tx pg.Querier, st statement) ([]Hit, error) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a search slot: %w", ctx.Err())
+	}
+	b := &pgx.Batch{}
+	b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
+	b.Queue(st.sql, st.args...)
+	br := tx.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var hits []Hit
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			hits, err = scanHits(rows)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
 	return hits, err
 }
@@ -220,6 +259,12 @@ type Stored struct {
 // looked up by its full primary key (community, created_at, id), so the
 // statement probes one partition per hit instead of every partition per id.
 func (s *Searcher) Hydrate(ctx context.Context, community string, hits []Hit) (map[string]Stored, error) {
+	return s.HydrateOn(ctx, s.cfg.Pool, community, hits)
+}
+
+// HydrateOn is Hydrate on q: inside the caller's transaction, such as the
+// read replica's proved snapshot.
+func (s *Searcher) HydrateOn(ctx context.Context, q pg.Querier, community string, hits []Hit) (map[string]Stored, error) {
 	out := make(map[string]Stored, len(hits))
 	if community == "" {
 		return nil, ErrNoCommunity
@@ -233,7 +278,7 @@ func (s *Searcher) Hydrate(ctx context.Context, community string, hits []Hit) (m
 		ids[i] = hits[i].ID[:]
 		at[i] = time.Unix(hits[i].CreatedAt, 0).UTC()
 	}
-	rows, err := s.cfg.Pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		SELECT e.id, e.pubkey, EXTRACT(EPOCH FROM e.created_at)::bigint, e.kind, e.tags, e.content, e.sig, e.channel_id::text
 		  FROM unnest($2::timestamptz[], $3::bytea[]) AS h(created_at, id)
 		  JOIN events e ON e.community_id = $1 AND e.created_at = h.created_at AND e.id = h.id
@@ -273,6 +318,12 @@ func (s *Searcher) Hydrate(ctx context.Context, community string, hits []Hit) (m
 // community, as lowercase hex. The read engine uses it for the edit-target
 // check of kind 40003.
 func (s *Searcher) LiveIDs(ctx context.Context, community string, ids [][]byte) (map[string]bool, error) {
+	return s.LiveIDsOn(ctx, s.cfg.Pool, community, ids)
+}
+
+// LiveIDsOn is LiveIDs on q: inside the caller's transaction, such as the
+// read replica's proved snapshot.
+func (s *Searcher) LiveIDsOn(ctx context.Context, q pg.Querier, community string, ids [][]byte) (map[string]bool, error) {
 	out := make(map[string]bool, len(ids))
 	if community == "" {
 		return nil, ErrNoCommunity
@@ -280,7 +331,7 @@ func (s *Searcher) LiveIDs(ctx context.Context, community string, ids [][]byte) 
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.cfg.Pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		SELECT id FROM events WHERE community_id = $1 AND id = ANY($2::bytea[]) AND deleted_at IS NULL`, community, ids)
 	if err != nil {
 		return nil, fmt.Errorf("database error: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // StoredEvent is an event read back from the database.
@@ -41,10 +42,16 @@ type EventQueryParams struct {
 // EventQuery returns up to Limit live events matching the filter's pushable
 // constraints, newest first with ties by ascending id.
 func (s *Store) EventQuery(ctx context.Context, p EventQueryParams) ([]StoredEvent, error) {
+	return s.EventQueryOn(ctx, s.pool, p)
+}
+
+// EventQueryOn is EventQuery on q: inside the caller's transaction, such as
+// the read replica's proved snapshot.
+func (s *Store) EventQueryOn(ctx context.Context, q pg.Querier, p EventQueryParams) ([]StoredEvent, error) {
 	b := buildQuery(p)
 	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text " + b.fromWhere() +
 		" ORDER BY " + b.order() + " LIMIT " + strconv.Itoa(p.Limit)
-	rows, err := s.pool.Query(ctx, sql, b.args...)
+	rows, err := q.Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("query events: %w", err)
 	}
