@@ -6,5 +6,8 @@
 // It owns who may read what. It does NOT speak any transport (callers turn
 // its gate messages into CLOSED frames or HTTP 403s), and it does NOT
 // register live subscriptions (package relay does) — but it supplies the
-// per-recipient check live delivery uses (Engine.Visible).
+// per-recipient check live delivery uses (Engine.Visible). With a read
+// replica (Config.Replica) it decides which filters' statements may run in
+// a proved replica snapshot (route.go, spec 70 §8); the proof itself is
+// package replica's.
 package read

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/wire"
@@ -104,6 +105,9 @@ type Read struct {
 	// Search marks a one-shot NIP-50 read: a REQ that is never registered
 	// for live delivery.
 	Search bool
+	// degraded is set at the first replica doubt: the rest of the request
+	// reads from the writer (route.go).
+	degraded atomic.Bool
 }
 
 // Open is the read door: every decision about what the reader may see and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/search"
 	"github.com/buzz-relay/buzz/internal/store"
 )
@@ -28,6 +29,9 @@ type Config struct {
 	// For a search filter it runs before each FTS statement and each
 	// hydration instead; SearchStage(ctx) tells which.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
+	// Replica, when set, serves the reads spec 70 §8 lets it serve, each
+	// in a proved snapshot (route.go); nil keeps every read on the writer.
+	Replica *replica.Replica
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -36,6 +40,10 @@ type Engine struct {
 	searcher *search.Searcher
 	mu       sync.Mutex
 	cache    map[accessKey]accessEntry
+
+	// replicaSearcher runs search statements on the replica pool, with
+	// its own slots; nil without a replica.
+	replicaSearcher *search.Searcher
 }
 
 type accessKey struct{ community, reader string }
@@ -62,6 +70,9 @@ func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
 	if cfg.Store != nil {
 		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
+	}
+	if cfg.Replica != nil {
+		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool()})
 	}
 	return e
 }
@@ -152,9 +163,10 @@ func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
 // with ties by ascending id, the channel scope pushed into SQL, then the
 // post-filter on every row (exact NIP-01 match, accessible channel,
 // per-event visibility). channels and named are the filter's channel scope
-// (Read.channelScope). The caller has skipped a filter that yields nothing
-// (Read.yieldsNothing).
-func (e *Engine) query(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
+// (Read.channelScope). The statement runs in on, a proved replica
+// snapshot, or on the writer when on is nil. The caller has skipped a
+// filter that yields nothing (Read.yieldsNothing).
+func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
@@ -167,7 +179,13 @@ func (e *Engine) query(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 			return nil, err
 		}
 	}
-	rows, err := e.cfg.Store.EventQuery(ctx, p)
+	var rows []store.StoredEvent
+	var err error
+	if on != nil {
+		rows, err = e.cfg.Store.EventQueryOn(ctx, on.Querier(), p)
+	} else {
+		rows, err = e.cfg.Store.EventQuery(ctx, p)
+	}
 	if err != nil {
 		return nil, err
 	}

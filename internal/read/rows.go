@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -106,8 +105,7 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 		}
 		chans, named := r.channelScope(f)
 		// searchFilter de-duplicates after acceptance through seen.
-		rows, err := r.e.searchFilter(ctx, r.req.Scope, r.acc, f, chans, named,
-			searchOptions{Seen: seen, ContinueFunc: r.req.ContinueFunc})
+		rows, err := r.search(ctx, f, chans, named, searchOptions{Seen: seen, ContinueFunc: r.req.ContinueFunc})
 		for j := range rows {
 			if !emit(rows[j]) {
 				return nil
@@ -150,7 +148,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 		)
 		switch routeOf(f) {
 		case routeSearch:
-			if rows, err = r.e.searchFilter(ctx, r.req.Scope, r.acc, f, chans, named, parseSearchOptions(f)); err != nil {
+			if rows, err = r.search(ctx, f, chans, named, parseSearchOptions(f)); err != nil {
 				return fmt.Errorf("search filter %d (text length %d): %w", i, len(*f.Search), err)
 			}
 		case routeLegacyThread:
@@ -176,12 +174,6 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 		}
 	}
 	return nil
-}
-
-// plain is one filter's plain history read in the request's scope.
-func (r *Read) plain(ctx context.Context, f *event.Filter, beforeID string) ([]Row, error) {
-	chans, named := r.channelScope(f)
-	return r.e.query(ctx, r.req.Scope, r.acc, f, chans, named, beforeID)
 }
 
 // emitNew hands over the rows whose id is not in seen, recording each; it

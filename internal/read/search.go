@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/search"
 )
 
@@ -38,6 +39,9 @@ type searchOptions struct {
 	// ContinueFunc, when set, is asked at every page boundary; false stops
 	// the search (a CLOSE arrived).
 	ContinueFunc func() bool
+	// on, when set, runs every statement in a proved replica snapshot
+	// (route.go); nil runs them on the writer.
+	on *replica.Session
 }
 
 // SearchError is a failed FTS statement or hydration. Its message is the log
@@ -91,6 +95,8 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 	defer func() {
 		outcome := "ok"
 		switch {
+		case err != nil && opt.on != nil:
+			return // a replica doubt: the writer's run is the one counted
 		case err != nil && (errors.Is(err, context.DeadlineExceeded) || search.IsTimeout(err)):
 			outcome = "timeout"
 		case err != nil:
@@ -149,12 +155,12 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
 		started := time.Now()
-		res, err := e.searcher.Search(ctx, q)
+		res, err := e.searchPage(ctx, opt.on, q)
 		e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
 		if err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
-		rows, err := e.accept(ctx, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport)
+		rows, err := e.accept(ctx, opt.on, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport)
 		out = append(out, rows...)
 		if err != nil {
 			return out, &SearchError{Fetch: true, Page: q.Page, Err: err}
@@ -173,9 +179,18 @@ func (e *Engine) hook(ctx context.Context, stage string, f *event.Filter) error 
 	return nil
 }
 
+// searchPage runs one FTS statement in on, or on the writer when on is nil.
+func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Query) (search.Result, error) {
+	if on != nil {
+		return e.replicaSearcher.SearchOn(ctx, on.Querier(), q)
+	}
+	return e.searcher.Search(ctx, q)
+}
+
 // accept hydrates one page of hits and returns, in rank order, at most want
-// rows that pass the acceptance checks of 20-search.md §4.2.
-func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
+// rows that pass the acceptance checks of 20-search.md §4.2. Its
+// statements run in on, or on the writer when on is nil.
+func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
 	hits []search.Hit, seen map[string]struct{}, want int, transport string) ([]Row, error) {
 	if len(hits) == 0 || want <= 0 {
 		return nil, nil
@@ -186,7 +201,13 @@ func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 	if err := e.hook(ctx, "hydrate", f); err != nil {
 		return nil, err
 	}
-	stored, err := e.searcher.Hydrate(ctx, sc.CommunityID, hits)
+	var stored map[string]search.Stored
+	var err error
+	if on != nil {
+		stored, err = e.replicaSearcher.HydrateOn(ctx, on.Querier(), sc.CommunityID, hits)
+	} else {
+		stored, err = e.searcher.Hydrate(ctx, sc.CommunityID, hits)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +221,12 @@ func (e *Engine) accept(ctx context.Context, sc Scope, acc *Access, f *event.Fil
 	}
 	live := map[string]bool{}
 	if len(targets) > 0 {
-		if live, err = e.searcher.LiveIDs(ctx, sc.CommunityID, targets); err != nil {
+		if on != nil {
+			live, err = e.replicaSearcher.LiveIDsOn(ctx, on.Querier(), sc.CommunityID, targets)
+		} else {
+			live, err = e.searcher.LiveIDs(ctx, sc.CommunityID, targets)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("edit targets: %w", err)
 		}
 	}
