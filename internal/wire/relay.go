@@ -39,6 +39,9 @@ const (
 	MsgCountTooBroad     = "restricted: count filter requires narrower constraints"
 	MsgAccessRevoked     = "restricted: channel access revoked"
 	MsgMixedSearch       = "error: mixed search and non-search filters not supported"
+	// MsgLiveInterrupted closes a subscription whose cross-process live
+	// delivery had a gap (spec 70 §4.6): the client re-sends its REQ.
+	MsgLiveInterrupted = "error: live delivery interrupted; resubscribe"
 )
 
 // Refusals of the write doors (spec 10 §1.2 and the OK table of §7.10).

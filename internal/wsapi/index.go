@@ -296,6 +296,7 @@ func (c *conn) evict(sub *subscription, channel string) {
 	}
 	c.srv.idx.removeChannel(sub, channel)
 	delete(sub.channels, channel)
+	c.srv.releaseChannelLocked(sub, channel)
 	if len(sub.channels) == 0 {
 		c.dropLocked(sub)
 		c.enqueueLocked(wire.Closed(sub.id, wire.MsgAccessRevoked), false)

@@ -72,6 +72,7 @@ func (c *conn) dropLocked(sub *subscription) {
 	}
 	if sub.registered {
 		c.srv.idx.remove(sub)
+		c.srv.releaseLocked(sub)
 		sub.registered = false
 		c.srv.subRemoved()
 	}
@@ -132,12 +133,15 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 		}
 	}
 	sub.search = rd.Search
+	var waits []<-chan struct{}
 	if !sub.search {
 		c.srv.idx.add(sub)
 		sub.registered = true
 		c.srv.subAdded()
+		waits = c.srv.retainLocked(sub)
 	}
 	c.mu.Unlock()
+	awaitTopics(c.ctx, waits) // another process's commit after the snapshot arrives live
 
 	err = rd.Rows(c.ctx, func(row read.Row) bool {
 		return c.sendSub(sub, wire.EventFrame(sub.id, row.JSON), false)
@@ -148,6 +152,7 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 		}
 		return
 	}
+	c.barrier(sub)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.currentLocked(sub) {

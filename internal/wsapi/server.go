@@ -15,6 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -80,6 +81,10 @@ type Config struct {
 	AuthTimeout time.Duration
 	// MembershipRecheck is the relay-membership revalidation interval. Default 60 s.
 	MembershipRecheck time.Duration
+	// Bus carries live traffic to and from the other relay processes
+	// (REDIS_URL, spec 70): subscriptions retain its topics, REQs wait for
+	// them and for its barrier. Nil for a single process.
+	Bus *pubsub.Bus
 }
 
 // Server is the WebSocket transport. It is safe for concurrent use.
@@ -93,6 +98,10 @@ type Server struct {
 	// inflight counts running EVENT/REQ/COUNT handlers, for Shutdown.
 	inflight atomic.Int64
 	nsubs    atomic.Int64
+	// gap tracks an open gap in cross-process delivery; interrupts counts
+	// the goroutines closing the subscriptions of a gap that ended.
+	gap        gapState
+	interrupts sync.WaitGroup
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -197,6 +206,25 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if pubkey, ok := c.identity(); ok {
+		s.lastConnectionClosed(c.tenant.CommunityID, pubkey)
+	}
+}
+
+// lastConnectionClosed deletes the pubkey's presence key when it has no
+// other connection in the community on this process (spec 70 §6); another
+// process holding one restores it at the next heartbeat.
+func (s *Server) lastConnectionClosed(communityID, pubkey string) {
+	bus := s.cfg.Bus
+	if bus == nil {
+		return
+	}
+	for _, other := range s.snapshot() {
+		if pk, ok := other.identity(); ok && pk == pubkey && other.tenant.CommunityID == communityID {
+			return
+		}
+	}
+	bus.ClearPresence(context.Background(), communityID, pubkey)
 }
 
 func (s *Server) snapshot() []*conn {
@@ -257,6 +285,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	for _, c := range s.snapshot() {
 		c.closeWith(websocket.StatusServiceRestart, msgRestarting, nil, true)
 	}
+	defer s.interrupts.Wait()
 	for s.Connections() > 0 {
 		select {
 		case <-ctx.Done():
