@@ -86,7 +86,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	if len(hooks) > 0 {
 		h = hooks[0]
 	}
-	db, err := OpenDatabase(ctx, cfg, log, pg.MigrateCheck)
+	db, err := openDatabase(ctx, cfg, log, pg.MigrateCheck, writerFloor(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		a.RelayKey = event.GenerateKey() // single process only; never advertised
 	}
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
-	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc})
+	a.Services.Replica = openReplica(ctx, a)
+	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
+		Replica: a.Services.Replica})
 	if a.Audit, err = startAudit(ctx, a); err != nil {
 		return nil, err
 	}

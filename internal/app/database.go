@@ -11,6 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/pgcluster"
+	"github.com/buzz-relay/buzz/internal/replica"
 )
 
 // Database is an open pool and, when the relay runs its own, the private cluster.
@@ -22,11 +23,17 @@ type Database struct {
 	// Applied names the migration files this open applied, in order; empty
 	// when the schema was already up to date or migrations were not run.
 	Applied []string
-	cluster *pgcluster.Cluster
+	// ReadPool is the read replica's pool (READ_DATABASE_URL), nil without
+	// one or when its fence check failed (openReplica).
+	ReadPool *pgxpool.Pool
+	cluster  *pgcluster.Cluster
 }
 
 // Close closes the pool and stops the private cluster when we started it.
 func (d *Database) Close() {
+	if d.ReadPool != nil {
+		d.ReadPool.Close()
+	}
 	if d.Pool != nil {
 		d.Pool.Close()
 	}
@@ -45,6 +52,13 @@ func (d *Database) Close() {
 // With skipMigrations an external database is opened as it is (migrate
 // --status lists pending files that way).
 func OpenDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode pg.MigrateMode, skipMigrations ...bool) (*Database, error) {
+	return openDatabase(ctx, cfg, log, mode, 0, skipMigrations...)
+}
+
+// openDatabase is OpenDatabase with the writer pool armed with the
+// created_at floor (pg.PoolConfig.CreatedAtFloor; 0 leaves it unarmed, as
+// operator commands need).
+func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode pg.MigrateMode, floor time.Duration, skipMigrations ...bool) (*Database, error) {
 	db := &Database{}
 	url := cfg.DatabaseURL
 	if url == "" {
@@ -58,7 +72,7 @@ func OpenDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 	} else if cfg.AutoMigrate {
 		mode = pg.MigrateApply
 	}
-	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log})
+	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log, CreatedAtFloor: floor})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -78,4 +92,41 @@ func OpenDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 	}
 	db.Applied = applied
 	return db, nil
+}
+
+// writerFloor is the created_at floor of the relay's writer pool: armed
+// when a read replica is configured (its proof needs every writer armed),
+// unarmed otherwise, so fixtures and imports may still write old rows.
+func writerFloor(cfg config.Config) time.Duration {
+	if cfg.ReadDatabaseURL == "" {
+		return 0
+	}
+	return replica.Floor
+}
+
+// openReplica opens the read replica of READ_DATABASE_URL: its pool,
+// dialled on first use, and its probe (Services.Replica). It returns nil
+// when none is configured, and nil with a warning when the start-time
+// fence check fails: every read then stays on the writer. Neither start
+// nor readiness ever waits for the replica itself.
+func openReplica(ctx context.Context, a *Relay) *replica.Replica {
+	cfg := a.Config
+	if cfg.ReadDatabaseURL == "" {
+		return nil
+	}
+	pool, err := replica.OpenPool(ctx, cfg.ReadDatabaseURL, cfg.DBReadPoolSize, a.Log)
+	if err != nil {
+		a.Log.Warn("read replica not used; every read stays on the writer", slog.String("err", err.Error()))
+		return nil
+	}
+	rep := replica.New(replica.Config{Writer: a.DB.Pool, Pool: pool, Metrics: a.Metrics, Logger: a.Log})
+	if err := rep.Verify(ctx); err != nil {
+		a.Metrics.Replica.SetPoolStatsFunc(nil)
+		pool.Close()
+		a.Log.Warn("read replica not used; every read stays on the writer", slog.String("err", err.Error()))
+		return nil
+	}
+	a.DB.ReadPool = pool
+	a.Log.Info("read replica configured", slog.Int("pool_size", cfg.DBReadPoolSize))
+	return rep
 }

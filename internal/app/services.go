@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/buzz-relay/buzz/internal/maintenance"
+	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/wsapi"
 )
@@ -21,6 +22,9 @@ type Services struct {
 	// Membership revalidates relay membership of authenticated connections
 	// (every BUZZ_MEMBERSHIP_RECHECK, only with RequireRelayMembership).
 	Membership *wsapi.MembershipService
+	// Replica is the read replica's probe (every 5 s); nil without
+	// READ_DATABASE_URL or when its fence check failed.
+	Replica *replica.Replica
 }
 
 // newServices builds the database jobs; the membership service is added
@@ -36,5 +40,9 @@ func newServices(a *Relay) *Services {
 
 // list is every service, in the order Run starts them.
 func (s *Services) list() []service.Service {
-	return []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership}
+	list := []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership}
+	if s.Replica != nil {
+		list = append(list, s.Replica)
+	}
+	return list
 }

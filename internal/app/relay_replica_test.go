@@ -1,0 +1,134 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/standbytest"
+)
+
+// metric scrapes the relay's /metrics and returns the value of an
+// unlabelled series.
+func metric(t *testing.T, r *relaytest.Relay, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(r.MetricsURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	require.FailNow(t, "no series "+name)
+	return 0
+}
+
+func readiness(t *testing.T, r *relaytest.Relay) int {
+	t.Helper()
+	resp, err := http.Get(r.HealthURL + "/_readiness")
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// count sends a COUNT and returns its count.
+func count(t *testing.T, w *relaytest.WS, sub string, filter any) float64 {
+	t.Helper()
+	w.Send("COUNT", sub, filter)
+	for {
+		msg := w.Next()
+		if len(msg) > 2 && msg[0] == "COUNT" && msg[1] == sub {
+			return msg[2].(map[string]any)["count"].(float64)
+		}
+	}
+}
+
+func ids(evs []event.Event) []string {
+	out := make([]string, len(evs))
+	for i := range evs {
+		out[i] = evs[i].ID
+	}
+	return out
+}
+
+// Spec 70 §10 checks 17 and 18 on a whole relay over real sockets, with
+// READ_DATABASE_URL set to a real streaming standby.
+func TestRelayWithReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pair := standbytest.Start(t)
+	r := relaytest.Start(t, map[string]string{"DATABASE_URL": pair.WriterURL, "READ_DATABASE_URL": pair.ReplicaURL,
+		"BUZZ_DB_READ_POOL_SIZE": "3"})
+	rep := r.App.Services.Replica
+	require.NotNil(t, rep, "the fence check passed")
+	require.Equal(t, 3.0, metric(t, r, "buzz_db_read_pool_max"))
+
+	// An import (unarmed, before routing matters) of history an hour old.
+	plain, err := pg.Open(ctx, pair.WriterURL, pg.PoolConfig{MaxConns: 2})
+	require.NoError(t, err)
+	defer plain.Close()
+	c, err := r.App.Store.CommunityByHost(ctx, r.Host)
+	require.NoError(t, err)
+	author, reader := eventtest.NewKey(), eventtest.NewKey()
+	channel := fixture.Channel(t, plain, c.ID, author)
+	old := fixture.Event(t, plain, c.ID, author, event.KindStreamMessage, eventtest.Channel(channel),
+		eventtest.At(time.Now().Unix()-7200))
+	rep.TestSignals.Init()
+	rep.TestSignals.Probed.WaitOrTimeout(t)
+	pair.WaitReplayed(t)
+
+	w := r.Dial(t, "")
+	w.Auth(reader)
+	hist := map[string]any{"#h": []string{channel}, "kinds": []int{9}, "until": time.Now().Unix() - 3600}
+
+	t.Run("HistoryServedByTheReplica", func(t *testing.T) {
+		before := metric(t, r, "buzz_db_replica_reads_total")
+		got, closed, _ := w.Req("h1", hist)
+		require.Empty(t, closed)
+		require.Equal(t, []string{old.ID}, ids(got))
+		require.Equal(t, before+1, metric(t, r, "buzz_db_replica_reads_total"))
+	})
+
+	t.Run("PublishThenReadFindsIt", func(t *testing.T) {
+		before := metric(t, r, "buzz_db_replica_reads_total")
+		pw := r.Dial(t, "")
+		pw.Auth(author)
+		fresh := author.Signed(t, event.KindStreamMessage, eventtest.Channel(channel))
+		pw.MustPublish(fresh)
+		got, _, _ := w.Req("h2", map[string]any{"#h": []string{channel}, "kinds": []int{9}})
+		require.Equal(t, []string{fresh.ID, old.ID}, ids(got))
+		got, _, _ = w.Req("h3", map[string]any{"ids": []string{fresh.ID}})
+		require.Equal(t, []string{fresh.ID}, ids(got))
+		require.Equal(t, 2.0, count(t, w, "c1", map[string]any{"#h": []string{channel}, "kinds": []int{9}, "until": time.Now().Unix()}))
+		require.Equal(t, 1.0, count(t, w, "c2", hist))
+		require.Equal(t, before, metric(t, r, "buzz_db_replica_reads_total"), "head pages, ids and COUNT use the writer")
+	})
+
+	t.Run("StandbyStoppedReadsStillSucceed", func(t *testing.T) {
+		degraded := metric(t, r, "buzz_db_read_session_degraded")
+		pair.StopStandby(t)
+		got, closed, _ := w.Req("h4", hist)
+		require.Empty(t, closed)
+		require.Equal(t, []string{old.ID}, ids(got))
+		require.Greater(t, metric(t, r, "buzz_db_read_session_degraded"), degraded)
+		require.Equal(t, http.StatusOK, readiness(t, r), "readiness never depends on the replica")
+		pair.StartStandby(t)
+	})
+	require.Equal(t, http.StatusOK, readiness(t, r))
+}

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/logtest"
+)
+
+// floorSetting is buzz.created_at_floor on a connection of a's writer pool.
+func floorSetting(t *testing.T, a *Relay) *string {
+	t.Helper()
+	var v *string
+	require.NoError(t, a.DB.Pool.QueryRow(context.Background(), "SELECT current_setting('buzz.created_at_floor', true)").Scan(&v))
+	return v
+}
+
+// The wiring of READ_DATABASE_URL; what the replica serves is tested in
+// internal/read and internal/replica against a real standby, and over
+// real sockets in TestRelayWithReplica.
+func TestReplicaWiring(t *testing.T) {
+	t.Parallel()
+
+	t.Run("WithoutReplicaWriterUnarmed", func(t *testing.T) {
+		t.Parallel()
+		a := setup(t, nil).start(t)
+		defer a.Close()
+		require.Nil(t, a.Services.Replica)
+		require.Nil(t, a.DB.ReadPool)
+		require.Nil(t, floorSetting(t, a), "fixtures and imports may write old rows")
+	})
+
+	t.Run("ReplicaArmsTheWriterAndRunsTheProbe", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.cfg.ReadDatabaseURL, b.cfg.DBReadPoolSize = b.cfg.DatabaseURL, 3
+		a := b.start(t)
+		require.NotNil(t, a.Services.Replica)
+		require.Contains(t, a.Services.list(), any(a.Services.Replica))
+		require.Equal(t, "960", *floorSetting(t, a))
+		require.EqualValues(t, 3, a.DB.ReadPool.Config().MaxConns)
+		a.Close()
+		require.Error(t, a.DB.ReadPool.Ping(context.Background()), "Close closed the read pool")
+	})
+
+	t.Run("ReplicaDownAtStartDoesNotStopIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.cfg.ReadDatabaseURL, b.cfg.DBReadPoolSize = "postgres://buzz@/buzz?host="+t.TempDir(), 2
+		a := b.start(t)
+		defer a.Close()
+		require.NotNil(t, a.Services.Replica, "the replica is dialled on first use")
+	})
+
+	t.Run("FailedFenceKeepsReadsOnTheWriter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		_, err := b.pool.Exec(context.Background(), "ALTER TABLE events_p_default DISABLE TRIGGER events_created_at_floor")
+		require.NoError(t, err)
+		b.cfg.ReadDatabaseURL, b.cfg.DBReadPoolSize = b.cfg.DatabaseURL, 2
+		var logs logtest.Buffer
+		b.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		a := b.start(t)
+		defer a.Close()
+		require.Nil(t, a.Services.Replica)
+		require.Nil(t, a.DB.ReadPool)
+		require.Contains(t, logs.String(), "read replica not used; every read stays on the writer")
+		require.Contains(t, logs.String(), "events_created_at_floor is missing or disabled on events_p_default")
+	})
+}
