@@ -1,0 +1,635 @@
+package main
+
+// The multi-process acceptance checks of spec 70 §10: two real buzz-relay
+// processes, A and B, on one PostgreSQL database, one relay key and one
+// real redis-server that the tests stop and start. Helpers are in
+// scaleout_helpers_test.go.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// Check 1: an event published on A reaches a subscriber on B within 1 s,
+// exactly once, and a subscriber on A exactly once too: the local-echo set
+// keeps A from delivering its own event again when Redis hands it back.
+func TestScaleOutCrossProcessDelivery(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "publisher on A", owner)
+	pubB := authedPeer(t, s.b, "publisher on B", owner)
+	ch := createChannel(t, pubA, owner)
+	onA := authedPeer(t, s.a, "subscriber on A", reader)
+	onB := authedPeer(t, s.b, "subscriber on B", reader)
+	onA.subscribe("s", channelFilter(ch))
+	onB.subscribe("s", channelFilter(ch))
+
+	x := message(t, owner, ch, "x")
+	pubA.mustPublish(x)
+	_, before := onB.expect(deliveryWait, "X on B", isEvent("s", x.ID))
+	require.Empty(t, before)
+	_, before = onA.expect(deliveryWait, "X on A", isEvent("s", x.ID))
+	require.Empty(t, before)
+
+	// Redis delivers in publish order and both processes publish before
+	// their OK, so a second copy of X would arrive ahead of markers
+	// published afterwards on each process.
+	markA, markB := message(t, owner, ch, "marker from A"), message(t, owner, ch, "marker from B")
+	pubA.mustPublish(markA)
+	pubB.mustPublish(markB)
+	for _, w := range []*peer{onA, onB} {
+		got := map[string]int{}
+		for got[markA.ID] == 0 || got[markB.ID] == 0 {
+			f := w.next(deliveryWait)
+			require.Equal(t, "EVENT", f[0], "%s: %v", w.name, f)
+			got[eventID(f, "s")]++
+		}
+		require.Equal(t, map[string]int{markA.ID: 1, markB.ID: 1}, got, "%s: X exactly once, then each marker once", w.name)
+	}
+}
+
+// Check 2: a subscriber on B to {"kinds":[44100],"#p":[T]} receives the
+// 44100 of T being added to a channel via A, within 1 s.
+func TestScaleOutGlobalTopic(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, target := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+	ch := createChannel(t, pubA, owner, private)
+	onB := authedPeer(t, s.b, "target on B", target)
+	onB.subscribe("n", map[string]any{"kinds": []int{44100}, "#p": []string{target.PubKey}})
+
+	pubA.mustPublish(addMember(t, owner, ch, target.PubKey))
+	f, _ := onB.expect(deliveryWait, "the 44100 on B", func(f []any) bool { return len(f) == 3 && f[0] == "EVENT" })
+	ev := frameEvent(t, f)
+	require.Equal(t, 44100, ev.Kind)
+	require.Equal(t, s.relayPub, ev.PubKey)
+	require.Equal(t, event.Tags{{"p", target.PubKey}, {"h", ch}}, ev.Tags)
+}
+
+// Checks 3 and 4: with Redis stopped both processes keep accepting and
+// serving what they accepted, and stay ready; when Redis returns both
+// reconnect, every subscription that may have missed events is closed
+// with "live delivery interrupted; resubscribe", a re-sent REQ with since
+// from before the outage returns what was published meanwhile, and live
+// delivery across processes resumes.
+func TestScaleOutRedisOutage(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "publisher on A", owner)
+	pubB := authedPeer(t, s.b, "publisher on B", owner)
+	ch := createChannel(t, pubA, owner)
+	subA := authedPeer(t, s.a, "subscriber on A", reader)
+	subB := authedPeer(t, s.b, "subscriber on B", reader)
+	subA.subscribe("live", channelFilter(ch))
+	subB.subscribe("live", channelFilter(ch))
+	first := message(t, owner, ch, "before the outage")
+	pubA.mustPublish(first)
+	subB.expect(deliveryWait, "the first event on B", isEvent("live", first.ID))
+	subA.expect(deliveryWait, "the first event on A", isEvent("live", first.ID))
+	since := first.CreatedAt
+
+	s.redis.Stop()
+	// Accepted at once, whether or not the processes have noticed yet.
+	var onA, onB []string
+	publish := func(w *peer, ids *[]string, content string) {
+		t.Helper()
+		ev := message(t, owner, ch, content)
+		ok, msg := w.publish(ev)
+		require.True(t, ok, "%s while Redis is down: %s", w.name, msg)
+		*ids = append(*ids, ev.ID)
+	}
+	publish(pubA, &onA, "on A, Redis just stopped")
+	publish(pubB, &onB, "on B, Redis just stopped")
+	for _, p := range s.both() {
+		p.waitMetric("buzz_pubsub_connected", 15*time.Second, func(v float64) bool { return v == 0 })
+	}
+	publish(pubA, &onA, "on A, Redis known down")
+	publish(pubB, &onB, "on B, Redis known down")
+	outage := append(append([]string{}, onA...), onB...)
+
+	for _, p := range s.both() {
+		p.requireReady()
+		require.Equal(t, "disconnected", p.status()["redis"])
+		require.Positive(t, p.metric("buzz_pubsub_publish_errors_total"), "skipped publishes are counted")
+		history, closed := authedPeer(t, p, "reader on "+p.AppAddr, reader).req("h", channelFilter(ch))
+		require.Empty(t, closed)
+		require.Subset(t, idsOf(history), outage, "REQ on %s returns what both processes accepted", p.AppAddr)
+	}
+	// Local subscribers still receive their own process's events live.
+	for _, id := range onA {
+		subA.take(deliveryWait, "A's event on A during the outage", isEvent("live", id))
+	}
+
+	s.redis.Restart()
+	for _, p := range s.both() {
+		p.waitMetric("buzz_pubsub_connected", reconnectWait, func(v float64) bool { return v == 1 })
+		require.Equal(t, "connected", p.status()["redis"])
+		require.Positive(t, p.metric("buzz_pubsub_reconnects_total"))
+	}
+	interrupted := isFrame("CLOSED", "live", wire.MsgLiveInterrupted)
+	// The closing is spread over 5 s after the reconnect.
+	subA.take(frameWait, "the interruption on A", interrupted)
+	_, before := subB.expect(frameWait, "the interruption on B", interrupted)
+	for _, f := range before {
+		require.Contains(t, onB, eventID(f, "live"), "only B's own events reached B during the outage: %v", f)
+	}
+	for _, p := range s.both() {
+		require.Positive(t, p.metric("buzz_pubsub_interrupted_subscriptions_total"))
+	}
+
+	resumed := channelFilter(ch)
+	resumed["since"] = since
+	history := subB.subscribe("live", resumed)
+	require.Subset(t, idsOf(history), append([]string{first.ID}, outage...), "the re-sent REQ returns the outage")
+	next := message(t, owner, ch, "after the outage")
+	pubA.mustPublish(next)
+	_, before = subB.expect(deliveryWait, "the next event from A, live on B", isEvent("live", next.ID))
+	require.Empty(t, before)
+}
+
+// Check 5: Redis holds exactly the topics the processes need, by exact
+// name: the control topic, one barrier topic per process, and the channel
+// and global topics of live subscriptions, named by community id; never a
+// pattern subscription.
+func TestScaleOutExactTopics(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	monitor := s.redis.Monitor()
+	rc := s.redis.Client()
+	ctx := context.Background()
+	base := []string{"buzz:control", "buzz:barrier:" + s.a.processID(), "buzz:barrier:" + s.b.processID()}
+	requireTopics := func(want []string) {
+		t.Helper()
+		got, err := rc.PubSubChannels(ctx, "buzz:*").Result()
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, got)
+		n, err := rc.PubSubNumPat(ctx).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "PUBSUB NUMPAT")
+	}
+	requireTopics(base)
+
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+	c1, c2 := createChannel(t, pubA, owner), createChannel(t, pubA, owner)
+	requireTopics(base) // publishing subscribes to nothing
+	onB := authedPeer(t, s.b, "reader on B", reader)
+	onA := authedPeer(t, s.a, "reader on A", reader)
+	onB.subscribe("c1", channelFilter(c1))
+	onB.subscribe("both", map[string]any{"#h": []string{c1, c2}})
+	onA.subscribe("global", map[string]any{"kinds": []int{44100}, "#p": []string{reader.PubKey}})
+	// Each REQ waited for its SUBSCRIBE before its history, so the topics
+	// are there by its EOSE.
+	requireTopics(append([]string{
+		"buzz:" + s.community + ":channel:" + c1,
+		"buzz:" + s.community + ":channel:" + c2,
+		"buzz:" + s.community + ":global",
+	}, base...))
+
+	onB.send("CLOSE", "c1")
+	onB.send("CLOSE", "both")
+	onA.send("CLOSE", "global")
+	deadline := time.Now().Add(deliveryWait)
+	for {
+		got, err := rc.PubSubChannels(ctx, "buzz:*").Result()
+		require.NoError(t, err)
+		if len(got) == len(base) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "topics left %s after the CLOSEs: %v", deliveryWait, got)
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	requireTopics(base)
+	monitor.Sync()
+	for _, line := range monitor.Lines() {
+		require.NotContains(t, strings.ToUpper(line), `"PSUBSCRIBE"`)
+	}
+}
+
+// Check 7: a REQ on B for a fresh channel while A publishes into it loses
+// nothing: B subscribes the channel's topic before it reads history, so
+// every event is in B's history or arrives live. 30 rounds.
+func TestScaleOutNoGapAtRegistration(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "publisher on A", owner)
+	onB := authedPeer(t, s.b, "reader on B", reader)
+	const rounds, burst = 30, 5
+	for round := range rounds {
+		ch := createChannel(t, pubA, owner)
+		sub := "r" + strconv.Itoa(round)
+		// Events go out before and after the REQ without waiting for their
+		// OKs, so their commits overlap B's registration.
+		var sent []event.Event
+		sendBurst := func() {
+			for i := range burst {
+				ev := message(t, owner, ch, sub+"-"+strconv.Itoa(len(sent))+"-"+strconv.Itoa(i))
+				pubA.send("EVENT", ev)
+				sent = append(sent, ev)
+			}
+		}
+		sendBurst()
+		onB.send("REQ", sub, channelFilter(ch))
+		sendBurst()
+		for _, ev := range sent {
+			f := pubA.take(frameWait, "OK of "+ev.ID, isOK(ev.ID))
+			require.Equal(t, true, f[2], "%v", f)
+		}
+		seen := map[string]bool{}
+		f, before := onB.expect(frameWait, "EOSE of "+sub, func(f []any) bool { return len(f) >= 2 && f[1] == sub && f[0] != "EVENT" })
+		require.Equal(t, "EOSE", f[0], "%v", f)
+		for _, f := range before {
+			seen[eventID(f, sub)] = true
+		}
+		marker := message(t, owner, ch, sub+" marker")
+		pubA.mustPublish(marker)
+		_, before = onB.expect(deliveryWait, "the marker of "+sub, isEvent(sub, marker.ID))
+		for _, f := range before {
+			seen[eventID(f, sub)] = true
+		}
+		for _, ev := range sent {
+			require.True(t, seen[ev.ID], "round %d: %s neither in B's history nor live on B", round, ev.Content)
+		}
+		onB.send("CLOSE", sub)
+	}
+}
+
+// Check 8: a membership added via A reaches B's caches. U, refused on B
+// for private C, is served at once after being added via A (the uncached
+// confirmation), and B's cached accessible set, which left C out, is
+// dropped within 1 s instead of living out its 10 s.
+func TestScaleOutCacheInvalidation(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner := eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+
+	t.Run("ImmediateREQServed", func(t *testing.T) {
+		t.Parallel()
+		u := eventtest.NewKey()
+		ch := createChannel(t, pubA, owner, private)
+		onB := authedPeer(t, s.b, "U on B", u)
+		_, closed := onB.req("c", channelFilter(ch))
+		require.Equal(t, wire.MsgNotChannelMember, closed)
+		pubA.mustPublish(addMember(t, owner, ch, u.PubKey))
+		_, closed = onB.req("c", channelFilter(ch))
+		require.Empty(t, closed, "U added via A is served on B at once")
+	})
+
+	t.Run("CachedSetDropped", func(t *testing.T) {
+		t.Parallel()
+		u := eventtest.NewKey()
+		ch := createChannel(t, pubA, owner, private)
+		msg := message(t, owner, ch, "members only")
+		pubA.mustPublish(msg)
+		onB := authedPeer(t, s.b, "U on B", u)
+		// A REQ without #h reads every accessible channel from B's cache.
+		everywhere := map[string]any{"kinds": []int{9}, "authors": []string{owner.PubKey}}
+		history := onB.subscribe("w0", everywhere)
+		require.NotContains(t, idsOf(history), msg.ID)
+		_, closed := onB.req("c", channelFilter(ch))
+		require.Equal(t, wire.MsgNotChannelMember, closed)
+		misses := s.b.metric("buzz_accessible_channels_cache_misses_total")
+
+		pubA.mustPublish(addMember(t, owner, ch, u.PubKey))
+		added := time.Now()
+		for i := 1; ; i++ {
+			history = onB.subscribe("w"+strconv.Itoa(i), everywhere)
+			if len(history) > 0 && history[0].ID == msg.ID {
+				break
+			}
+			require.Less(t, time.Since(added), deliveryWait, "B still serves U's cached set without C")
+			time.Sleep(50 * time.Millisecond) // polling interval
+		}
+		require.Greater(t, s.b.metric("buzz_accessible_channels_cache_misses_total"), misses, "B looked U up afresh")
+	})
+}
+
+// Check 9: U removed from C via A loses its subscription on C held on B:
+// B sends CLOSED "restricted: channel access revoked" within 1 s.
+func TestScaleOutEviction(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner := eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+	for _, visibility := range []string{"open", "private"} {
+		t.Run(strings.ToUpper(visibility[:1])+visibility[1:], func(t *testing.T) {
+			t.Parallel()
+			u := eventtest.NewKey()
+			ch := createChannel(t, pubA, owner, eventtest.Tag("visibility", visibility))
+			pubA.mustPublish(addMember(t, owner, ch, u.PubKey))
+			onB := authedPeer(t, s.b, "U on B", u)
+			onB.subscribe("s", channelFilter(ch))
+			onB.subscribe("all", map[string]any{"#h": []string{ch}})
+
+			pubA.mustPublish(removeMember(t, owner, ch, u.PubKey))
+			removed := time.Now()
+			onB.take(deliveryWait, "CLOSED of s", isFrame("CLOSED", "s", wire.MsgAccessRevoked))
+			onB.take(deliveryWait, "CLOSED of all", isFrame("CLOSED", "all", wire.MsgAccessRevoked))
+			t.Logf("evicted on B %s after the removal's OK on A", time.Since(removed).Round(time.Millisecond))
+		})
+	}
+}
+
+// Check 10: a 9002 visibility=private via A closes, within 1 s, the
+// subscriptions on C that non-members hold on B; a member's stays.
+func TestScaleOutOpenToPrivate(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, member, outsider := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+	ch := createChannel(t, pubA, owner)
+	pubA.mustPublish(addMember(t, owner, ch, member.PubKey))
+	onBx := authedPeer(t, s.b, "outsider on B", outsider)
+	onBm := authedPeer(t, s.b, "member on B", member)
+	onBx.subscribe("x", channelFilter(ch))
+	onBx.subscribe("x2", map[string]any{"#h": []string{ch}})
+	onBm.subscribe("m", channelFilter(ch))
+
+	pubA.mustPublish(owner.Signed(t, 9002, nonce(), eventtest.Channel(ch), eventtest.Tag("visibility", "private")))
+	onBx.take(deliveryWait, "CLOSED of x", isFrame("CLOSED", "x", wire.MsgAccessRevoked))
+	onBx.take(deliveryWait, "CLOSED of x2", isFrame("CLOSED", "x2", wire.MsgAccessRevoked))
+
+	msg := message(t, owner, ch, "members only now")
+	pubA.mustPublish(msg)
+	_, before := onBm.expect(deliveryWait, "the member's next event", isEvent("m", msg.ID))
+	require.Empty(t, before)
+	_, closed := onBx.req("again", channelFilter(ch))
+	require.Equal(t, wire.MsgNotChannelMember, closed)
+}
+
+// Check 11: a NIP-98 token used on A is refused on B with 401 "NIP-98:
+// replay detected", with Redis up and with Redis stopped: replay ids live
+// in PostgreSQL.
+func TestScaleOutReplay(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	key := eventtest.NewKey()
+	body := []byte(`[{"kinds":[0],"limit":1}]`)
+	check := func(t *testing.T) {
+		t.Helper()
+		token := auth.NIP98Header(key.Signed(t, event.KindNIP98, eventtest.Content(""),
+			eventtest.Tag("u", "http://"+deploymentHost+"/query"), eventtest.Tag("method", "POST"),
+			eventtest.Tag("nonce", rand.Text())))
+		status, resp := postQuery(t, s.a, token, body)
+		require.Equal(t, http.StatusOK, status, resp)
+		status, resp = postQuery(t, s.b, token, body)
+		require.Equal(t, http.StatusUnauthorized, status, resp)
+		require.JSONEq(t, `{"error":"NIP-98: replay detected"}`, resp)
+	}
+	check(t)
+	s.redis.Stop()
+	check(t)
+}
+
+// postQuery sends POST /query to p for the deployment host with the given
+// Authorization and returns status and body.
+func postQuery(t *testing.T, p *relayProc, authorization string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.AppAddr+"/query", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	req.Host = deploymentHost
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", authorization)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// Check 13: relay-signed events made by A and by B verify against the one
+// NIP-11 self both processes advertise.
+func TestScaleOutSharedIdentity(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner := eventtest.NewKey()
+	chA := createChannel(t, authedPeer(t, s.a, "owner on A", owner), owner)
+	chB := createChannel(t, authedPeer(t, s.b, "owner on B", owner), owner)
+	for _, p := range s.both() {
+		code, body, err := httpGet("http://" + p.AppAddr + "/info")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, body)
+		var info struct {
+			Self string `json:"self"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &info), body)
+		require.Equal(t, s.relayPub, info.Self, "NIP-11 self of %s", p.AppAddr)
+
+		w := authedPeer(t, p, "reader on "+p.AppAddr, eventtest.NewKey())
+		for _, ch := range []string{chA, chB} {
+			state := w.subscribe("m"+ch[:8], map[string]any{"kinds": []int{39000}, "#d": []string{ch}})
+			require.Len(t, state, 1)
+			ev := state[0]
+			require.Equal(t, info.Self, ev.PubKey)
+			_, ok := ev.CheckID()
+			require.True(t, ok, "id of the 39000 of %s", ch)
+			require.True(t, ev.VerifySignature(), "signature of the 39000 of %s", ch)
+		}
+	}
+}
+
+// Check 13, the startup rules: REDIS_URL needs BUZZ_RELAY_PRIVATE_KEY and
+// DATABASE_URL, and each missing one stops startup with status 2.
+func TestScaleOutStartupErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("WithoutRelayKey", func(t *testing.T) {
+		t.Parallel()
+		env := relayEnv(t)
+		env["DATABASE_URL"] = unreachableDB
+		env["REDIS_URL"] = "redis://127.0.0.1:1"
+		res := runBinary(t, env, "serve")
+		require.Equal(t, 2, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		require.Equal(t, "invalid BUZZ_RELAY_PRIVATE_KEY: required when REDIS_URL is set\n", res.Stderr)
+		requireNotListening(t, env["BUZZ_BIND_ADDR"])
+	})
+	t.Run("WithoutDatabase", func(t *testing.T) {
+		t.Parallel()
+		env := relayEnv(t)
+		env["BUZZ_DATA_DIR"] = t.TempDir()
+		env["REDIS_URL"] = "redis://127.0.0.1:1"
+		env["BUZZ_RELAY_PRIVATE_KEY"] = strings.Repeat("01", 32)
+		res := runBinary(t, env, "serve")
+		require.Equal(t, 2, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		require.Equal(t, "invalid REDIS_URL: requires DATABASE_URL\n", res.Stderr)
+		requireNotListening(t, env["BUZZ_BIND_ADDR"])
+		require.NoDirExists(t, filepath.Join(env["BUZZ_DATA_DIR"], "pg"), "no private cluster")
+	})
+}
+
+// Check 15: what a stray client publishes on Redis is dropped: junk and an
+// event whose id does not match it on a topic both processes hold, and an
+// event on a topic that does not parse (which no process even subscribes,
+// holding no pattern). Nothing reaches a subscriber, both processes count
+// the two they read in buzz_pubsub_invalid_messages_total, and both keep
+// serving.
+func TestScaleOutMalformedRedisTraffic(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "publisher on A", owner)
+	pubB := authedPeer(t, s.b, "publisher on B", owner)
+	ch := createChannel(t, pubA, owner)
+	onA := authedPeer(t, s.a, "subscriber on A", reader)
+	onB := authedPeer(t, s.b, "subscriber on B", reader)
+	onA.subscribe("s", channelFilter(ch))
+	onB.subscribe("s", channelFilter(ch))
+	invalid := map[*relayProc]float64{}
+	for _, p := range s.both() {
+		invalid[p] = p.metric("buzz_pubsub_invalid_messages_total")
+	}
+
+	rc := s.redis.Client()
+	ctx := context.Background()
+	topic := "buzz:" + s.community + ":channel:" + ch
+	tampered := message(t, owner, ch, "signed")
+	tampered.Content = "changed after signing"
+	tamperedJSON, err := json.Marshal(tampered)
+	require.NoError(t, err)
+	stray, err := json.Marshal(message(t, owner, ch, "on a topic that does not parse"))
+	require.NoError(t, err)
+	for _, m := range []struct {
+		topic     string
+		payload   string
+		receivers int64
+	}{
+		{topic, "junk", 2},
+		{topic, string(tamperedJSON), 2},
+		{"buzz:not-a-uuid:global", string(stray), 0},
+	} {
+		n, err := rc.Publish(ctx, m.topic, m.payload).Result()
+		require.NoError(t, err)
+		require.Equal(t, m.receivers, n, "receivers of %.40s on %s", m.payload, m.topic)
+	}
+	for _, p := range s.both() {
+		got := p.waitMetric("buzz_pubsub_invalid_messages_total", deliveryWait, func(v float64) bool { return v >= invalid[p]+2 })
+		require.Equal(t, invalid[p]+2, got, "invalid messages counted on %s", p.AppAddr)
+		p.requireReady()
+	}
+
+	// Each process's marker reaches the other through Redis after the
+	// stray messages, so anything delivered from them would come first.
+	markA, markB := message(t, owner, ch, "marker from A"), message(t, owner, ch, "marker from B")
+	pubA.mustPublish(markA)
+	pubB.mustPublish(markB)
+	for _, w := range []*peer{onA, onB} {
+		got := map[string]bool{}
+		for !got[markA.ID] || !got[markB.ID] {
+			f := w.next(deliveryWait)
+			id := eventID(f, "s")
+			require.True(t, id == markA.ID || id == markB.ID, "%s received %v", w.name, f)
+			got[id] = true
+		}
+	}
+}
+
+// Check 16: a kind 20001 on A writes the presence key
+// buzz:{community}:presence:{hex} with a TTL of at most 180 s; "offline"
+// deletes it, and so does closing the pubkey's last connection on A.
+func TestScaleOutPresence(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	rc := s.redis.Client()
+	ctx := context.Background()
+	u := eventtest.NewKey()
+	key := "buzz:" + s.community + ":presence:" + u.PubKey
+	presence := func(status string) event.Event { return u.Signed(t, event.KindPresence, eventtest.Content(status)) }
+	waitKey := func(what string, ok func(val string, exists bool) bool) {
+		t.Helper()
+		deadline := time.Now().Add(deliveryWait)
+		for {
+			val, err := rc.Get(ctx, key).Result()
+			exists := err == nil
+			if !exists {
+				require.ErrorContains(t, err, "redis: nil")
+			}
+			if ok(val, exists) {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "%s: key %s is %q (exists %v)", what, key, val, exists)
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
+	}
+	isOnline := func(val string, exists bool) bool { return exists && val == "online" }
+	gone := func(_ string, exists bool) bool { return !exists }
+
+	w := authedPeer(t, s.a, "U on A", u)
+	w.mustPublish(presence("online"))
+	waitKey("online", isOnline)
+	ttl, err := rc.TTL(ctx, key).Result()
+	require.NoError(t, err)
+	require.Positive(t, ttl)
+	require.LessOrEqual(t, ttl, 180*time.Second)
+
+	w.mustPublish(presence("offline"))
+	waitKey("offline", gone)
+
+	w.mustPublish(presence("online"))
+	waitKey("online again", isOnline)
+	second := authedPeer(t, s.a, "U's second connection on A", u)
+	second.close()
+	// U still has a connection on A: the key stays.
+	w.subscribe("roundtrip", map[string]any{"kinds": []int{0}, "authors": []string{u.PubKey}})
+	holdUntil := time.Now().Add(time.Second)
+	for time.Now().Before(holdUntil) {
+		waitKey("while a connection remains", isOnline)
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	w.close()
+	waitKey("after the last connection closed", gone)
+}
+
+// Check 19: the delivery barrier across processes. K on B holds a live
+// subscription on C; X is published into C on A and acknowledged; K's next
+// REQ ends with EOSE only after X reached K's first subscription. 50 rounds,
+// and no barrier timed out.
+func TestScaleOutBarrier(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "publisher on A", owner)
+	ch := createChannel(t, pubA, owner)
+	k := authedPeer(t, s.b, "K on B", reader)
+	k.subscribe("live", channelFilter(ch))
+	// New events only: no history to read, so the EOSE would otherwise
+	// follow the REQ at once.
+	fresh := channelFilter(ch)
+	fresh["limit"] = 0
+	for round := range 50 {
+		x := message(t, owner, ch, "x"+strconv.Itoa(round))
+		pubA.mustPublish(x)
+		sub := "q" + strconv.Itoa(round)
+		k.send("REQ", sub, fresh)
+		_, before := k.expect(frameWait, "EOSE of "+sub, isFrame("EOSE", sub))
+		var ids []string
+		for _, f := range before {
+			if f[1] == "live" {
+				ids = append(ids, eventID(f, "live"))
+			} // else X on the previous round's subscription, if it was still open
+		}
+		require.Equal(t, []string{x.ID}, ids, "round %d: X on the first subscription before the EOSE", round)
+		k.send("CLOSE", sub)
+	}
+	require.Zero(t, s.b.metric("buzz_pubsub_barrier_timeouts_total"))
+}
