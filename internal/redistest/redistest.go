@@ -6,8 +6,8 @@
 // --appendonly no) and its working directory under t.TempDir(), and kills
 // it when the test ends. Stop and Restart let a test cause an outage and
 // end it on the same port, with fresh, empty state; Client gives a
-// go-redis client for assertions (PUBSUB CHANNELS, PUBSUB NUMPAT, MONITOR,
-// TTL). A missing redis-server fails the test with the install step;
+// go-redis client for assertions (PUBSUB CHANNELS, PUBSUB NUMPAT, TTL) and
+// Monitor a MONITOR connection that shows every command the server ran. A missing redis-server fails the test with the install step;
 // nothing is ever skipped.
 //
 // It does NOT mock Redis, share a server between tests, or wrap the relay's
@@ -15,12 +15,14 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,16 +160,12 @@ func (s *Server) start() error {
 }
 
 // waitReady polls until the server answers PING, the process exits, or
-// startTimeout passes.
+// startTimeout passes. It speaks RESP on a plain connection, so a refused
+// dial is just another poll.
 func (s *Server) waitReady(p *process) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialerRetries: 1, MaxRetries: -1,
-		DialTimeout: time.Second, ReadTimeout: time.Second})
-	defer func() { _ = c.Close() }()
 	deadline := time.Now().Add(startTimeout)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
+		err := ping(s.Addr())
 		if err == nil {
 			return nil
 		}
@@ -180,6 +178,27 @@ func (s *Server) waitReady(p *process) error {
 			return fmt.Errorf("no PING answer within %s: %w", startTimeout, err)
 		}
 	}
+}
+
+// ping sends one PING on a new connection and expects +PONG.
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(line) != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
 }
 
 // stopLocked kills the running process, if any, and waits for it.
@@ -257,4 +276,93 @@ func (b *buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// Monitor is a MONITOR connection to the server: every command the server
+// runs, from any client, as one line each in execution order.
+type Monitor struct {
+	s     *Server
+	conn  net.Conn
+	mu    sync.Mutex
+	lines []string
+	grew  chan struct{} // signalled (non-blocking) on each new line
+	done  chan struct{}
+}
+
+// Monitor opens a MONITOR connection; it is closed when the test ends or
+// the server stops. Call Sync before reading Lines to be sure every command
+// run so far is in.
+func (s *Server) Monitor() *Monitor {
+	s.t.Helper()
+	conn, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
+	if err != nil {
+		s.t.Fatalf("redistest: monitor: %v", err)
+	}
+	m := &Monitor{s: s, conn: conn, grew: make(chan struct{}, 1), done: make(chan struct{})}
+	if _, err := conn.Write([]byte("*1\r\n$7\r\nMONITOR\r\n")); err != nil {
+		s.t.Fatalf("redistest: monitor: %v", err)
+	}
+	rd := bufio.NewReader(conn)
+	if line, err := rd.ReadString('\n'); err != nil || strings.TrimSpace(line) != "+OK" {
+		s.t.Fatalf("redistest: monitor: answer %q, %v", line, err)
+	}
+	go m.read(rd)
+	s.t.Cleanup(func() {
+		_ = conn.Close()
+		<-m.done
+	})
+	return m
+}
+
+func (m *Monitor) read(rd *bufio.Reader) {
+	defer close(m.done)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		m.lines = append(m.lines, strings.TrimSpace(strings.TrimPrefix(line, "+")))
+		m.mu.Unlock()
+		select {
+		case m.grew <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Lines returns the commands seen so far, each as the server prints them:
+// `1700000000.123456 [0 127.0.0.1:50000] "SUBSCRIBE" "topic"`.
+func (m *Monitor) Lines() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.lines...)
+}
+
+// Sync runs a unique ECHO on the server and waits until the monitor shows
+// it, so every command the server ran before is in Lines.
+func (m *Monitor) Sync() {
+	m.s.t.Helper()
+	marker := fmt.Sprintf("redistest-sync-%d", time.Now().UnixNano())
+	c := redis.NewClient(&redis.Options{Addr: m.s.Addr(), DialerRetries: 1, MaxRetries: -1})
+	defer func() { _ = c.Close() }()
+	if err := c.Echo(context.Background(), marker).Err(); err != nil {
+		m.s.t.Fatalf("redistest: monitor sync: %v", err)
+	}
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		for _, l := range m.Lines() {
+			if strings.Contains(l, marker) {
+				return
+			}
+		}
+		select {
+		case <-m.grew:
+		case <-m.done:
+			m.s.t.Fatalf("redistest: monitor closed before the sync marker")
+		case <-deadline.C:
+			m.s.t.Fatalf("redistest: monitor sync marker not seen within 10s")
+		}
+	}
 }

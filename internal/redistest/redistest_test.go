@@ -74,6 +74,23 @@ func TestServer(t *testing.T) {
 		require.NotEqual(t, a.URL(), c.URL(), "a stopped server keeps its port")
 	})
 
+	t.Run("MonitorSeesCommandsInOrder", func(t *testing.T) {
+		t.Parallel()
+		s := redistest.Start(t)
+		m := s.Monitor()
+		c := s.Client()
+		require.NoError(t, c.Set(ctx, "first", "1", 0).Err())
+		require.NoError(t, c.Del(ctx, "first").Err())
+		m.Sync()
+		var seen []string
+		for _, l := range m.Lines() {
+			if strings.Contains(l, `"first"`) {
+				seen = append(seen, strings.Fields(l)[3])
+			}
+		}
+		require.Equal(t, []string{`"set"`, `"del"`}, seen)
+	})
+
 	t.Run("LeavesNothingBehind", func(t *testing.T) {
 		t.Parallel()
 		var dir string
