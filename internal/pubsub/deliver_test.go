@@ -1,0 +1,146 @@
+package pubsub
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/eventtest"
+)
+
+func TestDeliver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("OtherProcessOnceOwnEchoSkipped", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		topic := newTopic()
+		bundle.a.retain(t, topic)
+		bundle.b.retain(t, topic)
+		ev := bundle.a.publish(t, topic, eventtest.Tag("h", newUUID()))
+
+		got := bundle.b.next(t)
+		require.Equal(t, ev.ID, got.Event.ID)
+		require.Equal(t, topic, got.Topic, "the channel comes from the topic, not the h tag")
+		require.JSONEq(t, string(ev.AppendJSON(nil)), string(got.JSON))
+
+		bundle.a.barrier(t) // A's own echo came back before its barrier token
+		bundle.b.barrier(t)
+		bundle.a.requireNoDelivery(t)
+		bundle.b.requireNoDelivery(t)
+		require.Equal(t, 1.0, counter(t, bundle.a.metrics.PubSub.EchoSkipped))
+		require.Zero(t, counter(t, bundle.a.metrics.PubSub.FanoutTotal))
+		require.Equal(t, 1.0, counter(t, bundle.b.metrics.PubSub.FanoutTotal))
+		require.Equal(t, 1.0, counter(t, bundle.b.metrics.PubSub.MessagesReceived.WithLabelValues("channel")))
+	})
+
+	t.Run("GlobalTopic", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		topic := GlobalTopic(newUUID())
+		bundle.b.retain(t, topic)
+		ev := bundle.a.publish(t, topic)
+		got := bundle.b.next(t)
+		require.Equal(t, ev.ID, got.Event.ID)
+		require.True(t, got.Topic.Global())
+		require.Equal(t, 1.0, counter(t, bundle.b.metrics.PubSub.MessagesReceived.WithLabelValues("global")))
+	})
+
+	t.Run("InOrder", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		topic := newTopic()
+		bundle.b.retain(t, topic)
+		var ids []string
+		for i := range 20 {
+			ids = append(ids, bundle.a.publish(t, topic, eventtest.Content(strings.Repeat("x", i))).ID)
+		}
+		for _, id := range ids {
+			require.Equal(t, id, bundle.b.next(t).Event.ID)
+		}
+	})
+
+	t.Run("InvalidDroppedAndCounted", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		topic := newTopic()
+		bundle.a.retain(t, topic)
+
+		wrongID := eventtest.NewKey().Signed(t, 9)
+		wrongID.Content = "changed after signing"
+		valid := newEvent()
+		require.NoError(t, bundle.rc.Publish(ctx, topic.String(), "junk").Err())
+		require.NoError(t, bundle.rc.Publish(ctx, topic.String(), wrongID.AppendJSON(nil)).Err())
+		require.NoError(t, bundle.rc.Publish(ctx, topic.String(), `{"id":"x"}`).Err())
+		// Nobody ever subscribes to a name that is not a topic.
+		n, err := bundle.rc.Publish(ctx, "buzz:not-a-uuid:global", valid.AppendJSON(nil)).Result()
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		bundle.a.barrier(t)
+		bundle.a.requireNoDelivery(t)
+		require.Equal(t, 3.0, counter(t, bundle.a.metrics.PubSub.InvalidMessages))
+		require.Equal(t, "not an event: invalid character 'j' looking for beginning of value", bundle.a.TestSignals.Dropped.WaitOrTimeout(t))
+		require.Equal(t, "id does not match the event", bundle.a.TestSignals.Dropped.WaitOrTimeout(t))
+		require.Contains(t, bundle.a.TestSignals.Dropped.WaitOrTimeout(t), "not an event")
+		require.Equal(t, 1, countLines(bundle.a.logs.String(), "dropped invalid redis message"), "one warning per 10 s")
+
+		// A message on a name that does not parse, had it arrived, is
+		// dropped the same way.
+		bundle.a.handle(item{topic: "buzz:not-a-uuid:global", payload: string(valid.AppendJSON(nil))})
+		require.Equal(t, "topic does not parse", bundle.a.TestSignals.Dropped.WaitOrTimeout(t))
+		require.Equal(t, 4.0, counter(t, bundle.a.metrics.PubSub.InvalidMessages))
+
+		// And the bus keeps serving.
+		ev := bundle.b.publish(t, topic)
+		require.Equal(t, ev.ID, bundle.a.next(t).Event.ID)
+	})
+
+	t.Run("QueueOverflowReportsAGap", func(t *testing.T) {
+		t.Parallel()
+		srv := setup(t).redis
+		release := make(chan struct{})
+		var a *testBus
+		a = startBus(t, srv.URL(), func(cfg *Config) {
+			cfg.DeliverFunc = func(m Message) {
+				<-release // a consumer stuck on slow fan-out
+				a.delivered <- m
+			}
+		})
+		var unblock sync.Once
+		t.Cleanup(func() { unblock.Do(func() { close(release) }) }) // before Stop, even on failure
+		a.TestSignals.Connected.WaitOrTimeout(t)
+		topic := newTopic()
+		a.retain(t, topic)
+
+		rc := srv.Client()
+		pipe := rc.Pipeline()
+		payload := newSampleEvent(t)
+		for range QueueSize + 50 {
+			pipe.Publish(ctx, topic.String(), payload)
+		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(t, err)
+
+		require.Equal(t, LinkEvent{Up: false, Overflow: true}, a.nextLink(t))
+		require.Greater(t, counter(t, a.metrics.PubSub.FanoutLag), 0.0)
+		unblock.Do(func() { close(release) })
+		// The next message that fits closes the gap.
+		require.Eventually(t, func() bool {
+			_ = rc.Publish(ctx, topic.String(), payload).Err()
+			select {
+			case e := <-a.links:
+				require.Equal(t, LinkEvent{Up: true, Overflow: true}, e)
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, 10*time.Millisecond)
+		require.True(t, a.Connected(), "an overflow is not a disconnection")
+	})
+}
