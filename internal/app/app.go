@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -31,6 +32,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
@@ -65,6 +67,12 @@ type Relay struct {
 	Resolver *tenant.Resolver
 	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
 	Audit *Audit
+	// Bus carries live traffic between relay processes; nil without
+	// REDIS_URL (spec 70).
+	Bus *pubsub.Bus
+	// ProcessID names this process in logs, control messages and its
+	// barrier topic: a random UUID per start.
+	ProcessID string
 	// Services are the background jobs Run owns.
 	Services  *Services
 	RelayKey  []byte
@@ -90,7 +98,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	if err != nil {
 		return nil, err
 	}
-	a := &Relay{Config: cfg, DB: db, Log: log, Store: store.New(db.Pool)}
+	processID := uuid.NewString()
+	log = log.With(slog.String("process_id", processID))
+	log.Info("process started", slog.Bool("redis", cfg.RedisURL != ""),
+		slog.Bool("read_replica", cfg.ReadDatabaseURL != ""))
+	a := &Relay{Config: cfg, DB: db, Log: log, Store: store.New(db.Pool), ProcessID: processID}
 	ok := false
 	defer func() {
 		if !ok {
@@ -135,10 +147,14 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	if a.Audit != nil { // a nil *audit.Observer must not become a non-nil interface
 		auditWake, observer = a.Audit.Chainer.Wake, a.Audit.Observer
 	}
-	fan := &fanout{}
+	if a.Bus, err = newBus(a); err != nil {
+		return nil, err
+	}
+	a.Services.PubSub = a.Bus
+	fan := &fanout{a: a}
 	a.Pipeline = ingest.New(ingest.Config{
 		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
-		ForgetAccessFunc: a.Reader.Forget,
+		ForgetAccessFunc: fan.forget,
 		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
 	})
@@ -148,9 +164,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: observer,
+		Audit: observer, Bus: a.Bus,
 	})
-	fan.local = a.Relay
 	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
 	a.Health = health.New(health.Config{
@@ -160,6 +175,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 			return err
 		},
 		Connections: a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
+		RedisStatus: a.redisStatus(),
 	})
 	a.HTTP = httpapi.New(httpapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: a.Store,
@@ -289,23 +305,6 @@ func (a *Relay) drain() {
 func (a *Relay) Close() {
 	a.Audit.close()
 	a.DB.Close()
-}
-
-// fanout breaks the construction cycle between the pipeline (which
-// broadcasts) and the relay (which submits): it forwards to the relay's
-// subscription index once that exists.
-type fanout struct{ local *wsapi.Server }
-
-func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
-	if f.local != nil {
-		f.local.Evict(communityID, channel, pubkey, nonMembersOnly)
-	}
-}
-
-func (f *fanout) Broadcast(d ingest.Delivery) {
-	if f.local != nil {
-		f.local.Broadcast(d)
-	}
 }
 
 // communityByHost is the tenant resolver's lookup: the community whose host

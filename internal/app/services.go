@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/buzz-relay/buzz/internal/maintenance"
+	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/wsapi"
@@ -25,6 +26,9 @@ type Services struct {
 	// Replica is the read replica's probe (every 5 s); nil without
 	// READ_DATABASE_URL or when its fence check failed.
 	Replica *replica.Replica
+	// PubSub is the Redis link to the other relay processes; nil without
+	// REDIS_URL. It connects in the background and keeps retrying.
+	PubSub *pubsub.Bus
 }
 
 // newServices builds the database jobs; the membership service is added
@@ -43,6 +47,9 @@ func (s *Services) list() []service.Service {
 	list := []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership}
 	if s.Replica != nil {
 		list = append(list, s.Replica)
+	}
+	if s.PubSub != nil {
+		list = append(list, s.PubSub)
 	}
 	return list
 }

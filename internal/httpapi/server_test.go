@@ -232,7 +232,7 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 func (b *testBundle) newPipeline(pool *pgxpool.Pool, st *store.Store) *ingest.Pipeline {
 	return ingest.New(ingest.Config{
 		Pool: pool, Store: st, Broadcaster: b.fan, Metrics: b.metrics, Logger: b.log,
-		ForgetAccessFunc: b.reader.Forget, RelayKey: event.GenerateKey(),
+		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(),
 	})
 }
 

@@ -35,8 +35,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// ForgetAccessFunc drops cached accessible-channel sets after a commit
-	// that changed access (reader "" = the whole community). Optional.
-	ForgetAccessFunc func(communityID, reader string)
+	// that changed access (reader "" = the whole community); channel is the
+	// event's channel, for the other processes' caches. Optional.
+	ForgetAccessFunc func(communityID, channel, reader string)
 	// NowFunc returns the current time. Default time.Now.
 	NowFunc func() time.Time
 	// RelayKey signs the relay's follow-up events (group state, notices).
@@ -165,10 +166,10 @@ func (p *Pipeline) afterCommit(req *Request, out *outcome) func() {
 	cid := req.Tenant.CommunityID
 	if forget := p.cfg.ForgetAccessFunc; forget != nil {
 		if out.forgetAll {
-			forget(cid, "")
+			forget(cid, out.channel, "")
 		} else {
 			for _, who := range out.forget {
-				forget(cid, who)
+				forget(cid, out.channel, who)
 			}
 		}
 	}

@@ -116,7 +116,7 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 	fan := &fanout{}
 	b.pipeline = ingest.New(ingest.Config{
 		Pool: db.pool, Store: db.store, Broadcaster: fan, Metrics: b.metrics, Logger: log,
-		ForgetAccessFunc: b.reader.Forget, RelayKey: event.GenerateKey(), EvictFunc: fan.evict,
+		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(), EvictFunc: fan.evict,
 	})
 	members := db.store
 	if o.members != nil {
