@@ -5,7 +5,8 @@
 // redis-server from PATH on it with persistence off (--save "" and
 // --appendonly no) and its working directory under t.TempDir(), and kills
 // it when the test ends. Stop and Restart let a test cause an outage and
-// end it on the same port, with fresh, empty state; Client gives a
+// end it on the same port, with fresh, empty state; Pause and Resume
+// freeze the server without closing anything; Client gives a
 // go-redis client for assertions (PUBSUB CHANNELS, PUBSUB NUMPAT, TTL) and
 // Monitor a MONITOR connection that shows every command the server ran. A missing redis-server fails the test with the install step;
 // nothing is ever skipped.
@@ -24,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,10 +120,31 @@ func (s *Server) Restart() {
 	}
 }
 
+// Pause freezes the server (SIGSTOP): connections stay open and the
+// kernel still accepts new ones, but nothing is answered, as with a hung
+// server or a black-holed route. Resume ends it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		s.t.Fatalf("redistest: %s: the server is stopped", sig)
+	}
+	if err := s.proc.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %s: %v", sig, err)
+	}
+}
+
 // Client returns a new go-redis client on the server for assertions; it is
-// closed when the test ends. It keeps working across Restart (it redials).
+// closed when the test ends. It keeps working across Restart (it redials),
+// never retries, and honours the deadlines of the contexts it is given.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialerRetries: 1, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -62,6 +63,19 @@ func TestServer(t *testing.T) {
 
 		s.Stop()
 		s.Restart() // from stopped, too
+		require.NoError(t, c.Ping(ctx).Err())
+	})
+
+	t.Run("PauseAndResume", func(t *testing.T) {
+		t.Parallel()
+		s := redistest.Start(t)
+		c := s.Client()
+		require.NoError(t, c.Ping(ctx).Err())
+		s.Pause()
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		require.Error(t, c.Ping(short).Err(), "a paused server answers nothing")
+		s.Resume()
 		require.NoError(t, c.Ping(ctx).Err())
 	})
 
