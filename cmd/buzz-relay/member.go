@@ -15,6 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -159,6 +160,9 @@ set, running processes disconnect the removed member at once.`,
 			if err != nil {
 				return err
 			}
+			if removed && t.cfg.RedisURL != "" {
+				t.announceRemoval(c, pk)
+			}
 			printJSON(c.OutOrStdout(), map[string]bool{"removed": removed})
 			return nil
 		},
@@ -166,6 +170,19 @@ set, running processes disconnect the removed member at once.`,
 	c.Flags().StringVar(&host, "host", "", "host or alias of the community (required)")
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the member's pubkey, 64 hex (required)")
 	return c
+}
+
+// announceRemoval tells the running processes to disconnect the removed
+// member at once (spec 70 §5 relay_member_removed). The removal is already
+// committed: a failure only delays the disconnect to each process's next
+// membership revalidation, so it is a warning, not an error.
+func (t *memberTarget) announceRemoval(c *cobra.Command, pk string) {
+	err := pubsub.SendControl(c.Context(), t.cfg.RedisURL, pubsub.Control{
+		Community: t.communityID, Op: pubsub.OpRelayMemberRemoved, Pubkey: pk})
+	if err != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "%s: removed, but the running relays were not told at once (%v); "+
+			"they disconnect the member at their next membership check\n", c.CommandPath(), err)
+	}
 }
 
 // remove deletes the member and, when there was one, appends the audit
