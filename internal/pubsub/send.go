@@ -23,10 +23,12 @@ func SendControl(ctx context.Context, url string, c Control) error {
 		return fmt.Errorf("send control %s: %w", c.Op, err)
 	}
 	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return fmt.Errorf("send control: REDIS_URL: %w", err)
+	if err != nil { // go-redis's message may quote the URL, password and all
+		return fmt.Errorf("send control: REDIS_URL is not a redis:// or rediss:// URL")
 	}
 	opts.ContextTimeoutEnabled = true // PublishTimeout bounds the whole command
+	opts.MaxRetries = -1              // one attempt, as for every PUBLISH
+	opts.DialTimeout = PublishTimeout
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("send control %s: %w", c.Op, err)
