@@ -319,7 +319,7 @@ func (w *peer) expect(d time.Duration, what string, match func([]any) bool) (got
 	for {
 		f, ok := w.tryNext(time.Until(deadline))
 		if !ok {
-			w.t.Fatalf("%s: no %s within %s; read meanwhile: %v", w.name, what, d, before)
+			w.t.Fatalf("%s: %s not received within %s; read meanwhile: %v", w.name, what, d, before)
 		}
 		if match(f) {
 			return f, before
@@ -357,9 +357,19 @@ func (w *peer) take(d time.Duration, what string, match func([]any) bool) []any 
 			w.stash = append(w.stash, f)
 			w.mu.Unlock()
 		case <-timer.C:
-			w.t.Fatalf("%s: no %s within %s", w.name, what, d)
+			w.t.Fatalf("%s: %s not received within %s", w.name, what, d)
 		}
 	}
+}
+
+// setAside returns and forgets the frames take, publish and req have set
+// aside so far.
+func (w *peer) setAside() [][]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.stash
+	w.stash = nil
+	return out
 }
 
 // auth answers the challenge as key and requires OK true.
