@@ -42,13 +42,13 @@ const (
 type Route int
 
 const (
-	// RouteWriter: the read is not the replica's to serve — its bound lies
+	// RouteWriter means the read is not the replica's to serve — its bound lies
 	// above what this process has proved (a head page). Run it on the
 	// writer; this is not a doubt.
 	RouteWriter Route = iota
-	// RouteReplica: the read ran in a proved replica snapshot and succeeded.
+	// RouteReplica means the read ran in a proved replica snapshot and succeeded.
 	RouteReplica
-	// RouteDoubt: the replica was doubted (an error, a slow statement, a
+	// RouteDoubt means the replica was doubted (an error, a slow statement, a
 	// failed condition). Run the read on the writer, and keep the rest of
 	// the request there.
 	RouteDoubt
