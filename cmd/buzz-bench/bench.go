@@ -19,7 +19,9 @@ import (
 
 // fleet is the authenticated sockets of a run. Worker w publishes for its own
 // authors, each over a socket authenticated (NIP-42) as that author, because
-// a connection may only publish its own pubkey's events.
+// a connection may only publish its own pubkey's events. All of worker w's
+// sockets go to relay w%len(relays): the busy connections are spread
+// round-robin over the processes.
 type fleet struct {
 	authors [][]int                // worker → its authors
 	sockets []map[int]*client.Conn // worker → author → socket
@@ -51,13 +53,14 @@ func (f *fleet) authorOf(i int) int {
 
 func dialFleet(ctx context.Context, cfg config, wl *workload) (*fleet, error) {
 	f := &fleet{authors: workerAuthors(cfg.conns, cfg.authors)}
-	for _, as := range f.authors {
+	for w, as := range f.authors {
 		m := map[int]*client.Conn{}
+		relay := relayOf(cfg.relays, w)
 		for _, a := range as {
-			c, err := client.Dial(ctx, cfg.relay, wl.keys[a])
+			c, err := client.Dial(ctx, relay, wl.keys[a])
 			if err != nil {
 				f.close()
-				return nil, fmt.Errorf("connect as author %d: %w", a, err)
+				return nil, fmt.Errorf("connect as author %d to %s: %w", a, relay, err)
 			}
 			m[a] = c
 			f.all = append(f.all, c)
@@ -67,6 +70,9 @@ func dialFleet(ctx context.Context, cfg config, wl *workload) (*fleet, error) {
 	return f, nil
 }
 
+// relayOf is the relay of worker (or publisher) w: round-robin over relays.
+func relayOf(relays []string, w int) string { return relays[w%len(relays)] }
+
 func (f *fleet) close() {
 	for _, c := range f.all {
 		_ = c.Close()
@@ -75,36 +81,38 @@ func (f *fleet) close() {
 
 // setupLine reports the channel and the pre-signing.
 type setupLine struct {
-	Phase          string  `json:"phase"`
-	Relay          string  `json:"relay"`
-	Conns          int     `json:"conns"`
-	Sockets        int     `json:"sockets"`
-	Authors        int     `json:"authors"`
-	Kind           int     `json:"kind"`
-	Channel        string  `json:"channel,omitempty"`
-	Note           string  `json:"note,omitempty"`
-	PresignSeconds float64 `json:"presign_seconds"`
+	Phase          string   `json:"phase"`
+	Relays         []string `json:"relays"`
+	Conns          int      `json:"conns"`
+	Sockets        int      `json:"sockets"`
+	Authors        int      `json:"authors"`
+	Kind           int      `json:"kind"`
+	Channel        string   `json:"channel,omitempty"`
+	Note           string   `json:"note,omitempty"`
+	PresignSeconds float64  `json:"presign_seconds"`
 }
 
 // ingestLine is one ingest phase's figures.
 type ingestLine struct {
-	Phase         string            `json:"phase"`
-	Conns         int               `json:"conns"`
-	Sockets       int               `json:"sockets,omitempty"`
-	Inflight      int               `json:"inflight"`
-	Events        int               `json:"events"`
-	Seconds       float64           `json:"seconds"`
-	EventsPerSec  float64           `json:"events_per_sec"`
-	OKP50         float64           `json:"ok_p50_ms"`
-	OKP90         float64           `json:"ok_p90_ms"`
-	OKP99         float64           `json:"ok_p99_ms"`
-	OKMax         float64           `json:"ok_max_ms"`
-	Rejected      int               `json:"rejected"`
-	RejectedFirst []string          `json:"rejected_messages,omitempty"`
-	Errors        int               `json:"errors"`
-	FirstError    string            `json:"first_error,omitempty"`
-	Truncated     bool              `json:"truncated,omitempty"`
-	CPU           map[string]cpuUse `json:"cpu,omitempty"`
+	Phase         string   `json:"phase"`
+	Conns         int      `json:"conns"`
+	Sockets       int      `json:"sockets,omitempty"`
+	Inflight      int      `json:"inflight"`
+	Events        int      `json:"events"`
+	Seconds       float64  `json:"seconds"`
+	EventsPerSec  float64  `json:"events_per_sec"`
+	OKP50         float64  `json:"ok_p50_ms"`
+	OKP90         float64  `json:"ok_p90_ms"`
+	OKP99         float64  `json:"ok_p99_ms"`
+	OKMax         float64  `json:"ok_max_ms"`
+	Rejected      int      `json:"rejected"`
+	RejectedFirst []string `json:"rejected_messages,omitempty"`
+	Errors        int      `json:"errors"`
+	FirstError    string   `json:"first_error,omitempty"`
+	Truncated     bool     `json:"truncated,omitempty"`
+	// PerRelay counts the answered EVENTs (accepted or rejected) per relay.
+	PerRelay map[string]int    `json:"per_relay"`
+	CPU      map[string]cpuUse `json:"cpu,omitempty"`
 }
 
 // reqLine is one REQ shape's figures.
@@ -133,23 +141,105 @@ type summaryLine struct {
 	Kind        int                `json:"kind"`
 	Ingest      map[string]float64 `json:"events_per_sec,omitempty"`
 	ReqQPS      map[string]float64 `json:"req_qps,omitempty"`
+	Fanout      *fanoutSummary     `json:"fanout,omitempty"`
 	Truncated   bool               `json:"truncated,omitempty"`
 }
 
+// fanoutSummary is the fanout phase's headline in the summary line.
+type fanoutSummary struct {
+	P50     float64 `json:"p50_ms"`
+	P99     float64 `json:"p99_ms"`
+	Missing int     `json:"missing"`
+}
+
+// needsFleet reports whether a phase uses the ingest sockets and workload.
+func needsFleet(phases []string) bool {
+	for _, p := range phases {
+		if p != "fanout" {
+			return true
+		}
+	}
+	return false
+}
+
+// bench runs the phases in order. The ingest sockets and their workload
+// are set up (and reported in the setup line) only when an ingest or REQ
+// phase runs; the fanout phase brings its own sockets and channel.
 func bench(ctx context.Context, cfg config, out io.Writer) error {
 	start := time.Now()
+	sum := summaryLine{Phase: "summary", Kind: event.KindStreamMessage, Ingest: map[string]float64{}, ReqQPS: map[string]float64{}}
+	var run *fleetRun
+	if needsFleet(cfg.phases) {
+		var err error
+		if run, err = setupFleet(ctx, cfg, out); err != nil {
+			return err
+		}
+		defer run.f.close()
+		sum.Kind = run.wl.kind
+	}
+	var eIDs []string
+	for _, p := range cfg.phases {
+		switch p {
+		case "ingest":
+			f := run.f
+			line := runIngest(ctx, cfg, run.sets[p], func(ctx context.Context, w int, j job) (bool, string, error) {
+				return f.sockets[w][j.author].Publish(ctx, j.ev)
+			})
+			line.Phase, line.Sockets = p, len(f.all)
+			sum.Ingest[p], sum.Truncated = line.EventsPerSec, sum.Truncated || line.Truncated
+			writeLine(out, line)
+		case "http-ingest":
+			line := runIngest(ctx, cfg, run.sets[p], httpPublisher(cfg, run.wl))
+			line.Phase = p
+			sum.Ingest[p], sum.Truncated = line.EventsPerSec, sum.Truncated || line.Truncated
+			writeLine(out, line)
+		case "req":
+			if eIDs == nil {
+				eIDs = referencedIDs(run.sets)
+			}
+			for _, shape := range []string{"kinds", "authors", "#e", "#p"} {
+				line := runReq(ctx, cfg, run.f, shape, filterFor(shape, run.wl, eIDs))
+				sum.ReqQPS[shape] = line.QPS
+				writeLine(out, line)
+			}
+		case "fanout":
+			line, err := runFanout(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			sum.Fanout = &fanoutSummary{P50: line.P50, P99: line.P99, Missing: line.Missing}
+			sum.Truncated = sum.Truncated || line.Truncated
+			writeLine(out, line)
+		}
+	}
+	sum.WallSeconds = round3(time.Since(start).Seconds())
+	sum.Truncated = sum.Truncated || ctx.Err() != nil
+	writeLine(out, sum)
+	return nil
+}
+
+// fleetRun is the ingest sockets, their workload and the pre-signed
+// events of each ingest phase.
+type fleetRun struct {
+	f    *fleet
+	wl   *workload
+	sets map[string][]job
+}
+
+// setupFleet dials the ingest sockets, creates the channel, pre-signs the
+// ingest phases' events and writes the setup line.
+func setupFleet(ctx context.Context, cfg config, out io.Writer) (*fleetRun, error) {
 	wl := newWorkload(cfg.authors)
 	f, err := dialFleet(ctx, cfg, wl)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.close()
-
-	setup := setupLine{Phase: "setup", Relay: cfg.relay, Conns: cfg.conns, Sockets: len(f.all), Authors: cfg.authors}
+	setup := setupLine{Phase: "setup", Relays: cfg.relays, Conns: cfg.conns, Sockets: len(f.all), Authors: cfg.authors}
 	if cfg.kind == event.KindNote {
 		wl.kind = event.KindNote
 	} else if err := createChannel(ctx, f.sockets[0][0], wl, &setup); err != nil {
-		return err
+		f.close()
+		return nil, err
 	}
 	t0 := time.Now()
 	sets := map[string][]job{}
@@ -160,63 +250,45 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	setup.Kind, setup.Channel, setup.PresignSeconds = wl.kind, wl.channel, round3(time.Since(t0).Seconds())
 	writeLine(out, setup)
-
-	sum := summaryLine{Phase: "summary", Kind: wl.kind, Ingest: map[string]float64{}, ReqQPS: map[string]float64{}}
-	var eIDs []string
-	for _, p := range cfg.phases {
-		switch p {
-		case "ingest":
-			line := runIngest(ctx, cfg, sets[p], func(ctx context.Context, w int, j job) (bool, string, error) {
-				return f.sockets[w][j.author].Publish(ctx, j.ev)
-			})
-			line.Phase, line.Sockets = p, len(f.all)
-			sum.Ingest[p], sum.Truncated = line.EventsPerSec, sum.Truncated || line.Truncated
-			writeLine(out, line)
-		case "http-ingest":
-			line := runIngest(ctx, cfg, sets[p], httpPublisher(cfg, wl))
-			line.Phase = p
-			sum.Ingest[p], sum.Truncated = line.EventsPerSec, sum.Truncated || line.Truncated
-			writeLine(out, line)
-		case "req":
-			if eIDs == nil {
-				eIDs = referencedIDs(sets)
-			}
-			for _, shape := range []string{"kinds", "authors", "#e", "#p"} {
-				line := runReq(ctx, cfg, f, shape, filterFor(shape, wl, eIDs))
-				sum.ReqQPS[shape] = line.QPS
-				writeLine(out, line)
-			}
-		}
-	}
-	sum.WallSeconds = round3(time.Since(start).Seconds())
-	sum.Truncated = sum.Truncated || ctx.Err() != nil
-	writeLine(out, sum)
-	return nil
+	return &fleetRun{f: f, wl: wl, sets: sets}, nil
 }
 
 // createChannel publishes the kind 9007 of the first author and uses its
 // channel; when the relay refuses it, the run falls back to kind 1.
 func createChannel(ctx context.Context, c *client.Conn, wl *workload, setup *setupLine) error {
-	id := newUUID()
+	id, refusal, err := publishChannel(ctx, c, wl.keys[0])
+	if err != nil {
+		return err
+	}
+	if refusal != "" {
+		wl.kind = event.KindNote
+		setup.Note = "relay refused kind 9007 (" + refusal + "); falling back to kind 1 without a channel"
+		return nil
+	}
+	wl.channel = id
+	return nil
+}
+
+// publishChannel creates an open channel with a kind 9007 signed by sk over
+// c and returns its id, or the relay's message when it refused it.
+func publishChannel(ctx context.Context, c *client.Conn, sk []byte) (id, refusal string, err error) {
+	id = newUUID()
 	ev := event.Event{
 		CreatedAt: time.Now().Unix(),
 		Kind:      event.KindCreateGroup,
 		Tags:      event.Tags{{"h", id}, {"name", "bench-" + strconv.FormatInt(time.Now().Unix(), 10)}},
 	}
-	if err := ev.Sign(wl.keys[0]); err != nil {
-		return err
+	if err := ev.Sign(sk); err != nil {
+		return "", "", err
 	}
 	ok, msg, err := c.Publish(ctx, ev)
 	if err != nil {
-		return fmt.Errorf("create channel: %w", err)
+		return "", "", fmt.Errorf("create channel: %w", err)
 	}
 	if !ok {
-		wl.kind = event.KindNote
-		setup.Note = "relay refused kind 9007 (" + msg + "); falling back to kind 1 without a channel"
-		return nil
+		return "", msg, nil
 	}
-	wl.channel = id
-	return nil
+	return id, "", nil
 }
 
 // runIngest publishes jobs: worker w takes jobs w, w+conns, … with
@@ -265,11 +337,13 @@ func runIngest(ctx context.Context, cfg config, jobs []job, publish func(ctx con
 	elapsed := time.Since(start)
 	line := ingestLine{Conns: cfg.conns, Inflight: cfg.inflight, Seconds: round3(elapsed.Seconds()), Truncated: ctx.Err() != nil}
 	line.CPU = cpuSince(cfg.pids, before)
+	line.PerRelay = map[string]int{}
 	var lat []time.Duration
 	var rej rejections
-	for _, r := range results {
+	for k, r := range results {
 		lat = append(lat, r.lat...)
 		rej.merge(r.rej)
+		line.PerRelay[relayOf(cfg.relays, k/cfg.inflight)] += len(r.lat) + r.rej.n
 		line.Errors += r.errs
 		if line.FirstError == "" && r.err != nil {
 			line.FirstError = r.err.Error()
@@ -283,26 +357,34 @@ func runIngest(ctx context.Context, cfg config, jobs []job, publish func(ctx con
 	return line
 }
 
-// httpPublisher posts each job to /events with its author's NIP-98 header.
+// httpPublisher posts each job to /events with its author's NIP-98 header,
+// worker w on the HTTP side of relay w%len(relays).
 func httpPublisher(cfg config, wl *workload) func(ctx context.Context, w int, j job) (bool, string, error) {
-	base := "http://" + strings.TrimPrefix(strings.TrimPrefix(cfg.relay, "ws://"), "wss://")
-	if strings.HasPrefix(cfg.relay, "wss://") {
-		base = "https://" + strings.TrimPrefix(cfg.relay, "wss://")
-	}
-	base = strings.TrimSuffix(base, "/")
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.conns * cfg.inflight}}
-	clients := make([]*client.HTTP, len(wl.keys))
-	for a, sk := range wl.keys {
-		clients[a] = &client.HTTP{BaseURL: base, SK: sk, Client: hc}
+	clients := make([][]*client.HTTP, len(cfg.relays)) // relay → author → client
+	for i, relay := range cfg.relays {
+		base := httpBase(relay)
+		for _, sk := range wl.keys {
+			clients[i] = append(clients[i], &client.HTTP{BaseURL: base, SK: sk, Client: hc})
+		}
 	}
-	return func(ctx context.Context, _ int, j job) (bool, string, error) {
-		ok, msg, err := clients[j.author].Publish(ctx, j.ev)
+	return func(ctx context.Context, w int, j job) (bool, string, error) {
+		ok, msg, err := clients[w%len(cfg.relays)][j.author].Publish(ctx, j.ev)
 		var refused *client.RefusedError
 		if errors.As(err, &refused) {
 			return false, refused.Error(), nil
 		}
 		return ok, msg, err
 	}
+}
+
+// httpBase is the http(s) base URL of a ws(s) relay URL.
+func httpBase(relay string) string {
+	base := "http://" + strings.TrimPrefix(relay, "ws://")
+	if strings.HasPrefix(relay, "wss://") {
+		base = "https://" + strings.TrimPrefix(relay, "wss://")
+	}
+	return strings.TrimSuffix(base, "/")
 }
 
 // referencedIDs lists the ids the workload's e tags point at.

@@ -1,7 +1,15 @@
-// Command buzz-bench is the load tool of spec 80 §1 and §3: it pre-signs a
-// workload, then measures ingest (WebSocket EVENT→OK or POST /events) and
-// the REQ shapes kinds, authors, #e and #p (REQ→EOSE) against one relay,
+// Command buzz-bench is the load tool of spec 80 §1 and §3 and of spec 70
+// checks 20–21: it pre-signs a workload, then measures ingest (WebSocket
+// EVENT→OK or POST /events), the REQ shapes kinds, authors, #e and #p
+// (REQ→EOSE) and live fan-out (publisher's OK → subscriber's EVENT),
 // printing one JSON object per line per phase and a summary line.
+//
+// --relay takes one relay URL or a comma-separated list of processes that
+// serve the same community: publishing connections are spread round-robin
+// over them, so one run can drive one, two or four processes. The fanout
+// phase holds its subscribers on --sub-relay (default: the first relay), so
+// the publisher and the subscribers may sit on different processes; both
+// live in this process and share one clock.
 //
 // It only targets loopback hosts, and its run time is bounded by --duration.
 // It does NOT load data directly into PostgreSQL, start a relay, or judge
@@ -24,7 +32,8 @@ import (
 )
 
 type config struct {
-	relay       string
+	// relays are the --relay URLs; worker w publishes on relays[w%len].
+	relays      []string
 	conns       int
 	inflight    int
 	events      int
@@ -35,32 +44,56 @@ type config struct {
 	pids        []pidGroup
 	// kind is the workload's kind: 9 (a channel message, searchable) or 1
 	// (a note, which the search column leaves NULL).
-	kind int
+	kind   int
+	fanout fanoutConfig
 }
 
-var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true}
+// fanoutConfig is the fanout phase's shape (spec 80 P5).
+type fanoutConfig struct {
+	// subRelay holds the subscribers (--sub-relay, default relays[0]).
+	subRelay string
+	// subscribers is the number of subscriber sockets, each with one REQ.
+	subscribers int
+	// publishers publish in turn, publisher p on relays[p%len].
+	publishers int
+	// rate is the events per second all publishers send together.
+	rate float64
+	// duration is how long the publishers send.
+	duration time.Duration
+}
+
+var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true}
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("buzz-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.relay, "relay", "ws://localhost:3000", "relay URL (loopback only)")
+	relays := fs.String("relay", "ws://localhost:3000", "relay URL, or a comma-separated list of processes serving one community (loopback only)")
 	fs.IntVar(&c.conns, "conns", 8, "connections (each with its own authors)")
 	fs.IntVar(&c.inflight, "inflight", 1, "EVENTs in flight per connection")
 	fs.IntVar(&c.events, "events", 20000, "events per ingest phase")
 	fs.IntVar(&c.authors, "authors", 64, "distinct authors")
 	fs.DurationVar(&c.duration, "duration", 120*time.Second, "cap on the whole run")
-	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req")
+	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req, fanout")
 	reqSecs := fs.Float64("req-seconds", 10, "seconds per REQ shape")
 	fs.IntVar(&c.kind, "kind", 9, "event kind: 9 (channel message, indexed for search) or 1 (note, not indexed)")
 	pids := fs.String("pids", "", "CPU to report: name=PID[+PID…],… e.g. relay=123,postgres=456")
+	fs.StringVar(&c.fanout.subRelay, "sub-relay", "", "fanout: relay URL of the subscribers (default: the first --relay)")
+	fs.IntVar(&c.fanout.subscribers, "subscribers", 1000, "fanout: subscriber sockets")
+	fs.IntVar(&c.fanout.publishers, "publishers", 1, "fanout: publisher sockets, spread round-robin over --relay")
+	fs.Float64Var(&c.fanout.rate, "rate", 100, "fanout: events per second, all publishers together")
+	fanSecs := fs.Float64("fanout-seconds", 10, "fanout: seconds of publishing")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, errf("unexpected argument %q", fs.Arg(0))
 	}
-	if err := checkLoopback(c.relay); err != nil {
+	var err error
+	if c.relays, err = parseRelays(*relays); err != nil {
+		return c, err
+	}
+	if err := parseFanout(&c.fanout, c.relays, *fanSecs); err != nil {
 		return c, err
 	}
 	if c.conns < 1 || c.inflight < 1 || c.events < 1 || c.authors < 1 || c.duration <= 0 || *reqSecs <= 0 {
@@ -72,13 +105,50 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	c.reqDuration = time.Duration(*reqSecs * float64(time.Second))
 	for p := range strings.SplitSeq(*phases, ",") {
 		if !knownPhases[p] {
-			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req)", p)
+			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req, fanout)", p)
 		}
 		c.phases = append(c.phases, p)
 	}
-	var err error
 	c.pids, err = parsePIDs(*pids)
 	return c, err
+}
+
+// parseRelays splits the --relay list and checks that every URL is on
+// loopback. Empty items and repeats are refused: a repeat would skew the
+// round-robin.
+func parseRelays(list string) ([]string, error) {
+	var out []string
+	for r := range strings.SplitSeq(list, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			return nil, errf("--relay %q: empty item in the list", list)
+		}
+		if err := checkLoopback(r); err != nil {
+			return nil, err
+		}
+		if containsString(out, r) {
+			return nil, errf("--relay: %q is listed twice", r)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// parseFanout checks the fanout flags and defaults --sub-relay.
+func parseFanout(f *fanoutConfig, relays []string, seconds float64) error {
+	if f.subRelay == "" {
+		f.subRelay = relays[0]
+	} else if err := checkLoopbackFlag("--sub-relay", f.subRelay); err != nil {
+		return err
+	}
+	if f.subscribers < 1 || f.publishers < 1 || f.rate <= 0 || seconds <= 0 {
+		return errf("--subscribers, --publishers, --rate and --fanout-seconds must be positive")
+	}
+	f.duration = time.Duration(seconds * float64(time.Second))
+	if n := fanoutEvents(*f); n < 1 {
+		return errf("--rate × --fanout-seconds must be at least one event")
+	}
+	return nil
 }
 
 func main() {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +17,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/client"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/redistest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/wire"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -152,13 +158,7 @@ func benchLines(t *testing.T, r *relaytest.Relay, args ...string) []map[string]a
 	var out, errb strings.Builder
 	args = append([]string{"--relay", "ws://" + r.Host, "--duration", "5m"}, args...)
 	require.Equal(t, 0, run(t.Context(), args, &out, &errb), errb.String())
-	var lines []map[string]any
-	for l := range strings.Lines(out.String()) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		lines = append(lines, m)
-	}
-	return lines
+	return parseLines(t, out.String())
 }
 
 // requireIngest checks one ingest line: every event answered, accepted.
@@ -234,4 +234,177 @@ func TestBenchFallback(t *testing.T) {
 	require.EqualValues(t, 100, stored(t, r, event.Filter{Kinds: []int{1}}))
 	require.Equal(t, "summary", lines[2]["phase"])
 	require.EqualValues(t, 1, lines[2]["kind"])
+}
+
+func TestParseRelays(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig([]string{"--relay", "ws://localhost:3000, ws://127.0.0.1:3001,ws://[::1]:3002"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ws://localhost:3000", "ws://127.0.0.1:3001", "ws://[::1]:3002"}, c.relays)
+	require.Equal(t, "ws://localhost:3000", c.fanout.subRelay, "the subscribers default to the first relay")
+	require.Equal(t, "ws://127.0.0.1:3001", relayOf(c.relays, 1))
+	require.Equal(t, "ws://localhost:3000", relayOf(c.relays, 3), "round-robin wraps")
+
+	c, err = parseConfig([]string{"--relay", "ws://localhost:3000,ws://localhost:3001", "--sub-relay", "ws://localhost:3001",
+		"--phase", "fanout", "--subscribers", "10", "--rate", "50", "--fanout-seconds", "2"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, fanoutConfig{subRelay: "ws://localhost:3001", subscribers: 10, publishers: 1, rate: 50, duration: 2 * time.Second}, c.fanout)
+	require.Equal(t, 100, fanoutEvents(c.fanout))
+
+	for _, tt := range []struct{ name, arg, want string }{
+		{"Remote", "ws://localhost:3000,ws://10.1.2.3:3001", "loopback"},
+		{"EmptyItem", "ws://localhost:3000,,ws://localhost:3001", "empty item"},
+		{"Twice", "ws://localhost:3000,ws://localhost:3000", "listed twice"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseConfig([]string{"--relay", tt.arg}, io.Discard)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+	_, err = parseConfig([]string{"--sub-relay", "ws://example.com"}, io.Discard)
+	require.ErrorContains(t, err, `--sub-relay "ws://example.com": buzz-bench only targets loopback`)
+	_, err = parseConfig([]string{"--rate", "0"}, io.Discard)
+	require.ErrorContains(t, err, "must be positive")
+	_, err = parseConfig([]string{"--rate", "1", "--fanout-seconds", "0.1"}, io.Discard)
+	require.ErrorContains(t, err, "at least one event")
+}
+
+func TestEventID(t *testing.T) {
+	t.Parallel()
+	ev := eventtest.NewKey().Signed(t, 9)
+	id, ok := eventID(wire.EventFrame(subID, ev.AppendJSON(nil)))
+	require.True(t, ok)
+	require.Equal(t, ev.ID, id, "the relay's own encoding")
+	reordered := `["EVENT","f",{"pubkey":"` + ev.PubKey + `","id":"` + ev.ID + `","kind":9}]`
+	id, ok = eventID([]byte(reordered))
+	require.True(t, ok)
+	require.Equal(t, ev.ID, id, "another field order is decoded")
+	_, ok = eventID(wire.EventFrame("other", ev.AppendJSON(nil)))
+	require.False(t, ok, "another subscription's EVENT")
+	_, ok = eventID(wire.EOSE(subID))
+	require.False(t, ok)
+	msg, ok := closedMessage(wire.Closed(subID, "restricted: channel access revoked"))
+	require.True(t, ok)
+	require.Equal(t, "restricted: channel access revoked", msg)
+}
+
+// startPair starts relays A and B on one database, both serving A's
+// community (B's host is an alias of it), as scripts/bench-scale.sh runs
+// its processes. env is added to both.
+func startPair(t *testing.T, env map[string]string) (a, b *relaytest.Relay) {
+	t.Helper()
+	a = relaytest.Start(t, env)
+	envB := map[string]string{"DATABASE_URL": a.DBURL, "RELAY_URL": "ws://" + a.Host}
+	for k, v := range env {
+		envB[k] = v
+	}
+	b = relaytest.Start(t, envB)
+	_, err := a.App.Store.CommunityAddHost(t.Context(), b.Host, a.Host)
+	require.NoError(t, err)
+	return a, b
+}
+
+// storedOn reads buzz_events_stored_total{kind} from r's /metrics: the
+// events that process committed itself.
+func storedOn(t *testing.T, r *relaytest.Relay, kind int) int {
+	t.Helper()
+	resp, err := http.Get(r.MetricsURL + "/metrics")
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	prefix := `buzz_events_stored_total{kind="` + strconv.Itoa(kind) + `"} `
+	for l := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return int(n)
+		}
+	}
+	return 0
+}
+
+func TestBenchRoundRobin(t *testing.T) {
+	t.Parallel()
+	a, b := startPair(t, nil)
+	var out, errb strings.Builder
+	args := []string{"--relay", "ws://" + a.Host + ",ws://" + b.Host, "--duration", "5m",
+		"--conns", "4", "--inflight", "2", "--events", "200", "--authors", "8", "--phase", "ingest,http-ingest"}
+	require.Equal(t, 0, run(t.Context(), args, &out, &errb), errb.String())
+	lines := parseLines(t, out.String())
+	require.Len(t, lines, 1+2+1, lines) // setup, ingest, http-ingest, summary
+	require.Equal(t, []any{"ws://" + a.Host, "ws://" + b.Host}, lines[0]["relays"])
+	require.Nil(t, lines[0]["note"], "both processes serve the channel's community")
+	for _, line := range lines[1:3] {
+		requireIngest(t, line, line["phase"].(string), 200)
+		require.Equal(t, map[string]any{"ws://" + a.Host: 100.0, "ws://" + b.Host: 100.0}, line["per_relay"], line)
+	}
+	channel := lines[0]["channel"].(string)
+	require.EqualValues(t, 400, stored(t, b, event.Filter{Kinds: []int{9}, Tags: map[string][]string{"h": {channel}}}))
+	require.Equal(t, 200, storedOn(t, a, 9), "A committed its half of both phases")
+	require.Equal(t, 200, storedOn(t, b, 9), "B committed its half of both phases")
+}
+
+// requireFanout checks a fanout line: every accepted event reached every
+// subscriber exactly once, and no subscription ended early.
+func requireFanout(t *testing.T, line map[string]any, subscribers, events int) {
+	t.Helper()
+	require.Equal(t, "fanout", line["phase"], line)
+	require.EqualValues(t, subscribers, line["subscribers"], line)
+	require.EqualValues(t, events, line["accepted"], line)
+	require.EqualValues(t, 0, line["rejected"], line)
+	require.EqualValues(t, 0, line["errors"], line)
+	require.EqualValues(t, subscribers*events, line["expected"], line)
+	require.Equal(t, line["expected"], line["delivered"], line)
+	require.EqualValues(t, 0, line["missing"], line)
+	require.EqualValues(t, 0, line["duplicates"], line)
+	require.EqualValues(t, 0, line["unexpected"], line)
+	require.EqualValues(t, 0, line["ended"], line)
+	require.Positive(t, line["send_p50_ms"], line)
+	require.GreaterOrEqual(t, line["max_ms"], line["p99_ms"], line)
+	require.GreaterOrEqual(t, line["p99_ms"], line["p50_ms"], line)
+}
+
+func TestBenchFanout(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	lines := benchLines(t, r, "--phase", "fanout", "--subscribers", "40", "--publishers", "2", "--rate", "100", "--fanout-seconds", "1")
+	require.Len(t, lines, 1+1, lines) // fanout, summary: no ingest sockets
+	line := lines[0]
+	requireFanout(t, line, 40, 100)
+	require.Equal(t, "ws://"+r.Host, line["sub_relay"])
+	channel, _ := line["channel"].(string)
+	require.EqualValues(t, 100, stored(t, r, event.Filter{Kinds: []int{9}, Tags: map[string][]string{"h": {channel}}}))
+	sum := lines[1]
+	require.Equal(t, "summary", sum["phase"])
+	require.Equal(t, map[string]any{"p50_ms": line["p50_ms"], "p99_ms": line["p99_ms"], "missing": 0.0}, sum["fanout"])
+}
+
+// TestBenchFanoutAcrossProcesses holds the subscribers on B and publishes
+// on A; only Redis carries the events from A to B.
+func TestBenchFanoutAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	a, b := startPair(t, map[string]string{"REDIS_URL": rs.URL(), "BUZZ_RELAY_PRIVATE_KEY": hex.EncodeToString(event.GenerateKey())})
+	lines := benchLines(t, a, "--sub-relay", "ws://"+b.Host, "--phase", "fanout",
+		"--subscribers", "30", "--rate", "50", "--fanout-seconds", "1")
+	require.Len(t, lines, 2, lines)
+	requireFanout(t, lines[0], 30, 50)
+	require.Equal(t, "ws://"+b.Host, lines[0]["sub_relay"])
+	require.Equal(t, []any{"ws://" + a.Host}, lines[0]["relays"])
+	require.Equal(t, 50, storedOn(t, a, 9), "A took every EVENT")
+	require.Equal(t, 0, storedOn(t, b, 9), "B only delivered")
+}
+
+// parseLines decodes buzz-bench's JSON lines.
+func parseLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for l := range strings.Lines(out) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		lines = append(lines, m)
+	}
+	return lines
 }

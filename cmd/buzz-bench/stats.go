@@ -33,17 +33,20 @@ func summarise(d []time.Duration) latencies {
 	return latencies{P50: ms(percentile(d, 50)), P90: ms(percentile(d, 90)), P99: ms(percentile(d, 99)), Max: ms(percentile(d, 100))}
 }
 
-// checkLoopback refuses any relay URL whose host is not localhost,
+// checkLoopback refuses any --relay URL whose host is not localhost,
 // 127.0.0.0/8 or ::1. Names other than localhost are not resolved.
-func checkLoopback(relay string) error {
+func checkLoopback(relay string) error { return checkLoopbackFlag("--relay", relay) }
+
+// checkLoopbackFlag is checkLoopback for the URL of the flag name.
+func checkLoopbackFlag(name, relay string) error {
 	u, err := url.Parse(relay)
 	if err != nil || u.Host == "" {
-		return errf("--relay %q is not a URL", relay)
+		return errf("%s %q is not a URL", name, relay)
 	}
 	switch u.Scheme {
 	case "ws", "wss":
 	default:
-		return errf("--relay %q: scheme must be ws or wss", relay)
+		return errf("%s %q: scheme must be ws or wss", name, relay)
 	}
 	host := u.Hostname()
 	if strings.EqualFold(host, "localhost") {
@@ -52,5 +55,5 @@ func checkLoopback(relay string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return errf("--relay %q: buzz-bench only targets loopback hosts (localhost, 127.0.0.0/8, ::1)", relay)
+	return errf("%s %q: buzz-bench only targets loopback hosts (localhost, 127.0.0.0/8, ::1)", name, relay)
 }
