@@ -288,14 +288,25 @@ func (w *peer) tryNext(d time.Duration) ([]any, bool) {
 		return f, true
 	}
 	w.mu.Unlock()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case f, ok := <-w.frames:
+	received := func(f []any, ok bool) ([]any, bool) {
 		if !ok {
 			w.t.Fatalf("%s: connection ended: %v", w.name, w.err)
 		}
 		return f, true
+	}
+	select { // a frame already queued wins over an expired timer
+	case f, ok := <-w.frames:
+		return received(f, ok)
+	default:
+	}
+	if d <= 0 {
+		return nil, false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case f, ok := <-w.frames:
+		return received(f, ok)
 	case <-timer.C:
 		return nil, false
 	}

@@ -225,6 +225,62 @@ func TestScaleOutExactTopics(t *testing.T) {
 	}
 }
 
+// Check 6: topics are reference counted and released late. With two
+// subscriptions on C, closing one keeps C's topic; closing the other
+// leaves it subscribed for a moment, then gone within 2 s; a CLOSE and a
+// new REQ on C in quick succession send no UNSUBSCRIBE at all.
+func TestScaleOutTopicRefcounts(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	rc := s.redis.Client()
+	ctx := context.Background()
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	ch := createChannel(t, authedPeer(t, s.a, "owner on A", owner), owner)
+	topic := "buzz:" + s.community + ":channel:" + ch
+	subscribed := func() bool {
+		t.Helper()
+		got, err := rc.PubSubChannels(ctx, topic).Result()
+		require.NoError(t, err)
+		return len(got) == 1
+	}
+	onB := authedPeer(t, s.b, "reader on B", reader)
+	closeSub := func(sub string) {
+		t.Helper()
+		onB.send("CLOSE", sub)
+		onB.take(frameWait, "the answer to CLOSE "+sub, isFrame("CLOSED", sub, ""))
+	}
+	onB.subscribe("one", channelFilter(ch))
+	onB.subscribe("two", channelFilter(ch))
+	require.True(t, subscribed())
+
+	closeSub("one")
+	require.True(t, subscribed(), "one subscription on C remains")
+	closeSub("two")
+	released := time.Now()
+	require.True(t, subscribed(), "the UNSUBSCRIBE waits")
+	for subscribed() {
+		require.Less(t, time.Since(released), 2*time.Second, "%s still subscribed", topic)
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+
+	onB.subscribe("three", channelFilter(ch))
+	monitor := s.redis.Monitor()
+	closeSub("three")
+	closed := time.Now()
+	onB.subscribe("four", channelFilter(ch))
+	require.Less(t, time.Since(closed), 400*time.Millisecond, "the new REQ must come well within the 500 ms debounce")
+	// Past the 500 ms debounce: an UNSUBSCRIBE sent for the CLOSE would be in.
+	hold := time.Now().Add(time.Second)
+	for time.Now().Before(hold) {
+		require.True(t, subscribed(), "C's topic is held by four")
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	monitor.Sync()
+	for _, line := range monitor.Lines() {
+		require.False(t, strings.Contains(line, `"UNSUBSCRIBE"`) && strings.Contains(line, ch), "churn at Redis: %s", line)
+	}
+}
+
 // Check 7: REQs on B for fresh channels while A publishes into them lose
 // nothing: B subscribes a channel's topic before it reads its history, so
 // every event is in B's history or arrives live. 30 rounds, each with
@@ -374,6 +430,56 @@ func TestScaleOutEviction(t *testing.T) {
 			t.Logf("evicted on B %s after the removal's OK on A", time.Since(removed).Round(time.Millisecond))
 		})
 	}
+}
+
+// Check 9, with Redis stopped: the removal via A cannot reach B, so U's
+// subscription on B is not closed, but B's send-time access check stops
+// delivering C's events to U at the latest when its cached access expires,
+// 10 s after the removal.
+func TestScaleOutEvictionWithoutRedis(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, u := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+	pubB := authedPeer(t, s.b, "owner on B", owner)
+	ch := createChannel(t, pubA, owner, private)
+	pubA.mustPublish(addMember(t, owner, ch, u.PubKey))
+	onB := authedPeer(t, s.b, "U on B", u)
+	onB.subscribe("s", channelFilter(ch))
+
+	s.redis.Stop()
+	pubA.mustPublish(removeMember(t, owner, ch, u.PubKey))
+	removed := time.Now()
+	const ttl = 10 * time.Second
+	// Events of C on B itself, the only ones that can still reach U there.
+	late := map[string]bool{}
+	for i := 0; time.Since(removed) < ttl+time.Second; i++ {
+		ev := message(t, owner, ch, "after the removal "+strconv.Itoa(i))
+		if time.Since(removed) > ttl {
+			late[ev.ID] = true
+		}
+		pubB.mustPublish(ev)
+		time.Sleep(250 * time.Millisecond) // pacing the publishes
+	}
+	marker := message(t, owner, ch, "marker")
+	// The owner's own subscription on B shows when fan-out of the last
+	// event is done.
+	watch := authedPeer(t, s.b, "owner watching on B", owner)
+	watch.subscribe("w", channelFilter(ch))
+	pubB.mustPublish(marker)
+	watch.expect(deliveryWait, "the marker", isEvent("w", marker.ID))
+	early := 0
+	for {
+		f, ok := onB.tryNext(0)
+		if !ok {
+			break
+		}
+		early++
+		require.NotEqual(t, "CLOSED", f[0], "nothing can close U's subscription on B: %v", f)
+		require.False(t, late[eventID(f, "s")], "U received an event of C more than %s after the removal", ttl)
+		require.NotEqual(t, marker.ID, eventID(f, "s"))
+	}
+	t.Logf("U received %d events of C on B after the removal, none more than %s after it", early, ttl)
 }
 
 // Check 10: a 9002 visibility=private via A closes, within 1 s, the
@@ -583,7 +689,9 @@ func TestScaleOutPresence(t *testing.T) {
 	ctx := context.Background()
 	u := eventtest.NewKey()
 	key := "buzz:" + s.community + ":presence:" + u.PubKey
-	presence := func(status string) event.Event { return u.Signed(t, event.KindPresence, eventtest.Content(status)) }
+	presence := func(status string) event.Event { // a nonce keeps two of the same second apart
+		return u.Signed(t, event.KindPresence, eventtest.Content(status), eventtest.Tag("nonce", rand.Text()))
+	}
 	waitKey := func(what string, ok func(val string, exists bool) bool) {
 		t.Helper()
 		deadline := time.Now().Add(deliveryWait)
