@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// Check 12 of spec 70 §10: with the relay-membership gate on and REDIS_URL
+// set, `buzz-relay member remove` disconnects the member's connections on
+// both processes within a second: NOTICE "restricted: not a relay member",
+// then close 1008. Each process's own revalidation runs every 60 s, so a
+// disconnect this fast can only come from the control message.
+func TestScaleOutRelayMemberRemoved(t *testing.T) {
+	t.Parallel()
+	owner := eventtest.NewKey()
+	s := startScaleOut(t, map[string]string{"BUZZ_REQUIRE_RELAY_MEMBERSHIP": "true", "RELAY_OWNER_PUBKEY": owner.PubKey})
+	cli := baseEnv()
+	for _, k := range []string{"DATABASE_URL", "REDIS_URL", "BUZZ_RELAY_PRIVATE_KEY"} {
+		cli[k] = s.a.Env[k]
+	}
+	u := eventtest.NewKey()
+	added := runBinary(t, cli, "member", "add", "--host", deploymentHost, "--pubkey", u.PubKey)
+	require.Equal(t, 0, added.Code, "stdout:\n%s\nstderr:\n%s", added.Stdout, added.Stderr)
+	onA := authedPeer(t, s.a, "U on A", u)
+	onB := authedPeer(t, s.b, "U on B", u)
+
+	began := time.Now()
+	res := runBinary(t, cli, "member", "remove", "--host", deploymentHost, "--pubkey", u.PubKey)
+	require.Equal(t, 0, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	require.Equal(t, "{\"removed\":true}\n", res.Stdout)
+	require.Empty(t, res.Stderr, "the control message was sent")
+	for _, w := range []*peer{onA, onB} {
+		w.take(deliveryWait, "NOTICE", isFrame("NOTICE", wire.MsgNotRelayMember))
+		select {
+		case <-w.done:
+		case <-time.After(deliveryWait):
+			t.Fatalf("%s: still open after the NOTICE", w.name)
+		}
+		require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(w.err), "%s: %v", w.name, w.err)
+	}
+	require.Less(t, time.Since(began), 10*time.Second, "the control message disconnected U, not the 60 s revalidation")
+}
