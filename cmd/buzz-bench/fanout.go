@@ -19,9 +19,6 @@ const (
 	// fanoutInflight bounds the EVENTs awaiting their OK; the pacer waits
 	// (and the sent rate drops below --rate) when the relay falls that far behind.
 	fanoutInflight = 1024
-	// fanoutDrain is how long, after the last OK, the phase waits for
-	// deliveries still on their way before it counts the rest missing.
-	fanoutDrain = 5 * time.Second
 	// fanoutSeed makes the fanout events' content reproducible.
 	fanoutSeed = 0xfa
 )
@@ -53,8 +50,9 @@ type fanoutLine struct {
 	FirstError    string   `json:"first_error,omitempty"`
 	OKP50         float64  `json:"ok_p50_ms"`
 	OKP99         float64  `json:"ok_p99_ms"`
-	// Expected is Accepted × Subscribers; Delivered the pairs that arrived,
-	// each counted once; Missing the difference.
+	// Expected is Accepted × Subscribers; Delivered the pairs that arrived
+	// by the end of the drain (--fanout-drain after the last OK), each
+	// counted once; Missing the difference: lost, or later than the drain.
 	Expected   int `json:"expected"`
 	Delivered  int `json:"delivered"`
 	Missing    int `json:"missing"`
@@ -142,7 +140,7 @@ func runFanout(ctx context.Context, cfg config) (fanoutLine, error) {
 		}
 	}
 	drainStart := time.Now()
-	awaitDeliveries(ctx, &received, int64(accepted*len(subs)))
+	awaitDeliveries(ctx, &received, int64(accepted*len(subs)), fc.drain)
 	line.DrainSeconds = round3(time.Since(drainStart).Seconds())
 	line.CPU = cpuSince(cfg.pids, before)
 	stopReaders()
@@ -276,10 +274,10 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// awaitDeliveries returns once received reaches want, fanoutDrain has
-// passed, or ctx ends.
-func awaitDeliveries(ctx context.Context, received *atomic.Int64, want int64) {
-	deadline := time.Now().Add(fanoutDrain)
+// awaitDeliveries returns once received reaches want, drain has passed,
+// or ctx ends.
+func awaitDeliveries(ctx context.Context, received *atomic.Int64, want int64, drain time.Duration) {
+	deadline := time.Now().Add(drain)
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for received.Load() < want && time.Now().Before(deadline) {

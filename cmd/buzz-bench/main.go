@@ -60,6 +60,9 @@ type fanoutConfig struct {
 	rate float64
 	// duration is how long the publishers send.
 	duration time.Duration
+	// drain is how long, after the last OK, the phase waits for deliveries
+	// still on their way before it counts the rest missing.
+	drain time.Duration
 }
 
 var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true}
@@ -83,6 +86,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.fanout.publishers, "publishers", 1, "fanout: publisher sockets, spread round-robin over --relay")
 	fs.Float64Var(&c.fanout.rate, "rate", 100, "fanout: events per second, all publishers together")
 	fanSecs := fs.Float64("fanout-seconds", 10, "fanout: seconds of publishing")
+	fs.DurationVar(&c.fanout.drain, "fanout-drain", 5*time.Second, "fanout: wait after the last OK for deliveries still on their way")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -109,8 +113,13 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		}
 		c.phases = append(c.phases, p)
 	}
-	c.pids, err = parsePIDs(*pids)
-	return c, err
+	if c.pids, err = parsePIDs(*pids); err != nil {
+		return c, err
+	}
+	if c.pids != nil { // the load tool shares the machine: report its own CPU next to the others
+		c.pids = append(c.pids, pidGroup{Name: "bench", PIDs: []int{os.Getpid()}})
+	}
+	return c, nil
 }
 
 // parseRelays splits the --relay list and checks that every URL is on
@@ -141,8 +150,8 @@ func parseFanout(f *fanoutConfig, relays []string, seconds float64) error {
 	} else if err := checkLoopbackFlag("--sub-relay", f.subRelay); err != nil {
 		return err
 	}
-	if f.subscribers < 1 || f.publishers < 1 || f.rate <= 0 || seconds <= 0 {
-		return errf("--subscribers, --publishers, --rate and --fanout-seconds must be positive")
+	if f.subscribers < 1 || f.publishers < 1 || f.rate <= 0 || seconds <= 0 || f.drain <= 0 {
+		return errf("--subscribers, --publishers, --rate, --fanout-seconds and --fanout-drain must be positive")
 	}
 	f.duration = time.Duration(seconds * float64(time.Second))
 	if n := fanoutEvents(*f); n < 1 {

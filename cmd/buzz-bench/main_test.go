@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,7 +99,8 @@ func TestParseConfig(t *testing.T) {
 	t.Parallel()
 	c, err := parseConfig([]string{"--pids", "relay=12,postgres=3+4", "--phase", "ingest,http-ingest,req"}, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, []pidGroup{{"relay", []int{12}}, {"postgres", []int{3, 4}}}, c.pids)
+	require.Equal(t, []pidGroup{{"relay", []int{12}}, {"postgres", []int{3, 4}}, {"bench", []int{os.Getpid()}}}, c.pids,
+		"the load tool's own CPU is reported next to the named processes")
 	require.Equal(t, []string{"ingest", "http-ingest", "req"}, c.phases)
 	_, err = parseConfig([]string{"--relay", "ws://192.168.1.2:3000"}, io.Discard)
 	require.ErrorContains(t, err, "loopback")
@@ -248,7 +250,8 @@ func TestParseRelays(t *testing.T) {
 	c, err = parseConfig([]string{"--relay", "ws://localhost:3000,ws://localhost:3001", "--sub-relay", "ws://localhost:3001",
 		"--phase", "fanout", "--subscribers", "10", "--rate", "50", "--fanout-seconds", "2"}, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, fanoutConfig{subRelay: "ws://localhost:3001", subscribers: 10, publishers: 1, rate: 50, duration: 2 * time.Second}, c.fanout)
+	require.Equal(t, fanoutConfig{subRelay: "ws://localhost:3001", subscribers: 10, publishers: 1, rate: 50,
+		duration: 2 * time.Second, drain: 5 * time.Second}, c.fanout)
 	require.Equal(t, 100, fanoutEvents(c.fanout))
 
 	for _, tt := range []struct{ name, arg, want string }{
@@ -266,6 +269,8 @@ func TestParseRelays(t *testing.T) {
 	require.ErrorContains(t, err, `--sub-relay "ws://example.com": buzz-bench only targets loopback`)
 	_, err = parseConfig([]string{"--rate", "0"}, io.Discard)
 	require.ErrorContains(t, err, "must be positive")
+	_, err = parseConfig([]string{"--fanout-drain", "0s"}, io.Discard)
+	require.ErrorContains(t, err, "must be positive")
 	_, err = parseConfig([]string{"--rate", "1", "--fanout-seconds", "0.1"}, io.Discard)
 	require.ErrorContains(t, err, "at least one event")
 }
@@ -275,11 +280,11 @@ func TestEventID(t *testing.T) {
 	ev := eventtest.NewKey().Signed(t, 9)
 	id, ok := eventID(wire.EventFrame(subID, ev.AppendJSON(nil)))
 	require.True(t, ok)
-	require.Equal(t, ev.ID, id, "the relay's own encoding")
+	require.Equal(t, ev.ID, string(id), "the relay's own encoding")
 	reordered := `["EVENT","f",{"pubkey":"` + ev.PubKey + `","id":"` + ev.ID + `","kind":9}]`
 	id, ok = eventID([]byte(reordered))
 	require.True(t, ok)
-	require.Equal(t, ev.ID, id, "another field order is decoded")
+	require.Equal(t, ev.ID, string(id), "another field order is decoded")
 	_, ok = eventID(wire.EventFrame("other", ev.AppendJSON(nil)))
 	require.False(t, ok, "another subscription's EVENT")
 	_, ok = eventID(wire.EOSE(subID))

@@ -163,8 +163,8 @@ func (s *subscriber) read(ctx context.Context, epoch time.Time, index map[string
 }
 
 // record files one EVENT of id that arrived at at.
-func (s *subscriber) record(index map[string]int32, id string, at time.Duration, received *atomic.Int64) {
-	i, ok := index[id]
+func (s *subscriber) record(index map[string]int32, id []byte, at time.Duration, received *atomic.Int64) {
+	i, ok := index[string(id)] // no copy: the conversion is only a map key
 	switch {
 	case !ok:
 		s.unknown++
@@ -182,26 +182,26 @@ func (s *subscriber) record(index map[string]int32, id string, at time.Duration,
 var eventFramePrefix = []byte(`["EVENT","` + subID + `",{"id":"`)
 
 // eventID returns the event id of an EVENT frame of the subscription. It
-// reads the id in place when the frame has the relay's field order and
-// decodes the frame otherwise.
-func eventID(b []byte) (string, bool) {
+// reads the id in place (a slice of b) when the frame has the relay's field
+// order, and decodes the frame otherwise.
+func eventID(b []byte) ([]byte, bool) {
 	if bytes.HasPrefix(b, eventFramePrefix) && len(b) >= len(eventFramePrefix)+64 {
-		return string(b[len(eventFramePrefix) : len(eventFramePrefix)+64]), true
+		return b[len(eventFramePrefix) : len(eventFramePrefix)+64], true
 	}
 	if !bytes.HasPrefix(b, []byte(`["EVENT"`)) {
-		return "", false
+		return nil, false
 	}
 	var f []json.RawMessage
 	if json.Unmarshal(b, &f) != nil || len(f) != 3 || str(f[1]) != subID {
-		return "", false
+		return nil, false
 	}
 	var ev struct {
 		ID string `json:"id"`
 	}
 	if json.Unmarshal(f[2], &ev) != nil {
-		return "", false
+		return nil, false
 	}
-	return ev.ID, true
+	return []byte(ev.ID), true
 }
 
 // closedMessage returns the message of a CLOSED frame for the subscription.
