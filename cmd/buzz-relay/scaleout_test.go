@@ -304,11 +304,12 @@ func TestScaleOutNoGapAtRegistration(t *testing.T) {
 		// Events go out before, between and after the REQs without waiting
 		// for their OKs, so their commits overlap B's registrations.
 		var sent []event.Event
+		var by []*peer // the connection each event went out on
 		burst := func(tag string) {
 			for i, sub := range order {
 				ev := message(t, owner, subs[sub], sub+" "+tag)
 				pubs[i%len(pubs)].send("EVENT", ev)
-				sent = append(sent, ev)
+				sent, by = append(sent, ev), append(by, pubs[i%len(pubs)])
 			}
 		}
 		burst("before")
@@ -320,7 +321,7 @@ func TestScaleOutNoGapAtRegistration(t *testing.T) {
 		}
 		burst("after")
 		for i, ev := range sent {
-			f := pubs[(i%width)%len(pubs)].take(frameWait, "OK of "+ev.Content, isOK(ev.ID))
+			f := by[i].take(frameWait, "OK of "+ev.Content, isOK(ev.ID))
 			require.Equal(t, true, f[2], "%v", f)
 		}
 		seen := map[string]bool{}
@@ -356,6 +357,36 @@ func TestScaleOutNoGapAtRegistration(t *testing.T) {
 			onB.send("CLOSE", sub)
 		}
 	}
+}
+
+// Check 7, made deterministic with a frozen Redis: a REQ that subscribes
+// a new topic reads its history only once Redis confirmed the SUBSCRIBE,
+// or after 1 s. While Redis does not answer, the EOSE is held; it follows
+// the confirmation at once, and comes by itself within the bound.
+func TestScaleOutRegistrationWaitsForSubscribe(t *testing.T) {
+	t.Parallel()
+	s := startScaleOut(t, nil)
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	pubA := authedPeer(t, s.a, "owner on A", owner)
+	held, bounded := createChannel(t, pubA, owner), createChannel(t, pubA, owner)
+
+	onB := authedPeer(t, s.b, "reader on B", reader)
+	s.redis.Pause()
+	onB.send("REQ", "held", channelFilter(held))
+	f, ok := onB.tryNext(400 * time.Millisecond)
+	require.False(t, ok, "answered before Redis confirmed the SUBSCRIBE: %v", f)
+	s.redis.Resume()
+	onB.expect(frameWait, "EOSE of held after the confirmation", isFrame("EOSE", "held"))
+
+	// A connection with no other live subscription, so no barrier waits.
+	other := authedPeer(t, s.b, "second reader on B", reader)
+	s.redis.Pause()
+	sent := time.Now()
+	other.send("REQ", "bounded", channelFilter(bounded))
+	other.expect(deliveryWait, "EOSE of bounded while Redis is frozen", isFrame("EOSE", "bounded"))
+	waited := time.Since(sent)
+	s.redis.Resume()
+	require.Greater(t, waited, 900*time.Millisecond, "the history waited for the SUBSCRIBE")
 }
 
 // Check 8: a membership added via A reaches B's caches. B's cached
