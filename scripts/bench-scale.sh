@@ -174,7 +174,10 @@ fanout() {
     --phase fanout --pids "$pids" "$@" | label "$run" 2 "$layout" || true
 }
 
-echo "{\"setup\":\"bench-scale\",\"runs\":$runs,\"postgres_fsync_synchronous_commit\":\"$durability\",\"redis\":\"$redis_url\",\"flags\":\"$*\"}"
+# loadavg is the machine's 1, 5 and 15 minute load: figures taken on a
+# machine that runs other work are not comparable with an idle one's.
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
+echo "{\"setup\":\"bench-scale\",\"runs\":$runs,\"processes\":\"$procs\",\"postgres_fsync_synchronous_commit\":\"$durability\",\"redis\":\"$redis_url\",\"cores\":$(nproc),\"loadavg\":\"$(loadavg)\",\"flags\":\"$*\"}"
 results="$dir/results.jsonl"
 for run in $(seq 1 "$runs"); do
   for n in $procs; do
@@ -207,6 +210,7 @@ for run in $(seq 1 "$runs"); do
     fi
     stop_relays
     psql -q -X "$base_url" -c "DROP DATABASE $db" >/dev/null
+    echo "{\"run\":$run,\"processes\":$n,\"phase\":\"round-done\",\"loadavg\":\"$(loadavg)\"}"
   done
 done
 
