@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -21,8 +22,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/redistest"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -642,6 +646,54 @@ func TestScaleOutStartupErrors(t *testing.T) {
 		requireNotListening(t, env["BUZZ_BIND_ADDR"])
 		require.NoDirExists(t, filepath.Join(env["BUZZ_DATA_DIR"], "pg"), "no private cluster")
 	})
+}
+
+// Check 14: A and B started at the same instant on an empty database with
+// auto-migrate both become ready; the migrations ran once between them,
+// each with one ledger row, and the partitions were made once.
+func TestScaleOutConcurrentStart(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	url := dbtest.NewEmptyDB(t)
+	key := hex.EncodeToString(event.GenerateKey())
+	var procs []*relayProc
+	for range 2 {
+		env := relayEnv(t)
+		env["DATABASE_URL"] = url
+		env["BUZZ_AUTO_MIGRATE"] = "true"
+		env["BUZZ_RELAY_PRIVATE_KEY"] = key
+		env["REDIS_URL"] = rs.URL()
+		procs = append(procs, startRelay(t, env))
+	}
+	applied := 0
+	for _, p := range procs {
+		p.waitReady()
+		for _, rec := range p.logRecords() {
+			if rec["msg"] == "applied migration" {
+				applied++
+			}
+		}
+	}
+	require.Equal(t, len(pg.Migrations()), applied, "each migration applied by one process")
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var rows, versions int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT version) FROM buzz_schema_migrations`).Scan(&rows, &versions))
+	require.Equal(t, len(pg.Migrations()), rows)
+	require.Equal(t, rows, versions)
+	var partitions, bounds int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT pg_get_expr(c.relpartbound, c.oid))
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'events'::regclass`).Scan(&partitions, &bounds))
+	require.GreaterOrEqual(t, partitions, 4, "this month and the next three")
+	require.Equal(t, partitions, bounds)
+	for _, p := range procs {
+		for _, rec := range p.logRecords() {
+			require.NotEqual(t, "ERROR", rec["level"], "%v", rec)
+		}
+	}
 }
 
 // Check 15: what a stray client publishes on Redis is dropped: junk and an
