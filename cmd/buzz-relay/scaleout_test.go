@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/auth"
@@ -782,7 +783,7 @@ func TestScaleOutPresence(t *testing.T) {
 			val, err := rc.Get(ctx, key).Result()
 			exists := err == nil
 			if !exists {
-				require.ErrorContains(t, err, "redis: nil")
+				require.ErrorIs(t, err, redis.Nil)
 			}
 			if ok(val, exists) {
 				return
