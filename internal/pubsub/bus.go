@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,10 +350,12 @@ func (b *Bus) pool() *redis.Client {
 // local fan-out and before the OK is queued (70 §4.3). id is the event id,
 // marked in the local-echo set first so this process skips its own echo.
 //
-// While the link is known down the PUBLISH is skipped. A failure or skip
-// removes the echo mark, counts buzz_pubsub_publish_errors_total and warns
-// at most once per 10 s; there is nothing for the caller to do, because an
-// OK means committed, not delivered. The caller's ctx only carries values:
+// While the link is known down the PUBLISH is skipped. A failure that
+// surely never reached Redis removes the echo mark; a timeout keeps it,
+// because the command may have run. Every failure or skip counts
+// buzz_pubsub_publish_errors_total and warns at most once per 10 s; there
+// is nothing for the caller to do, because an OK means committed, not
+// delivered. The caller's ctx only carries values:
 // its cancellation does not abort a PUBLISH of a committed event.
 func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte) {
 	label := t.metricLabel()
@@ -367,9 +370,23 @@ func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte)
 	}
 	b.echo.Mark(t.Community, id)
 	if err := publish(ctx, client, t.String(), eventJSON); err != nil {
-		b.echo.Remove(t.Community, id)
+		if !mayHaveRun(err) {
+			b.echo.Remove(t.Community, id)
+		}
 		b.publishFailed(label, t.String(), err)
 	}
+}
+
+// mayHaveRun reports whether a failed PUBLISH may still have reached Redis:
+// a timeout leaves the outcome unknown, so the echo mark stays (it expires
+// with the set's 60 s) rather than let this process deliver its own event
+// a second time when the echo does come back.
+func mayHaveRun(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // publish runs one PUBLISH bounded by PublishTimeout.

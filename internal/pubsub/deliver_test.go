@@ -2,6 +2,9 @@ package pubsub
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -144,3 +147,31 @@ func TestDeliver(t *testing.T) {
 		require.True(t, a.Connected(), "an overflow is not a disconnection")
 	})
 }
+
+// A PUBLISH that times out may still have run: when Redis was only slow,
+// its echo can come back later, and the publisher must still recognise it
+// as its own rather than deliver the event a second time to its local
+// subscribers (which the local fan-out already served). A PUBLISH that
+// surely never left (the link known down) drops the mark.
+func TestEchoKeptAfterPublishTimeout(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	topic := newTopic()
+	bundle.a.retain(t, topic)
+	bundle.redis.Pause() // Redis reads nothing until Resume: the PUBLISH times out
+	ev := bundle.a.publish(t, topic)
+	bundle.redis.Resume()
+	require.Equal(t, 1.0, counter(t, bundle.a.metrics.PubSub.PublishErrors.WithLabelValues("channel")), "the PUBLISH timed out")
+	require.True(t, bundle.a.echo.Has(topic.Community, ev.ID), "a timed-out PUBLISH keeps its echo mark")
+
+	require.False(t, mayHaveRun(ErrDisconnected))
+	require.False(t, mayHaveRun(errors.New("connection refused")))
+	require.True(t, mayHaveRun(context.DeadlineExceeded))
+	require.True(t, mayHaveRun(fmt.Errorf("publish: %w", &net.OpError{Op: "read", Err: timeoutErr{}})))
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
