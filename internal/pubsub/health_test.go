@@ -43,7 +43,7 @@ func TestHealth(t *testing.T) {
 		require.GreaterOrEqual(t, took, PublishTimeout-50*time.Millisecond, "the PUBLISH waited for its bound")
 		require.Less(t, took, PublishTimeout+500*time.Millisecond, "and no longer")
 		require.Equal(t, 1.0, counter(t, bundle.a.metrics.PubSub.PublishErrors.WithLabelValues("channel")))
-		require.Zero(t, bundle.a.echo.Len(), "the failed publish removed its echo mark")
+		require.Equal(t, 1, bundle.a.echo.Len(), "a timed-out publish keeps its echo mark: the command may have run")
 
 		require.Equal(t, LinkEvent{Up: false}, bundle.a.nextLink(t))
 		require.Less(t, time.Since(start), 2*healthInterval+2*time.Second, "detected by the unanswered PING")
