@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help run build test fuzz bench bench-1m lint
+.PHONY: help run build test fuzz bench bench-1m bench-scale lint
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-10s %s\n",$$1,$$2}'
@@ -27,6 +27,9 @@ bench: ## the quick benchmarks (no tests; the 1M-event ones are bench-1m)
 
 bench-1m: ## the 1M-event search benchmarks (P4, Zipf), timeout 120m
 	go test -run='^$$' -bench='$(LONG_BENCH)' -benchtime=1x -timeout=120m ./internal/search
+
+bench-scale: ## spec 70 checks 20-21: ingest on 1/2/4 processes, fan-out single vs cross-process
+	@scripts/bench-scale.sh 3 --events 20000 --subscribers 1000 --rate 100 --fanout-seconds 10 --fanout-drain 30s
 
 lint: ## gofmt check, go vet, golangci-lint (pinned; installed into .bin/ on first use)
 	@scripts/lint.sh
