@@ -12,13 +12,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +25,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/logtest"
@@ -37,32 +34,7 @@ import (
 // binary is the buzz-relay built by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "buzz-relay-bin-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "create build dir: %v\n", err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "buzz-relay")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		_ = os.RemoveAll(dir)
-		fmt.Fprintf(os.Stderr, "build buzz-relay: %v\n", err)
-		os.Exit(1)
-	}
-	// dbtest.Main, spelled out so the build directory goes too.
-	code := m.Run()
-	dbtest.Shutdown()
-	_ = os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { dbtest.MainWithBinary(m, "buzz-relay", &binary) }
 
 // baseEnv is the environment every run starts from: PATH and HOME only.
 func baseEnv() map[string]string {
@@ -79,14 +51,19 @@ func environ(vars map[string]string) []string {
 	return env
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
+// freePorts returns n distinct loopback TCP ports that were free a moment
+// ago: all n are held open together, so the kernel cannot hand out one
+// port twice.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // result is a finished command.
@@ -153,9 +130,10 @@ type relayProc struct {
 func relayEnv(t *testing.T) map[string]string {
 	t.Helper()
 	env := baseEnv()
-	env["BUZZ_BIND_ADDR"] = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	env["BUZZ_HEALTH_PORT"] = strconv.Itoa(freePort(t))
-	env["BUZZ_METRICS_PORT"] = strconv.Itoa(freePort(t))
+	ports := freePorts(t, 3)
+	env["BUZZ_BIND_ADDR"] = "127.0.0.1:" + strconv.Itoa(ports[0])
+	env["BUZZ_HEALTH_PORT"] = strconv.Itoa(ports[1])
+	env["BUZZ_METRICS_PORT"] = strconv.Itoa(ports[2])
 	env["BUZZ_LOG_FORMAT"] = "json"
 	env["BUZZ_DB_POOL_SIZE"] = "5"
 	return env

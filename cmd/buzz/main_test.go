@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -25,7 +24,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/client"
@@ -37,32 +35,7 @@ import (
 // binary is the buzz built by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "buzz-bin-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "create build dir: %v\n", err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "buzz")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		_ = os.RemoveAll(dir)
-		fmt.Fprintf(os.Stderr, "build buzz: %v\n", err)
-		os.Exit(1)
-	}
-	// dbtest.Main, spelled out so the build directory goes too.
-	code := m.Run()
-	dbtest.Shutdown()
-	_ = os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { dbtest.MainWithBinary(m, "buzz", &binary) }
 
 const (
 	testChannel = "0b9c5a52-3f8e-4d6b-9a51-2c0e7d4f6a11"

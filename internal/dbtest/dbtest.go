@@ -37,6 +37,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -97,6 +98,34 @@ const sharedConns = 32
 // when goroutines leaked (goleak; opts add exceptions) and exits with the
 // tests' status. Use it as the whole body of TestMain.
 func Main(m *testing.M, opts ...goleak.Option) {
+	os.Exit(run(m, opts...))
+}
+
+// MainWithBinary is Main for a command's package whose tests run the real
+// binary: it first builds the package in the current directory as name
+// into a temporary directory, stores the path in *binary, and removes the
+// directory when the tests are done. A failed build exits with status 1.
+func MainWithBinary(m *testing.M, name string, binary *string, opts ...goleak.Option) {
+	dir, err := os.MkdirTemp("", name+"-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "create build dir: %v\n", err)
+		os.Exit(1)
+	}
+	*binary = filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", *binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		_ = os.RemoveAll(dir)
+		fmt.Fprintf(os.Stderr, "build %s: %v\n", name, err)
+		os.Exit(1)
+	}
+	code := run(m, opts...)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs the tests, stops the cluster and checks for leaked goroutines.
+func run(m *testing.M, opts ...goleak.Option) int {
 	code := m.Run()
 	Shutdown()
 	if code == 0 {
@@ -105,7 +134,7 @@ func Main(m *testing.M, opts ...goleak.Option) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // Shutdown stops the throwaway cluster, if this process started one, and
