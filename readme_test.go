@@ -37,13 +37,14 @@ func TestReadmeTryIt(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	port := freePort(t)
+	ports := freePorts(t, 3)
+	port := ports[0]
 	host := "localhost:" + strconv.Itoa(port)
 	env := append(os.Environ(),
 		"RELAY_URL=ws://"+host,
 		"BUZZ_BIND_ADDR=127.0.0.1:"+strconv.Itoa(port),
-		"BUZZ_HEALTH_PORT="+strconv.Itoa(freePort(t)),
-		"BUZZ_METRICS_PORT="+strconv.Itoa(freePort(t)),
+		"BUZZ_HEALTH_PORT="+strconv.Itoa(ports[1]),
+		"BUZZ_METRICS_PORT="+strconv.Itoa(ports[2]),
 	)
 	env = withoutVars(env, "DATABASE_URL", "BUZZ_DATA_DIR", "BUZZ_PRIVATE_KEY", "BUZZ_RELAY_PRIVATE_KEY", "BUZZ_RELAY_URL")
 	t.Cleanup(func() {
@@ -125,12 +126,18 @@ func tryItScript(t *testing.T) string {
 	return strings.Join(blocks, "\n")
 }
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct loopback ports that were free a moment ago,
+// held open together so that none is handed out twice.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 func withoutVars(env []string, names ...string) []string {
