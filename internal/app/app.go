@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 			return err
 		},
 		Connections: a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
-		RedisStatus: a.redisStatus(),
+		RedisStatus: a.redisStatus(), ReplicaStatus: a.replicaStatus(),
 	})
 	a.HTTP = httpapi.New(httpapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: a.Store,

@@ -48,6 +48,17 @@ func (a *Relay) redisStatus() func() string {
 	}
 }
 
+// replicaStatus is /_status's view of the read replica.
+func (a *Relay) replicaStatus() func() string {
+	switch {
+	case a.Config.ReadDatabaseURL == "":
+		return nil
+	case a.Services.Replica == nil:
+		return func() string { return health.ReplicaUnused }
+	}
+	return a.Services.Replica.State
+}
+
 // fanout is the pipeline's dispatch after commit: local fan-out, then the
 // one PUBLISH to the other processes, before the OK is sent (70 §4.3). It
 // also breaks the construction cycle between the pipeline (which

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -37,6 +38,24 @@ func metric(t *testing.T, r *relaytest.Relay, name string) float64 {
 	}
 	require.FailNow(t, "no series "+name)
 	return 0
+}
+
+// statusOf returns field of the relay's /_status.
+func statusOf(t *testing.T, r *relaytest.Relay, field string) any {
+	t.Helper()
+	resp, err := http.Get(r.HealthURL + "/_status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return body[field]
+}
+
+// waitStatus waits until /_status's field is want; the probe runs every 5 s.
+func waitStatus(t *testing.T, r *relaytest.Relay, field string, want any) {
+	t.Helper()
+	require.Eventually(t, func() bool { return statusOf(t, r, field) == want }, 20*time.Second, 100*time.Millisecond,
+		"/_status %s never became %v", field, want)
 }
 
 func readiness(t *testing.T, r *relaytest.Relay) int {
@@ -92,6 +111,7 @@ func TestRelayWithReplica(t *testing.T) {
 	rep.TestSignals.Init()
 	rep.TestSignals.Probed.WaitOrTimeout(t)
 	pair.WaitReplayed(t)
+	require.Equal(t, "reachable", statusOf(t, r, "read_replica"))
 
 	w := r.Dial(t, "")
 	w.Auth(reader)
@@ -128,7 +148,10 @@ func TestRelayWithReplica(t *testing.T) {
 		require.Equal(t, []string{old.ID}, ids(got))
 		require.Greater(t, metric(t, r, "buzz_db_read_session_degraded"), degraded)
 		require.Equal(t, http.StatusOK, readiness(t, r), "readiness never depends on the replica")
+		waitStatus(t, r, "read_replica", "unreachable")
+		require.Equal(t, http.StatusOK, readiness(t, r))
 		pair.StartStandby(t)
+		waitStatus(t, r, "read_replica", "reachable")
 	})
 	require.Equal(t, http.StatusOK, readiness(t, r))
 }

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,6 +21,22 @@ func floorSetting(t *testing.T, a *Relay) *string {
 	return v
 }
 
+// replicaStatus is /_status's read_replica, over a real HTTP connection to
+// a's health handler.
+func replicaStatus(t *testing.T, a *Relay) string {
+	t.Helper()
+	srv := httptest.NewServer(a.Health.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/_status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		ReadReplica string `json:"read_replica"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return body.ReadReplica
+}
+
 // The wiring of READ_DATABASE_URL; what the replica serves is tested in
 // internal/read and internal/replica against a real standby, and over
 // real sockets in TestRelayWithReplica.
@@ -31,6 +50,7 @@ func TestReplicaWiring(t *testing.T) {
 		require.Nil(t, a.Services.Replica)
 		require.Nil(t, a.DB.ReadPool)
 		require.Nil(t, floorSetting(t, a), "fixtures and imports may write old rows")
+		require.Equal(t, "disabled", replicaStatus(t, a))
 	})
 
 	t.Run("ReplicaArmsTheWriterAndRunsTheProbe", func(t *testing.T) {
@@ -69,5 +89,6 @@ func TestReplicaWiring(t *testing.T) {
 		require.Nil(t, a.DB.ReadPool)
 		require.Contains(t, logs.String(), "read replica not used; every read stays on the writer")
 		require.Contains(t, logs.String(), "events_created_at_floor is missing or disabled on events_p_default")
+		require.Equal(t, "unused", replicaStatus(t, a))
 	})
 }

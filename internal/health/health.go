@@ -33,6 +33,14 @@ const (
 	RedisDisabled     = "disabled"
 )
 
+// ReplicaDisabled is /_status's read_replica when READ_DATABASE_URL is
+// unset; ReplicaUnused when it is set but the start-time fence check
+// failed, so every read stays on the writer.
+const (
+	ReplicaDisabled = "disabled"
+	ReplicaUnused   = "unused"
+)
+
 // Config is what the health endpoints read. Every function may be called
 // concurrently from several requests and must be safe for that.
 type Config struct {
@@ -48,6 +56,10 @@ type Config struct {
 	// RedisStatus returns RedisConnected, RedisDisconnected or RedisDisabled.
 	// Nil means Redis is not configured (REDIS_URL unset): "disabled".
 	RedisStatus func() string
+	// ReplicaStatus returns the read replica's state for /_status
+	// (ReplicaDisabled, ReplicaUnused or the probe's view). Nil means
+	// ReplicaDisabled. The replica never affects readiness.
+	ReplicaStatus func() string
 	// Connections returns the open WebSockets of the process. Nil reads 0.
 	Connections func() int
 	// Subscriptions returns the live subscriptions of the process. Nil reads 0.
@@ -147,13 +159,16 @@ type status struct {
 	UptimeSeconds int64  `json:"uptime_seconds"`
 	Postgres      string `json:"postgres"`
 	Redis         string `json:"redis"`
+	ReadReplica   string `json:"read_replica"`
 	Connections   int    `json:"connections"`
 	Subscriptions int    `json:"subscriptions"`
 }
 
 // Status answers 200 with the service, version, whole seconds of uptime,
 // PostgreSQL ("ok" or "error", pinged within PingTimeout), Redis
-// ("connected", "disconnected" or "disabled") and the process's connection
+// ("connected", "disconnected" or "disabled"), the read replica
+// ("disabled", "unused", "starting", "reachable" or "unreachable") and the
+// process's connection
 // and subscription counts. It answers 200 during drain too.
 func (s *Server) Status(w http.ResponseWriter, r *http.Request) {
 	body := status{
@@ -162,9 +177,13 @@ func (s *Server) Status(w http.ResponseWriter, r *http.Request) {
 		UptimeSeconds: int64(time.Since(s.cfg.Started) / time.Second),
 		Postgres:      "error",
 		Redis:         s.redisStatus(),
+		ReadReplica:   ReplicaDisabled,
 	}
 	if s.pingPostgres(r.Context()) {
 		body.Postgres = "ok"
+	}
+	if s.cfg.ReplicaStatus != nil {
+		body.ReadReplica = s.cfg.ReplicaStatus()
 	}
 	if s.cfg.Connections != nil {
 		body.Connections = s.cfg.Connections()

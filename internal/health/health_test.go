@@ -221,11 +221,11 @@ func TestStatus(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		require.Equal(t, "application/json", ctype)
 		require.True(t, strings.HasPrefix(body, `{"service":"buzz-relay","version":"v1.2.3","uptime_seconds":`), body)
-		require.True(t, strings.HasSuffix(body, `,"postgres":"ok","redis":"disabled","connections":7,"subscriptions":11}`), body)
+		require.True(t, strings.HasSuffix(body, `,"postgres":"ok","redis":"disabled","read_replica":"disabled","connections":7,"subscriptions":11}`), body)
 
 		var got map[string]any
 		require.NoError(t, json.Unmarshal([]byte(body), &got))
-		require.Len(t, got, 7)
+		require.Len(t, got, 8)
 		uptime, ok := got["uptime_seconds"].(float64)
 		require.True(t, ok)
 		require.GreaterOrEqual(t, uptime, 90.0)
@@ -236,6 +236,7 @@ func TestStatus(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t, func(c *Config) {
 			c.RedisStatus = func() string { return RedisDisconnected }
+			c.ReplicaStatus = func() string { return "unreachable" }
 			c.Connections, c.Subscriptions = nil, nil
 		})
 		b.failPostgres(errors.New("down"))
@@ -246,6 +247,7 @@ func TestStatus(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(body), &got))
 		require.Equal(t, "error", got["postgres"])
 		require.Equal(t, "disconnected", got["redis"])
+		require.Equal(t, "unreachable", got["read_replica"])
 		require.Equal(t, 0.0, got["connections"])
 		require.Equal(t, 0.0, got["subscriptions"])
 	})

@@ -109,6 +109,32 @@ type Replica struct {
 	TestSignals TestSignals
 }
 
+// States of State, as /_status reports them.
+const (
+	// StateReachable: the last probe succeeded and reached the replica.
+	StateReachable = "reachable"
+	// StateUnreachable: the last probe failed, or it could not reach the
+	// replica; replica reads are doubted until one succeeds.
+	StateUnreachable = "unreachable"
+	// StateStarting: no probe has finished yet.
+	StateStarting = "starting"
+)
+
+// State is what the probe last saw: StateReachable, StateUnreachable or
+// StateStarting. It says nothing of any one read's proof, which Read
+// decides on its own snapshot.
+func (r *Replica) State() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.probeFailed != nil || r.unreachable != nil:
+		return StateUnreachable
+	case r.probedAt.IsZero():
+		return StateStarting
+	}
+	return StateReachable
+}
+
 // OpenPool opens the replica pool for url: size connections, dialled on
 // first use (a replica that is down at start fails reads, not the start),
 // every statement and the connection wait bounded by StatementTimeout.
