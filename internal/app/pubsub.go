@@ -153,6 +153,8 @@ func (a *Relay) applyControl(c pubsub.Control) {
 		a.Relay.Evict(c.Community, c.ChannelID, "", nil)
 	case pubsub.OpRelayMemberRemoved:
 		a.Relay.DisconnectMember(c.Community, c.Pubkey)
+	case pubsub.OpGap:
+		a.Relay.InterruptCommunity(c.Community, time.UnixMilli(c.UntilMS).Add(pubsub.GapClockMargin))
 	default:
 		a.Log.Warn("control message ignored", slog.String("op", string(c.Op)))
 	}

@@ -161,6 +161,7 @@ type Bus struct {
 	queue    chan item
 	echo     *echoSet
 	barriers barriers
+	missed   missed
 
 	warnPublish  *warner
 	warnInvalid  *warner
@@ -315,6 +316,7 @@ func (b *Bus) run(ctx context.Context, client *redis.Client) {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.consume(ctx) })
 	wg.Go(func() { b.barriers.run(ctx, b) })
+	wg.Go(func() { b.announceGaps(ctx) })
 	b.link(ctx, client)
 	wg.Wait()
 
@@ -353,9 +355,9 @@ func (b *Bus) pool() *redis.Client {
 // While the link is known down the PUBLISH is skipped. A failure that
 // surely never reached Redis removes the echo mark; a timeout keeps it,
 // because the command may have run. Every failure or skip counts
-// buzz_pubsub_publish_errors_total and warns at most once per 10 s; there
-// is nothing for the caller to do, because an OK means committed, not
-// delivered. The caller's ctx only carries values:
+// buzz_pubsub_publish_errors_total and warns at most once per 10 s, and
+// owes the other processes a gap announcement (gap.go); there is nothing
+// for the caller to do, because an OK means committed, not delivered. The caller's ctx only carries values:
 // its cancellation does not abort a PUBLISH of a committed event.
 func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte) {
 	label := t.metricLabel()
@@ -365,6 +367,7 @@ func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte)
 	}
 	client := b.pool()
 	if client == nil {
+		b.missed.note(t.Community, time.Now())
 		b.publishFailed(label, t.String(), ErrDisconnected)
 		return
 	}
@@ -373,6 +376,7 @@ func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte)
 		if !mayHaveRun(err) {
 			b.echo.Remove(t.Community, id)
 		}
+		b.missed.note(t.Community, time.Now())
 		b.publishFailed(label, t.String(), err)
 	}
 }

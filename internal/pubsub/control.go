@@ -40,6 +40,12 @@ const (
 	// OpRelayMemberRemoved closes the pubkey's local connections in the
 	// community. Needs Pubkey.
 	OpRelayMemberRemoved Op = "relay_member_removed"
+	// OpGap says the sender failed to publish at least one event of the
+	// community, the last at UntilMS: every live subscription of the
+	// community registered up to then may have missed it and is closed
+	// with the interruption message. Needs UntilMS. An extension of 70 §5
+	// (see gap.go); a process that predates it ignores it with a warning.
+	OpGap Op = "gap"
 )
 
 // opFields says which fields each known operation needs.
@@ -51,6 +57,7 @@ var opFields = map[Op]struct{ channel, pubkey bool }{
 	OpEvictNonMembers:    {channel: true},
 	OpEvictAll:           {channel: true},
 	OpRelayMemberRemoved: {pubkey: true},
+	OpGap:                {},
 }
 
 // Control is a control message (70 §5), on the wire exactly
@@ -71,6 +78,9 @@ type Control struct {
 	ChannelID string `json:"channel_id,omitempty"`
 	// Pubkey is the hex pubkey, for the ops that need one.
 	Pubkey string `json:"pubkey,omitempty"`
+	// UntilMS is the sender's wall clock, in Unix milliseconds, at its
+	// newest failed publish; OpGap only.
+	UntilMS int64 `json:"until_ms,omitempty"`
 }
 
 // check reports what is wrong with a control message of a known version
@@ -92,6 +102,11 @@ func (c *Control) check() error {
 			return fmt.Errorf("%s needs a hex pubkey", c.Op)
 		}
 		return fmt.Errorf("%s takes no pubkey", c.Op)
+	case (c.Op == OpGap) != (c.UntilMS > 0):
+		if c.Op == OpGap {
+			return fmt.Errorf("%s needs a positive until_ms", c.Op)
+		}
+		return fmt.Errorf("%s takes no until_ms", c.Op)
 	}
 	return nil
 }

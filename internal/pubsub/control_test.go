@@ -106,6 +106,8 @@ func TestControl(t *testing.T) {
 		require.ErrorContains(t, bundle.a.PublishControl(ctx, Control{Community: newUUID(), Op: "nope"}), "unknown op")
 		require.ErrorContains(t, bundle.a.PublishControl(ctx, Control{Community: newUUID(), Op: OpRelayMemberRemoved}), "needs a hex pubkey")
 		require.ErrorContains(t, bundle.a.PublishControl(ctx, Control{Community: "host.example", Op: OpAccessibleAll}), "community")
+		require.ErrorContains(t, bundle.a.PublishControl(ctx, Control{Community: newUUID(), Op: OpGap}), "gap needs a positive until_ms")
+		require.ErrorContains(t, bundle.a.PublishControl(ctx, Control{Community: newUUID(), Op: OpAccessibleAll, UntilMS: 1}), "accessible_all takes no until_ms")
 	})
 
 	t.Run("SkippedWhileDown", func(t *testing.T) {

@@ -136,7 +136,35 @@ func (s *Server) LinkChanged(ev pubsub.LinkEvent) {
 		s.gap.mark(live)
 		return
 	}
-	subs := s.gap.close()
+	s.interrupt(s.gap.close())
+}
+
+// InterruptCommunity closes, with the interruption message, every live
+// subscription of the community registered up to until: another process
+// announced that it failed to publish an event of the community then
+// (pubsub.OpGap), so they may have missed it. Later ones read their
+// history after that commit and hold it already.
+func (s *Server) InterruptCommunity(communityID string, until time.Time) {
+	var hit []*subscription
+	for _, c := range s.snapshot() {
+		if c.tenant.CommunityID != communityID {
+			continue
+		}
+		c.mu.Lock()
+		for _, sub := range c.subs {
+			if sub.registered && !sub.registeredAt.After(until) {
+				hit = append(hit, sub)
+			}
+		}
+		c.mu.Unlock()
+	}
+	s.interrupt(hit)
+}
+
+// interrupt closes each of subs that is still live with
+// ["CLOSED",id,"error: live delivery interrupted; resubscribe"], spread
+// over interruptSpread, on a goroutine of its own.
+func (s *Server) interrupt(subs []*subscription) {
 	if len(subs) == 0 {
 		return
 	}

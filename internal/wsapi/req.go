@@ -3,6 +3,7 @@ package wsapi
 import (
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/read"
@@ -21,7 +22,10 @@ type subscription struct {
 	search     bool
 	closed     bool
 	registered bool
-	keys       []indexKey
+	// registeredAt is when it was registered: a gap announced for an
+	// earlier time closes it (InterruptCommunity).
+	registeredAt time.Time
+	keys         []indexKey
 }
 
 // handleReq runs steps 1 and 2 of spec 10 §7.5 on the read loop, so that
@@ -136,7 +140,7 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 	var waits []<-chan struct{}
 	if !sub.search {
 		c.srv.idx.add(sub)
-		sub.registered = true
+		sub.registered, sub.registeredAt = true, time.Now()
 		c.srv.subAdded()
 		waits = c.srv.retainLocked(sub)
 	}
