@@ -52,3 +52,30 @@ func IsCreatedAtFloor(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "events_created_at_floor"
 }
+
+// Exact messages of the NIP-RS read-state triggers (migration 0006, spec 40
+// §4.4, §10). Both are raised with SQLSTATE 23514 (check_violation).
+const (
+	staleWatermarkMessage  = "stale NIP-RS event rejected by durable watermark"
+	hardDeleteFenceMessage = "NIP-RS hard delete requires corrected writer opt-in"
+)
+
+// IsStaleWatermark reports whether err is the trg_events_nip_rs_watermark
+// trigger refusing the insert of a conforming read-state event that does not
+// outrank its coordinate's durable watermark (SQLSTATE 23514, migration
+// 0006). The statement failed and its transaction is aborted. An insert of
+// the watermark's exact tuple is not an error: it affects 0 rows.
+func IsStaleWatermark(err error) bool { return hasMessage(err, "23514", staleWatermarkMessage) }
+
+// IsHardDeleteFence reports whether err is the
+// trg_events_guard_nip_rs_hard_delete trigger refusing a DELETE of an events
+// row at a read-state coordinate in a transaction that did not opt in with
+// set_config('buzz.nip_rs_hard_delete', 'on', true) (SQLSTATE 23514,
+// migration 0006). The transaction is aborted: it must roll back, and the
+// rows it meant to delete survive.
+func IsHardDeleteFence(err error) bool { return hasMessage(err, "23514", hardDeleteFenceMessage) }
+
+func hasMessage(err error, code, message string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code && pgErr.Message == message
+}
