@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -822,35 +824,55 @@ func TestScaleOutPresence(t *testing.T) {
 }
 
 // Check 19: the delivery barrier across processes. K on B holds a live
-// subscription on C; X is published into C on A and acknowledged; K's next
-// REQ ends with EOSE only after X reached K's first subscription. 200 rounds
-// and no barrier timed out: the cross-process half of spec 40 check 21.
+// subscription; X is published on A and acknowledged; K's next REQ ends
+// with EOSE only after X reached K's first subscription. 200 rounds, and no
+// barrier timed out, for a channel filter (70 check 19) and for the NIP-RS
+// read-state filter (the cross-process half of spec 40 check 21).
 func TestScaleOutBarrier(t *testing.T) {
 	t.Parallel()
 	s := startScaleOut(t, nil)
 	owner, reader := eventtest.NewKey(), eventtest.NewKey()
 	pubA := authedPeer(t, s.a, "publisher on A", owner)
 	ch := createChannel(t, pubA, owner)
-	k := authedPeer(t, s.b, "K on B", reader)
-	k.subscribe("live", channelFilter(ch))
-	// New events only: no history to read, so the EOSE would otherwise
-	// follow the REQ at once.
-	fresh := channelFilter(ch)
-	fresh["limit"] = 0
-	for round := range 200 {
-		x := message(t, owner, ch, "x"+strconv.Itoa(round))
-		pubA.mustPublish(x)
-		sub := "q" + strconv.Itoa(round)
-		k.send("REQ", sub, fresh)
-		_, before := k.expect(frameWait, "EOSE of "+sub, isFrame("EOSE", sub))
-		var ids []string
-		for _, f := range before {
-			if f[1] == "live" {
-				ids = append(ids, eventID(f, "live"))
-			} // else X on the previous round's subscription, if it was still open
+	slot := "read-state:" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	base := time.Now().Unix() - 400
+	kinds := []struct {
+		name   string
+		filter map[string]any
+		next   func(round int) event.Event
+	}{
+		{"Channel", channelFilter(ch), func(round int) event.Event { return message(t, owner, ch, "x"+strconv.Itoa(round)) }},
+		{"ReadState", map[string]any{"kinds": []int{30078}, "authors": []string{reader.PubKey}, "#t": []string{"read-state"}},
+			func(round int) event.Event {
+				return reader.Signed(t, 30078, eventtest.Tag("d", slot), eventtest.Tag("t", "read-state"), eventtest.At(base+int64(round)))
+			}},
+	}
+	for _, kind := range kinds {
+		pub := pubA
+		if kind.name == "ReadState" {
+			pub = authedPeer(t, s.a, "read-state publisher on A", reader)
 		}
-		require.Equal(t, []string{x.ID}, ids, "round %d: X on the first subscription before the EOSE", round)
-		k.send("CLOSE", sub)
+		k := authedPeer(t, s.b, "K on B", reader)
+		k.subscribe("live", kind.filter)
+		// New events only: no history to read, so the EOSE would otherwise
+		// follow the REQ at once.
+		fresh := maps.Clone(kind.filter)
+		fresh["limit"] = 0
+		for round := range 200 {
+			x := kind.next(round)
+			pub.mustPublish(x)
+			sub := "q" + strconv.Itoa(round)
+			k.send("REQ", sub, fresh)
+			_, before := k.expect(frameWait, "EOSE of "+sub, isFrame("EOSE", sub))
+			var ids []string
+			for _, f := range before {
+				if f[1] == "live" {
+					ids = append(ids, eventID(f, "live"))
+				} // else X on the previous round's subscription, if it was still open
+			}
+			require.Equal(t, []string{x.ID}, ids, "%s round %d: X on the first subscription before the EOSE", kind.name, round)
+			k.send("CLOSE", sub)
+		}
 	}
 	require.Zero(t, s.b.metric("buzz_pubsub_barrier_timeouts_total"))
 }

@@ -144,9 +144,9 @@ func TestReplaceableFamily(t *testing.T) {
 		{name: "OtherDTagIsAnotherKey", want: accepted(),
 			build: func(t *testing.T, b *testBundle) (eventtest.Key, event.Event) {
 				k := eventtest.NewKey()
-				first := b.mustSubmit(t, k, k.Signed(t, 30078, eventtest.Tag("d", "a"), eventtest.At(now)))
+				first := b.mustSubmit(t, k, k.Signed(t, 30023, eventtest.Tag("d", "a"), eventtest.At(now)))
 				t.Cleanup(func() { require.True(t, b.live(t, first.ID)) })
-				return k, k.Signed(t, 30078, eventtest.Tag("d", "b"), eventtest.At(now-10))
+				return k, k.Signed(t, 30023, eventtest.Tag("d", "b"), eventtest.At(now-10))
 			}},
 		{name: "DTagTooLong", want: refused("invalid: d tag too long (1025 bytes, max 1024)"),
 			build: by(30023, eventtest.Tag("d", strings.Repeat("d", 1025)))},

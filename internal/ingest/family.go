@@ -56,6 +56,7 @@ var families = []registration{
 	{"edit", isKind(event.KindMessageEdit), editFamily{}},
 	{"vote", isKind(event.KindForumVote), voteFamily{}},
 	{"profile", isKind(event.KindProfile, event.KindAgentProfile), profileFamily{}},
+	{"read-state", isKind(event.KindAppData), readStateFamily{}},
 	{"replaceable", isReplaceable, replaceableFamily{}},
 	{"plain", func(int) bool { return true }, plainFamily{}},
 }
@@ -138,6 +139,10 @@ type outcome struct {
 	evict eviction
 	// created is the type of the channel the event created, "" for none.
 	created string
+	// readState marks a conforming read-state event that was stored, and
+	// readStateDeleted counts the superseded rows it hard-deleted.
+	readState        bool
+	readStateDeleted int
 }
 
 // eviction selects live subscriptions that lost the channel.

@@ -136,6 +136,9 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 		return p.answer(ctx, req, err)
 	}
 	out, err := p.commit(ctx, req, reg, c) // step 20
+	if _, rs := c.(readStateChange); rs {
+		p.countReadState(req, out, err)
+	}
 	if errors.Is(err, errDuplicate) {
 		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
 	}

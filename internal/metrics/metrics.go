@@ -112,6 +112,8 @@ type Metrics struct {
 	PubSub PubSub
 	// Replica holds the read replica metrics of spec 70 §9.
 	Replica Replica
+	// ReadState holds the NIP-RS read-state metrics of spec 40 §11.
+	ReadState ReadState
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -224,6 +226,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Search = newSearch(reg)
 	m.PubSub = newPubSub(reg)
 	m.Replica = newReplica(reg)
+	m.ReadState = newReadState(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

@@ -71,6 +71,10 @@ var specNames = map[string]dto.MetricType{
 	"buzz_control_messages_total":                 dto.MetricType_COUNTER,
 	"buzz_pubsub_barrier_timeouts_total":          dto.MetricType_COUNTER,
 	"buzz_pubsub_interrupted_subscriptions_total": dto.MetricType_COUNTER,
+	// spec 40 §11
+	"buzz_read_state_writes_total":           dto.MetricType_COUNTER,
+	"buzz_read_state_payloads_deleted_total": dto.MetricType_COUNTER,
+	"buzz_read_state_fence_errors_total":     dto.MetricType_COUNTER,
 	// spec 70 §9, the replica half
 	"buzz_db_replica_lag_bytes":     dto.MetricType_GAUGE,
 	"buzz_db_replica_reads_total":   dto.MetricType_COUNTER,
@@ -120,7 +124,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9 and 70 §9")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11 and 70 §9")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

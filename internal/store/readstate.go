@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// NIP-RS read state (spec 40 §4, §6). A read-state coordinate is an
+// addressable key (ReplaceableKey with DTag) whose events are conforming
+// (event.IsReadState). Its superseded versions are physically deleted, and
+// parameterized_event_watermarks keeps the greatest accepted
+// (created_at, id) so that no older version, deleted or not, can return.
+// The database enforces the same rules with triggers (migrations 0006 and
+// 0007), for every writer; these functions are the relay's own path, which
+// meets them without ever tripping them.
+
+// ReadStateWatermark returns the coordinate's watermark, or ok false when
+// none was ever accepted. Call it under the coordinate's advisory lock.
+func (s *Store) ReadStateWatermark(ctx context.Context, q pg.Querier, k ReplaceableKey) (h Head, ok bool, err error) {
+	if k.DTag == nil {
+		return Head{}, false, errors.New("read-state watermark: a coordinate needs a d tag")
+	}
+	pub, _ := hex.DecodeString(k.Pubkey)
+	var (
+		id []byte
+		ts time.Time
+	)
+	err = q.QueryRow(ctx, `SELECT event_id, created_at FROM parameterized_event_watermarks
+		WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4`,
+		k.CommunityID, k.Kind, pub, *k.DTag).Scan(&id, &ts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Head{}, false, nil
+	}
+	if err != nil {
+		return Head{}, false, fmt.Errorf("read-state watermark: %w", err)
+	}
+	return Head{ID: hex.EncodeToString(id), CreatedAt: ts.Unix()}, true, nil
+}
+
+// ReadStateRemoveHead physically deletes every live row of the coordinate
+// and then their event_mentions rows, in that order (the lock order of
+// spec 40 §4.4), after opting this transaction in to the hard-delete fence
+// (buzz.nip_rs_hard_delete, transaction-local). It returns how many event
+// rows it deleted. q must be a transaction.
+func (s *Store) ReadStateRemoveHead(ctx context.Context, q pg.Querier, k ReplaceableKey) (deleted int, err error) {
+	if k.DTag == nil {
+		return 0, errors.New("read-state remove head: a coordinate needs a d tag")
+	}
+	pub, _ := hex.DecodeString(k.Pubkey)
+	if _, err := q.Exec(ctx, `SELECT set_config('buzz.nip_rs_hard_delete', 'on', true)`); err != nil {
+		return 0, fmt.Errorf("read-state hard-delete opt-in: %w", err)
+	}
+	rows, err := q.Query(ctx, `DELETE FROM events
+		WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4 AND deleted_at IS NULL
+		RETURNING id`, k.CommunityID, k.Kind, pub, *k.DTag)
+	if err != nil {
+		return 0, fmt.Errorf("read-state delete head: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return 0, fmt.Errorf("read-state delete head: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM event_mentions WHERE community_id = $1 AND event_id = ANY($2)`,
+		k.CommunityID, ids); err != nil {
+		return 0, fmt.Errorf("read-state delete head mentions: %w", err)
+	}
+	return len(ids), nil
+}
+
+// ReadStateAdvance sets the coordinate's watermark to (createdAt, id), the
+// event just inserted (spec 40 §6 step 7). The insert trigger has already
+// advanced it; this keeps the relay's path explicit and complete on its own.
+func (s *Store) ReadStateAdvance(ctx context.Context, q pg.Querier, k ReplaceableKey, id string, createdAt int64) error {
+	if k.DTag == nil {
+		return errors.New("read-state advance: a coordinate needs a d tag")
+	}
+	pub, _ := hex.DecodeString(k.Pubkey)
+	eid, err := hex.DecodeString(id)
+	if err != nil {
+		return fmt.Errorf("read-state advance: event id: %w", err)
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO parameterized_event_watermarks (community_id, kind, pubkey, d_tag, created_at, event_id)
+		VALUES ($1, $2, $3, $4, to_timestamp($5), $6)
+		ON CONFLICT (community_id, kind, pubkey, d_tag) DO UPDATE SET created_at = EXCLUDED.created_at, event_id = EXCLUDED.event_id`,
+		k.CommunityID, k.Kind, pub, *k.DTag, createdAt, eid); err != nil {
+		return fmt.Errorf("read-state advance: %w", err)
+	}
+	return nil
+}
