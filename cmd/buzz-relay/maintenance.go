@@ -20,17 +20,19 @@ import (
 )
 
 // maintenanceCmd is the `maintenance` group: out-of-band jobs an operator
-// runs by hand. The only one today is search-kinds (spec 20 §9.2).
+// runs by hand: search-kinds (spec 20 §9.2) and read-state (spec 40 §9).
 func maintenanceCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "maintenance",
-		Short: "out-of-band maintenance jobs: search-kinds",
+		Short: "out-of-band maintenance jobs: read-state, search-kinds",
 		Long: `maintenance holds jobs an operator runs by hand, outside the relay's own
 periodic jobs. search-kinds shows or changes the kinds whose content is
-searchable (NIP-50).`,
+searchable (NIP-50). read-state reports NIP-RS read-state retention and
+the space its purge freed.`,
 		Example: `  buzz-relay maintenance search-kinds --show
-  buzz-relay maintenance search-kinds --set 0,9,40002,40003,45001,45003 --yes`,
-	}, searchKindsCmd())
+  buzz-relay maintenance search-kinds --set 0,9,40002,40003,45001,45003 --yes
+  buzz-relay maintenance read-state --report --text`,
+	}, searchKindsCmd(), readStateCmd())
 }
 
 // searchKindsOptions are the flags of maintenance search-kinds.
