@@ -227,6 +227,10 @@ func TestReadStateDeletion(t *testing.T) {
 	notStored(t, b.w, old, "an older version")
 	notStored(t, b.w, rsEvent(t, b.user, d, now-15), "a version between")
 	require.Empty(t, b.rows(t, 30078, b.user.PubKey, d))
+	// The relay's own watermark check decided, not the database trigger.
+	require.Equal(t, 2.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="dominated"}`))
+	require.Equal(t, 1.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="duplicate"}`), "the deleted version's exact tuple")
+	require.Equal(t, 0.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="stale_db"}`))
 	newer := rsEvent(t, b.user, d, now-1)
 	b.w.MustPublish(newer)
 	require.Equal(t, []coordRow{{id: newer.ID, ts: now - 1}}, b.rows(t, 30078, b.user.PubKey, d))
