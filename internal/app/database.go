@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/maintenance"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/pgcluster"
 	"github.com/buzz-relay/buzz/internal/replica"
@@ -90,8 +92,30 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 	if len(applied) > 0 {
 		log.Info("migrations applied", slog.Any("files", applied))
 	}
+	if slices.Contains(applied, readStatePurgeFile) {
+		logReadStatePurges(ctx, pool, log)
+	}
 	db.Applied = applied
 	return db, nil
+}
+
+// readStatePurgeFile is the migration that purges superseded read-state
+// history (spec 40 §5.2).
+const readStatePurgeFile = "0007_read_state_purge_superseded.sql"
+
+// logReadStatePurges logs, right after the purge migration was applied,
+// one line per community that lost superseded read-state rows (spec 40
+// §11). A failure to read them is a warning: the purge itself committed.
+func logReadStatePurges(ctx context.Context, q pg.Querier, log *slog.Logger) {
+	purges, err := maintenance.ReadStatePurges(ctx, q)
+	if err != nil {
+		log.Warn("read-state purge summary not read", slog.String("err", err.Error()))
+		return
+	}
+	for _, p := range purges {
+		log.Info("read-state history purged", slog.String("community", p.Host), slog.String("community_id", p.CommunityID),
+			slog.Int64("rows", p.Rows), slog.Int64("bytes", p.Bytes))
+	}
 }
 
 // writerFloor is the created_at floor of the relay's writer pool: armed

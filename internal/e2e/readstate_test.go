@@ -18,8 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
@@ -482,4 +484,63 @@ func TestReadStateConcurrentWriters(t *testing.T) {
 	id, ts, ok := b.watermark(t, b.user.PubKey, d)
 	require.True(t, ok)
 	require.Equal(t, [2]any{best.ID, best.CreatedAt}, [2]any{id, ts})
+}
+
+// Spec 40 §11: right after the purge migration is applied, the relay logs
+// one line per community with the rows and bytes it purged. The database
+// is one that recorded 0006 but not 0007 (as during an upgrade), holding a
+// coordinate with two superseded versions behind a live head, as an older
+// binary left them.
+func TestReadStatePurgeLogged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, url := dbtest.NewDB(t)
+	env := map[string]string{"DATABASE_URL": url, "BUZZ_AUTO_MIGRATE": "true", "BUZZ_LOG_LEVEL": "info"}
+	first := relaytest.Start(t, env) // migrates and creates the deployment community
+	cid := communityID(t, first, first.Host)
+	first.Stop()
+
+	_, err := pool.Exec(ctx, `DROP TABLE read_state_retention_purges`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `DELETE FROM buzz_schema_migrations WHERE name = '0007_read_state_purge_superseded.sql'`)
+	require.NoError(t, err)
+	user, d := eventtest.NewKey(), newSlot()
+	now := time.Now().Unix()
+	var superseded int64
+	for i, ts := range []int64{now - 30, now - 20, now - 10} {
+		ev := rsEvent(t, user, d, ts)
+		n, err := insertRaw(ctx, pool, cid, ev)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		if i < 2 {
+			// Marked deleted in place (an UPDATE would fire 0006's purge
+			// trigger and delete it at once).
+			_, err := pool.Exec(ctx, `ALTER TABLE events DISABLE TRIGGER trg_events_purge_soft_deleted_nip_rs`)
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, `UPDATE events SET deleted_at = now() WHERE community_id = $1 AND id = decode($2, 'hex')`, cid, ev.ID)
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, `ALTER TABLE events ENABLE TRIGGER trg_events_purge_soft_deleted_nip_rs`)
+			require.NoError(t, err)
+			tags, _ := json.Marshal(ev.Tags)
+			superseded += int64(len(ev.Content) + len(tags))
+		}
+	}
+
+	var logs logtest.Buffer
+	second := relaytest.StartWithLogger(t, env, &logs)
+	second.Stop()
+	var line map[string]any
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `"read-state history purged"`) {
+			require.Nil(t, line, "one line per community")
+			require.NoError(t, json.Unmarshal([]byte(l), &line))
+		}
+	}
+	require.NotNil(t, line, "the purge is logged:\n%s", logs.String())
+	require.Equal(t, cid, line["community_id"])
+	require.Equal(t, 2.0, line["rows"])
+	require.GreaterOrEqual(t, line["bytes"], float64(superseded)/2, "content plus tags text, as PostgreSQL measures them")
+	var live int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1 AND d_tag = $2`, cid, d).Scan(&live))
+	require.Equal(t, 1, live, "the superseded rows are gone")
 }
