@@ -32,6 +32,16 @@ type nip11Doc struct {
 	Version       string          `json:"version"`
 	Self          string          `json:"self,omitempty"`
 	Limitation    nip11Limitation `json:"limitation"`
+	// ReadStateSnapshot is present on hosts that map to a community only.
+	ReadStateSnapshot *nip11ReadStateSnapshot `json:"read_state_snapshot,omitempty"`
+}
+
+// nip11ReadStateSnapshot advertises POST /query's read-state snapshot
+// (readstate.go) and its limits.
+type nip11ReadStateSnapshot struct {
+	Version            int `json:"version"`
+	MaxEvents          int `json:"max_events"`
+	MaxEventArrayBytes int `json:"max_event_array_bytes"`
 }
 
 type nip11Limitation struct {
@@ -47,9 +57,26 @@ type nip11Limitation struct {
 	RestrictedWrites bool `json:"restricted_writes"`
 }
 
-// buildNIP11 encodes the document once; it does not depend on the request.
-func buildNIP11(cfg Config) []byte {
-	doc := nip11Doc{
+// buildNIP11 encodes the document of a host that maps to no community
+// once; it does not depend on the request.
+func buildNIP11(cfg Config) []byte { return encodeNIP11(nip11Of(cfg)) }
+
+// communityNIP11 is the document of a host that maps to a community: the
+// same, plus read_state_snapshot. It is encoded per request, since the
+// Server keeps one encoded document.
+func communityNIP11(cfg Config) []byte {
+	doc := nip11Of(cfg)
+	doc.ReadStateSnapshot = &nip11ReadStateSnapshot{
+		Version:            read.SnapshotVersion,
+		MaxEvents:          read.SnapshotMaxEvents,
+		MaxEventArrayBytes: read.SnapshotMaxArrayBytes,
+	}
+	return encodeNIP11(doc)
+}
+
+// nip11Of is the document's content.
+func nip11Of(cfg Config) nip11Doc {
+	return nip11Doc{
 		Name:          nip11Name,
 		Description:   nip11Description,
 		SupportedNIPs: supportedNIPs,
@@ -68,6 +95,10 @@ func buildNIP11(cfg Config) []byte {
 			RestrictedWrites: true,
 		},
 	}
+}
+
+// encodeNIP11 encodes a document.
+func encodeNIP11(doc nip11Doc) []byte {
 	enc, err := json.Marshal(doc)
 	if err != nil {
 		panic("httpapi: encode NIP-11 document: " + err.Error()) // fixed types: cannot happen
@@ -77,14 +108,20 @@ func buildNIP11(cfg Config) []byte {
 
 // serveNIP11 answers GET and HEAD with the NIP-11 document and OPTIONS with
 // the NIP-11 preflight, for any host, mapped or not, and always with
-// Access-Control-Allow-Origin: * whatever CORSOrigins says.
+// Access-Control-Allow-Origin: * whatever CORSOrigins says. Only a host
+// that resolves to a community gets read_state_snapshot: the snapshot is a
+// community read, and a host whose lookup fails is answered as unmapped.
 func (s *Server) serveNIP11(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		doc := s.nip11
+		if _, err := s.cfg.Resolver.Resolve(r.Context(), r.Host); err == nil {
+			doc = communityNIP11(s.cfg)
+		}
 		h.Set("Content-Type", nip11MediaType)
-		_, _ = w.Write(s.nip11)
+		_, _ = w.Write(doc)
 	case http.MethodOptions:
 		h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
 		h.Set("Access-Control-Allow-Headers", "*")

@@ -42,11 +42,15 @@ func parseFilters(body []byte) ([]event.Filter, error) {
 }
 
 // query is POST /query (spec 10 §8.4): the filters go to the read door
-// whole, and the rows come back as one JSON array.
+// whole, and the rows come back as one JSON array. A request that carries
+// read_state_snapshot is the read-state snapshot instead (readstate.go).
 func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 	filters, err := parseFilters(rq.body)
 	if err != nil {
 		return nil, err
+	}
+	if read.WantsSnapshot(filters) {
+		return s.readStateSnapshot(ctx, rq, filters)
 	}
 	rd, err := s.cfg.Reader.Open(ctx, read.Request{
 		Scope:   read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey},

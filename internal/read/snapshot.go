@@ -1,0 +1,309 @@
+package read
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// The read-state snapshot: POST /query's one-call read of a reader's whole
+// NIP-RS read state (a project extension beyond 40-read-state.md; the
+// WebSocket door does not offer it). The request is exactly one filter,
+// {"kinds":[30078],"authors":[<reader>],"read_state_snapshot":1}, and the
+// answer is every live conforming read-state event (spec 40 §3) of the
+// reader in the community, newest first (created_at DESC, id ASC), read by
+// one SQL statement on the writer pool: one MVCC snapshot, so the set is
+// the live heads of one instant. A snapshot is complete or it is refused;
+// it is never cut short.
+
+// SnapshotField is the /query filter field that asks for the snapshot.
+const SnapshotField = "read_state_snapshot"
+
+// Limits of the snapshot, advertised in NIP-11 as "read_state_snapshot".
+const (
+	// SnapshotVersion is the only value read_state_snapshot accepts.
+	SnapshotVersion = 1
+	// SnapshotMaxEvents is the most events one snapshot returns; a reader
+	// with more gets SnapshotTooLarge.
+	SnapshotMaxEvents = 4096
+	// SnapshotMaxArrayBytes bounds the encoded events array, brackets and
+	// commas included; a larger one is SnapshotTooLarge.
+	SnapshotMaxArrayBytes = 8 << 20
+)
+
+// Client texts of the snapshot's refusals.
+const (
+	msgSnapshotOnlyFilter = "invalid: read_state_snapshot must be the only filter of the request"
+	msgSnapshotValue      = "invalid: read_state_snapshot must be 1"
+	msgSnapshotFields     = "invalid: read_state_snapshot takes only kinds, authors and read_state_snapshot, got "
+	msgSnapshotKinds      = "invalid: read_state_snapshot requires kinds to be exactly [30078]"
+	msgSnapshotAuthors    = "invalid: read_state_snapshot requires authors to be exactly one pubkey, the authenticated one"
+	msgSnapshotOtherUser  = "restricted: read_state_snapshot reads only the authenticated pubkey's read state"
+	msgSnapshotTooMany    = "read_state_snapshot too large: more than 4096 read-state events"
+	msgSnapshotTooBig     = "read_state_snapshot too large: the events exceed 8388608 bytes of JSON"
+	msgSnapshotStorage    = "error: read_state_snapshot unavailable: the read-state events could not be read; retry later"
+)
+
+// SnapshotCode classifies a SnapshotError, so the door maps it through one
+// table.
+type SnapshotCode int
+
+const (
+	// SnapshotInvalid: the request carries read_state_snapshot but is not
+	// exactly the snapshot request.
+	SnapshotInvalid SnapshotCode = iota + 1
+	// SnapshotTooLarge: the reader's read state exceeds SnapshotMaxEvents
+	// or SnapshotMaxArrayBytes.
+	SnapshotTooLarge
+	// SnapshotUnavailable: the statement failed, or a stored row could not
+	// be turned into an event (a corrupt row).
+	SnapshotUnavailable
+)
+
+// SnapshotError is every failure of ReadStateSnapshot. Reason is the exact
+// client text; Err, for SnapshotUnavailable, is the cause (for the log,
+// never for the client).
+type SnapshotError struct {
+	Code   SnapshotCode
+	Reason string
+	Err    error
+}
+
+func (e *SnapshotError) Error() string {
+	if e.Err != nil {
+		return e.Reason + ": " + e.Err.Error()
+	}
+	return e.Reason
+}
+
+func (e *SnapshotError) Unwrap() error { return e.Err }
+
+// Snapshot is a complete read-state snapshot.
+type Snapshot struct {
+	// Pubkey is the reader, lowercase hex.
+	Pubkey string
+	// ID is the snapshot id: the lowercase hex SHA-256 of the returned
+	// event ids, each as its 32 raw bytes, sorted in ascending byte order
+	// and concatenated without separators (the SHA-256 of nothing for an
+	// empty snapshot). Two snapshots with the same set of events have the
+	// same id whatever their order; any change of the set changes it.
+	ID string
+	// Events are the events, newest first (created_at DESC, id ASC).
+	Events []event.Event
+	// EventsJSON is the encoded events array, at most
+	// SnapshotMaxArrayBytes long.
+	EventsJSON []byte
+}
+
+// WantsSnapshot reports whether a /query request asks for the read-state
+// snapshot: some filter carries read_state_snapshot, whatever its value.
+// Such a request is served by ReadStateSnapshot or refused, never read as
+// a plain query.
+func WantsSnapshot(filters []event.Filter) bool {
+	for i := range filters {
+		if _, ok := filters[i].Extra[SnapshotField]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadStateSnapshot serves the read-state snapshot of sc.Reader in
+// sc.CommunityID. filters must be exactly one filter
+// {"kinds":[30078],"authors":[sc.Reader],"read_state_snapshot":1} (authors
+// compared after ParseFilter's lowercasing). It returns a *SnapshotError
+// for every failure: SnapshotInvalid for any other shape, SnapshotTooLarge
+// over either limit, SnapshotUnavailable for a database failure or a
+// corrupt row. Safe for concurrent use; it runs one statement and opens no
+// transaction.
+func (e *Engine) ReadStateSnapshot(ctx context.Context, sc Scope, filters []event.Filter) (*Snapshot, error) {
+	if err := checkSnapshotRequest(sc.Reader, filters); err != nil {
+		return nil, err
+	}
+	snap, err := e.readState(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// checkSnapshotRequest applies the snapshot's shape rules in order: one
+// filter, the value 1, no other field, kinds [30078], authors [reader].
+func checkSnapshotRequest(reader string, filters []event.Filter) *SnapshotError {
+	invalid := func(reason string) *SnapshotError { return &SnapshotError{Code: SnapshotInvalid, Reason: reason} }
+	if len(filters) != 1 {
+		return invalid(msgSnapshotOnlyFilter)
+	}
+	f := &filters[0]
+	if !bytes.Equal(bytes.TrimSpace(f.Extra[SnapshotField]), []byte("1")) {
+		return invalid(msgSnapshotValue)
+	}
+	if others := otherFields(f); len(others) > 0 {
+		return invalid(msgSnapshotFields + strings.Join(others, ", "))
+	}
+	if len(f.Kinds) != 1 || f.Kinds[0] != event.KindAppData {
+		return invalid(msgSnapshotKinds)
+	}
+	if len(f.Authors) != 1 {
+		return invalid(msgSnapshotAuthors)
+	}
+	if f.Authors[0] != reader {
+		return invalid(msgSnapshotOtherUser)
+	}
+	return nil
+}
+
+// otherFields names the fields of f beyond kinds, authors and
+// read_state_snapshot, sorted. ParseFilter puts every field it reads
+// somewhere, so a field that is present, even empty, is named here.
+func otherFields(f *event.Filter) []string {
+	var out []string
+	add := func(present bool, name string) {
+		if present {
+			out = append(out, name)
+		}
+	}
+	add(f.IDs != nil, "ids")
+	add(f.Since != nil, "since")
+	add(f.Until != nil, "until")
+	add(f.Limit != nil, "limit")
+	add(f.Search != nil, "search")
+	for name := range f.Tags {
+		out = append(out, "#"+name)
+	}
+	for name := range f.Extra {
+		if name != SnapshotField {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// snapshotSQL reads a reader's live conforming read-state rows, newest
+// first. The conforming test is spec 40 §4.3's classifier written out on
+// the row's columns (it does not need the function nip_rs_read_state_row
+// to exist), so LIMIT counts conforming rows only; ReadStateSnapshot asks
+// for SnapshotMaxEvents+1 of them to tell "exactly the limit" from "more".
+//
+// content_before is the sum of the content bytes of the rows before each
+// one. A row's JSON is never shorter than its content, so once
+// content_before passes SnapshotMaxArrayBytes the array is too large
+// whatever follows: the rows after that point are not sent, and the rows
+// that are sent already exceed the limit. This bounds what one snapshot
+// moves out of the database to about SnapshotMaxArrayBytes plus one row.
+//
+// deleted_at IS NULL holds whether superseded versions are soft-deleted
+// (spec 10's NIP-33) or physically deleted (spec 40 §6).
+const snapshotSQL = `
+SELECT id, pubkey, created_at, kind, d_tag, tags, content, sig, channel_id::text
+FROM (
+  SELECT e.id, e.pubkey, e.created_at, e.kind, e.d_tag, e.tags, e.content, e.sig, e.channel_id,
+         COALESCE(sum(octet_length(e.content)) OVER (ORDER BY e.created_at DESC, e.id ASC
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS content_before
+  FROM events e
+  WHERE e.community_id = $1 AND e.pubkey = $2 AND e.kind = 30078 AND e.deleted_at IS NULL
+    AND e.d_tag LIKE 'read-state:%' AND e.d_tag ~ '^read-state:[0-9a-f]{32}$'
+    AND (SELECT count(*) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(e.tags) = 'array' THEN e.tags ELSE '[]'::jsonb END) t
+         WHERE jsonb_typeof(t) = 'array' AND t->0 = '"d"') = 1
+    AND EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(e.tags) = 'array' THEN e.tags ELSE '[]'::jsonb END) t
+         WHERE jsonb_typeof(t) = 'array' AND jsonb_array_length(t) >= 2
+           AND jsonb_typeof(t->1) = 'string' AND t->>0 = 'd' AND t->>1 = e.d_tag)
+    AND (SELECT count(*) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(e.tags) = 'array' THEN e.tags ELSE '[]'::jsonb END) t
+         WHERE t = '["t","read-state"]'::jsonb) = 1
+) s
+WHERE content_before <= $3
+ORDER BY created_at DESC, id ASC
+LIMIT $4`
+
+// readState runs snapshotSQL on the writer pool and builds the snapshot,
+// stopping at the first row past either limit.
+func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
+	unavailable := func(err error) *SnapshotError {
+		return &SnapshotError{Code: SnapshotUnavailable, Reason: msgSnapshotStorage, Err: err}
+	}
+	pub, err := hex.DecodeString(sc.Reader)
+	if err != nil || len(pub) != 32 {
+		return nil, unavailable(fmt.Errorf("reader %q is not a 64-character hex pubkey", sc.Reader))
+	}
+	rows, err := e.cfg.Store.Pool().Query(ctx, snapshotSQL, sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1)
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("query read-state snapshot: %w", err))
+	}
+	defer rows.Close()
+	snap := &Snapshot{Pubkey: sc.Reader, EventsJSON: []byte{'['}}
+	var ids [][]byte
+	for rows.Next() {
+		var (
+			id, pubkey, sig, tags []byte
+			ts                    time.Time
+			dTag                  string
+			channel               *string
+			ev                    event.Event
+		)
+		if err := rows.Scan(&id, &pubkey, &ts, &ev.Kind, &dTag, &tags, &ev.Content, &sig, &channel); err != nil {
+			return nil, unavailable(fmt.Errorf("scan read-state row: %w", err))
+		}
+		ev.ID, ev.PubKey, ev.Sig, ev.CreatedAt = hex.EncodeToString(id), hex.EncodeToString(pubkey), hex.EncodeToString(sig), ts.Unix()
+		if err := rowProblem(&ev, dTag, tags, channel); err != nil {
+			return nil, unavailable(fmt.Errorf("read-state row %s: %w", ev.ID, err))
+		}
+		if len(snap.Events) == SnapshotMaxEvents {
+			return nil, &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooMany}
+		}
+		if len(snap.Events) > 0 {
+			snap.EventsJSON = append(snap.EventsJSON, ',')
+		}
+		snap.EventsJSON = ev.AppendJSON(snap.EventsJSON)
+		if len(snap.EventsJSON)+1 > SnapshotMaxArrayBytes {
+			return nil, &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooBig}
+		}
+		snap.Events = append(snap.Events, ev)
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(fmt.Errorf("read read-state snapshot: %w", err))
+	}
+	snap.EventsJSON = append(snap.EventsJSON, ']')
+	snap.ID = snapshotID(ids)
+	return snap, nil
+}
+
+// rowProblem decodes a selected row's tags into ev and reports what makes
+// it corrupt: tags that are not an array of string arrays (such a row
+// cannot be sent as an event), a verdict of the Go classifier that differs
+// from the statement's, or a channel (kind 30078 is global-only and is
+// stored without one; a row that has one was not written by this relay,
+// and whether the reader may still see that channel is not this read's to
+// decide).
+func rowProblem(ev *event.Event, dTag string, tags []byte, channel *string) error {
+	if !event.ReadStateRow(ev.Kind, dTag, tags) {
+		return fmt.Errorf("selected as read state, but event.ReadStateRow rejects d_tag %q with its tags", dTag)
+	}
+	if err := json.Unmarshal(tags, &ev.Tags); err != nil {
+		return fmt.Errorf("decode tags: %w", err)
+	}
+	if channel != nil {
+		return fmt.Errorf("stored in channel %s, but kind 30078 is global-only", *channel)
+	}
+	return nil
+}
+
+// snapshotID is Snapshot.ID of the raw ids.
+func snapshotID(ids [][]byte) string {
+	sorted := slices.Clone(ids)
+	slices.SortFunc(sorted, bytes.Compare)
+	h := sha256.New()
+	for _, id := range sorted {
+		h.Write(id)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
