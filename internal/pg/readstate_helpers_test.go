@@ -240,7 +240,7 @@ func snapshot(t *testing.T, q pg.Querier) dbState {
 	t.Helper()
 	return dbState{
 		Catalog: texts(t, q, `
-			SELECT 'rel ' || c.relkind || ' ' || c.relname FROM pg_class c
+			SELECT 'rel ' || c.relkind::text || ' ' || c.relname FROM pg_class c
 			  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
 			UNION ALL
 			SELECT 'fn ' || p.proname FROM pg_proc p
