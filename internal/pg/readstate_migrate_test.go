@@ -134,19 +134,21 @@ func TestReadStateMigrationAmbiguityGuard(t *testing.T) {
 		d, tags string
 		blocked bool
 	}{
-		"NonArrayTags":         {d: slot, tags: `{"d":"` + slot + `"}`, blocked: true},
-		"NonArrayTagsBadSlot":  {d: "read-state:XYZ", tags: `"read-state"`, blocked: true},
-		"NoDTag":               {d: slot, tags: `[["t","read-state"]]`, blocked: true},
-		"OneElementDTag":       {d: slot, tags: `[["d"],["d","` + slot + `"],["t","read-state"]]`, blocked: true},
-		"DValueDiffers":        {d: slot, tags: `[["d","read-state:other"],["t","read-state"]]`, blocked: true},
-		"DValueNotString":      {d: slot, tags: `[["d",7],["t","read-state"]]`, blocked: true},
-		"TwoTTags":             {d: slot, tags: `[["d","` + slot + `"],["t","read-state"],["t","read-state"]]`, blocked: true},
-		"UppercaseTwoD":        {d: "read-state:ABC", tags: `[["d","read-state:ABC"],["d","x"],["t","read-state"]]`, blocked: true},
-		"TwoDWithoutTTag":      {d: slot, tags: `[["d","` + slot + `"],["d","` + slot + `"]]`},
-		"TwoDWithLongTTag":     {d: slot, tags: `[["d","` + slot + `"],["d","` + slot + `"],["t","read-state","x"]]`},
-		"UppercaseSlot":        {d: "read-state:ABC", tags: `[["d","read-state:ABC"],["t","read-state"]]`},
-		"OtherPrefixAmbiguous": {d: "settings", tags: `[["d","settings"],["d","settings"],["t","read-state"]]`},
-		"Conforming":           {d: slot, tags: rsTags(slot)},
+		"NonArrayTags":          {d: slot, tags: `{"d":"` + slot + `"}`, blocked: true},
+		"NonArrayTagsBadSlot":   {d: "read-state:XYZ", tags: `"read-state"`, blocked: true},
+		"NoDTag":                {d: slot, tags: `[["t","read-state"]]`, blocked: true},
+		"OneElementDTag":        {d: slot, tags: `[["d"],["d","` + slot + `"],["t","read-state"]]`, blocked: true},
+		"DValueDiffers":         {d: slot, tags: `[["d","read-state:other"],["t","read-state"]]`, blocked: true},
+		"DValueNotString":       {d: slot, tags: `[["d",7],["t","read-state"]]`, blocked: true},
+		"TwoTTags":              {d: slot, tags: `[["d","` + slot + `"],["t","read-state"],["t","read-state"]]`, blocked: true},
+		"UppercaseTwoD":         {d: "read-state:ABC", tags: `[["d","read-state:ABC"],["d","x"],["t","read-state"]]`, blocked: true},
+		"TwoDWithoutTTag":       {d: slot, tags: `[["d","` + slot + `"],["d","` + slot + `"]]`},
+		"TwoDWithLongTTag":      {d: slot, tags: `[["d","` + slot + `"],["d","` + slot + `"],["t","read-state","x"]]`},
+		"UppercaseSlot":         {d: "read-state:ABC", tags: `[["d","read-state:ABC"],["t","read-state"]]`},
+		"OtherPrefixAmbiguous":  {d: "settings", tags: `[["d","settings"],["d","settings"],["t","read-state"]]`},
+		"Conforming":            {d: slot, tags: rsTags(slot)},
+		"ConformingOddElements": {d: slot, tags: `["d", 7, {"0":"d"}, null, ["d","` + slot + `"], ["t","read-state"]]`},
+		"OddElementsTwoD":       {d: slot, tags: `["d", null, ["d","` + slot + `"], ["d"], ["t","read-state"]]`, blocked: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -100,6 +100,20 @@ func TestReadStateWatermarkTrigger(t *testing.T) {
 		require.True(t, pg.IsStaleWatermark(err), "%v", err)
 	})
 
+	// Tag elements may be any JSON value: a conforming row whose tags also
+	// hold a string, a number, an object and null is classified, not an error.
+	t.Run("NonArrayTagElements", func(t *testing.T) {
+		t.Parallel()
+		pool, community := readStatePool(t)
+		c := newCoord(community)
+		head := c.row(baseTime, idFrom(0x40))
+		head.Tags = `["d", 7, {"0":"d"}, null, ["d","` + c.D + `"], ["t","read-state"]]`
+		head.mustInsert(t, pool)
+		c.requireWatermark(t, pool, head)
+		_, err := c.row(baseTime.Add(-time.Second), idFrom(0x40)).insert(ctx, pool)
+		require.True(t, pg.IsStaleWatermark(err), "%v", err)
+	})
+
 	t.Run("NonconformingRowsPassWithoutWatermark", func(t *testing.T) {
 		t.Parallel()
 		pool, community := readStatePool(t)

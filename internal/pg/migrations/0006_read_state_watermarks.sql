@@ -57,7 +57,8 @@ BEGIN
             ELSE (SELECT count(*) FROM jsonb_array_elements(e.tags) t
                   WHERE jsonb_typeof(t) = 'array' AND t->0 = '"d"') <> 1
               OR NOT EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) t
-                             WHERE jsonb_typeof(t) = 'array' AND jsonb_array_length(t) >= 2
+                             WHERE jsonb_typeof(t) = 'array'
+                               AND CASE WHEN jsonb_typeof(t) = 'array' THEN jsonb_array_length(t) ELSE 0 END >= 2
                                AND jsonb_typeof(t->1) = 'string' AND t->>0 = 'd' AND t->>1 = e.d_tag)
               OR (SELECT count(*) FROM jsonb_array_elements(e.tags) t
                   WHERE t = '["t","read-state"]'::jsonb) <> 1
@@ -68,6 +69,11 @@ BEGIN
 END $$;
 
 -- 3. The classifier, the watermark table and the mention index.
+-- PostgreSQL does not evaluate the conditions of a WHERE clause in a fixed
+-- order, and jsonb_array_length raises 22023 on anything but an array, so
+-- it is only reached through a CASE: a tag element that is a string, a
+-- number, an object or null is skipped, never an error (here and in the
+-- guard above).
 CREATE FUNCTION nip_rs_read_state_row(p_kind integer, p_d_tag text, p_tags jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT COALESCE(
@@ -78,7 +84,8 @@ SELECT COALESCE(
        WHERE jsonb_typeof(t) = 'array' AND t->0 = '"d"') = 1
   AND EXISTS (SELECT 1
        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_tags) = 'array' THEN p_tags ELSE '[]'::jsonb END) t
-       WHERE jsonb_typeof(t) = 'array' AND jsonb_array_length(t) >= 2
+       WHERE jsonb_typeof(t) = 'array'
+         AND CASE WHEN jsonb_typeof(t) = 'array' THEN jsonb_array_length(t) ELSE 0 END >= 2
          AND jsonb_typeof(t->1) = 'string' AND t->>0 = 'd' AND t->>1 = p_d_tag)
   AND (SELECT count(*)
        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_tags) = 'array' THEN p_tags ELSE '[]'::jsonb END) t
