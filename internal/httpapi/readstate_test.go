@@ -126,6 +126,13 @@ func bulkReadState(t *testing.T, pool *pgxpool.Pool, communityID, pubkey string,
 	require.NoError(t, err)
 }
 
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
 // rawEvent is an event with random id and signature, not signed: for rows
 // written with fixture.Store that no read path verifies.
 func rawEvent(pubkey string, kind int, ts int64, content string, tags ...event.Tag) event.Event {
@@ -173,6 +180,14 @@ func TestReadStateSnapshot(t *testing.T) {
 		fixture.Store(t, d.pool, b.ta.CommunityID, "", gone)
 		_, err := d.pool.Exec(context.Background(), `UPDATE events SET deleted_at = now() WHERE community_id = $1 AND id = decode($2, 'hex')`,
 			b.ta.CommunityID, gone.ID)
+		require.NoError(t, err)
+		// A conforming row that was stored already deleted (as a legacy
+		// NIP-09 deletion that retention keeps, spec 40 §5.2).
+		kept := readState(t, me, slot(), now-2, "kept deleted")
+		_, err = d.pool.Exec(context.Background(), `
+			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, d_tag, deleted_at)
+			VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), to_timestamp($4), 30078, $5::jsonb, $6, decode($7, 'hex'), $8, now())`,
+			b.ta.CommunityID, kept.ID, kept.PubKey, kept.CreatedAt, string(mustJSON(t, kept.Tags)), kept.Content, kept.Sig, kept.Tags.First("d").Value())
 		require.NoError(t, err)
 
 		a, got := b.completeSnapshot(t, me)
