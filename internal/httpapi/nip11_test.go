@@ -3,11 +3,13 @@ package httpapi_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/httpapi"
 )
 
@@ -42,6 +44,11 @@ func TestNIP11(t *testing.T) {
 				"auth_required": true,
 				"payment_required": false,
 				"restricted_writes": true
+			},
+			"read_state_snapshot": {
+				"version": 1,
+				"max_events": 4096,
+				"max_event_array_bytes": 8388608
 			}
 		}`, res.body)
 	})
@@ -52,12 +59,32 @@ func TestNIP11(t *testing.T) {
 		res := b.do(t, http.MethodGet, "nowhere.test", "/", nil, map[string]string{"Accept": nip11Accept})
 		require.Equal(t, http.StatusOK, res.status)
 		require.Contains(t, res.body, `"name":"Buzz Relay"`)
+		require.NotContains(t, res.body, "read_state_snapshot", "the snapshot is a community read")
+	})
+
+	t.Run("ReadStateSnapshotOnMappedHostsOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, d)
+		alias := fixture.Host()
+		fixture.Alias(t, d.pool, b.tb.CommunityID, alias)
+		advert := `"read_state_snapshot":{"version":1,"max_events":4096,"max_event_array_bytes":8388608}`
+		for _, host := range []string{b.ta.Host, strings.ToUpper(b.tb.Host) + ".", alias, b.local.Host} {
+			for _, path := range []string{"/", "/info"} {
+				res := b.do(t, http.MethodGet, host, path, nil, map[string]string{"Accept": nip11Accept})
+				require.Equal(t, http.StatusOK, res.status)
+				require.Contains(t, res.body, advert, "%s%s", host, path)
+			}
+		}
+		plain := b.do(t, http.MethodGet, "nowhere.test", "/info", nil, nil).body
+		mapped := b.do(t, http.MethodGet, b.ta.Host, "/info", nil, nil).body
+		require.Equal(t, strings.TrimSuffix(plain, "}")+","+advert+"}", mapped, "the same document plus the field")
+		require.NotContains(t, b.do(t, http.MethodGet, "", "/info", nil, nil).body, "read_state_snapshot")
 	})
 
 	t.Run("InfoAndPlainFallback", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
-		info := b.do(t, http.MethodGet, "nowhere.test", "/info", nil, nil)
+		info := b.do(t, http.MethodGet, b.ta.Host, "/info", nil, nil)
 		require.Equal(t, http.StatusOK, info.status)
 		plain := b.do(t, http.MethodGet, b.ta.Host, "/", nil, nil)
 		require.Equal(t, http.StatusOK, plain.status)
