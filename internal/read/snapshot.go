@@ -278,23 +278,49 @@ func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 }
 
 // rowProblem decodes a selected row's tags into ev and reports what makes
-// it corrupt: tags that are not an array of string arrays (such a row
-// cannot be sent as an event), a verdict of the Go classifier that differs
-// from the statement's, or a channel (kind 30078 is global-only and is
-// stored without one; a row that has one was not written by this relay,
-// and whether the reader may still see that channel is not this read's to
-// decide).
+// it corrupt: tags that are not an array of arrays of strings (such a row
+// cannot be sent as the event it was; see decodeTags), a verdict of the Go
+// classifier that differs from the statement's, or a channel (kind 30078
+// is global-only and is stored without one; a row that has one was not
+// written by this relay, and whether the reader may still see that channel
+// is not this read's to decide).
 func rowProblem(ev *event.Event, dTag string, tags []byte, channel *string) error {
 	if !event.ReadStateRow(ev.Kind, dTag, tags) {
 		return fmt.Errorf("selected as read state, but event.ReadStateRow rejects d_tag %q with its tags", dTag)
 	}
-	if err := json.Unmarshal(tags, &ev.Tags); err != nil {
+	t, err := decodeTags(tags)
+	if err != nil {
 		return fmt.Errorf("decode tags: %w", err)
 	}
+	ev.Tags = t
 	if channel != nil {
 		return fmt.Errorf("stored in channel %s, but kind 30078 is global-only", *channel)
 	}
 	return nil
+}
+
+// decodeTags decodes stored tags strictly: an array of arrays of strings,
+// where a JSON null is an error rather than the empty tag or empty string
+// encoding/json would quietly make of it.
+func decodeTags(raw []byte) (event.Tags, error) {
+	var loose [][]*string
+	if err := json.Unmarshal(raw, &loose); err != nil {
+		return nil, err
+	}
+	out := make(event.Tags, len(loose))
+	for i, tag := range loose {
+		if tag == nil {
+			return nil, fmt.Errorf("tag %d is null", i)
+		}
+		out[i] = make(event.Tag, len(tag))
+		for j, v := range tag {
+			if v == nil {
+				return nil, fmt.Errorf("tag %d element %d is null", i, j)
+			}
+			out[i][j] = *v
+		}
+	}
+	return out, nil
 }
 
 // snapshotID is Snapshot.ID of the raw ids.
