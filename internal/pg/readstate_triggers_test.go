@@ -114,6 +114,47 @@ func TestReadStateWatermarkTrigger(t *testing.T) {
 		require.True(t, pg.IsStaleWatermark(err), "%v", err)
 	})
 
+	// Two writers on one coordinate: the second waits on the watermark row
+	// and decides against what the first committed.
+	t.Run("ConcurrentWritersSerialize", func(t *testing.T) {
+		t.Parallel()
+		for _, firstCommits := range []bool{true, false} {
+			pool, community := readStatePool(t)
+			c := newCoord(community)
+			c.row(baseTime, idFrom(0x40)).mustInsert(t, pool)
+
+			first, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer first.Rollback(ctx) //nolint:errcheck // a no-op once committed or rolled back
+			newer := c.row(baseTime.Add(2*time.Second), idFrom(0x40)).mustInsert(t, first)
+
+			older := c.row(baseTime.Add(time.Second), idFrom(0x40))
+			done := make(chan error, 1)
+			go func() {
+				_, err := older.insert(ctx, pool)
+				done <- err
+			}()
+			require.Eventually(t, func() bool {
+				var waiting int
+				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+				return err == nil && waiting == 1
+			}, 10*time.Second, 10*time.Millisecond, "the second writer waits")
+
+			if firstCommits {
+				require.NoError(t, first.Commit(ctx))
+				require.True(t, pg.IsStaleWatermark(<-done), "older than what committed")
+				c.requireWatermark(t, pool, newer)
+				require.Equal(t, "gone", rowState(t, pool, older))
+			} else {
+				require.NoError(t, first.Rollback(ctx))
+				require.NoError(t, <-done, "the first writer's tuple never counted")
+				c.requireWatermark(t, pool, older)
+				require.Equal(t, "gone", rowState(t, pool, newer))
+			}
+		}
+	})
+
 	t.Run("NonconformingRowsPassWithoutWatermark", func(t *testing.T) {
 		t.Parallel()
 		pool, community := readStatePool(t)
