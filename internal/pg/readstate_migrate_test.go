@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
@@ -377,4 +378,21 @@ func TestReadStateMigrationSecondFileAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, count(t, pool, "SELECT count(*) FROM read_state_retention_purges"))
 	require.Equal(t, 1, c.rows(t, pool))
+}
+
+// Both new tables are tenant tables (spec 40 §4.1, §4.5): not registered as
+// operator-global, community_id leading the primary key and referencing
+// communities.
+func TestReadStateTablesAreTenantTables(t *testing.T) {
+	t.Parallel()
+	tx := dbtest.Tx(t)
+	for _, table := range []string{"parameterized_event_watermarks", "read_state_retention_purges"} {
+		require.Zero(t, count(t, tx, "SELECT count(*) FROM _operator_global_tables WHERE table_name = $1", table), table)
+		require.Equal(t, "community_id", texts(t, tx, `
+			SELECT a.attname::text FROM pg_index i
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			WHERE i.indrelid = $1::regclass AND i.indisprimary`, table)[0], table)
+		require.Equal(t, 1, count(t, tx, `SELECT count(*) FROM pg_constraint
+			WHERE conrelid = $1::regclass AND contype = 'f' AND confrelid = 'communities'::regclass`, table), table)
+	}
 }
