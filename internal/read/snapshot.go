@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,9 +48,13 @@ const (
 	msgSnapshotKinds      = "invalid: read_state_snapshot requires kinds to be exactly [30078]"
 	msgSnapshotAuthors    = "invalid: read_state_snapshot requires authors to be exactly one pubkey, the authenticated one"
 	msgSnapshotOtherUser  = "restricted: read_state_snapshot reads only the authenticated pubkey's read state"
-	msgSnapshotTooMany    = "read_state_snapshot too large: more than 4096 read-state events"
-	msgSnapshotTooBig     = "read_state_snapshot too large: the events exceed 8388608 bytes of JSON"
 	msgSnapshotStorage    = "error: read_state_snapshot unavailable: the read-state events could not be read; retry later"
+)
+
+// Client texts of the snapshot's limits, which they name.
+var (
+	msgSnapshotTooMany = "read_state_snapshot too large: more than " + strconv.Itoa(SnapshotMaxEvents) + " read-state events"
+	msgSnapshotTooBig  = "read_state_snapshot too large: the events exceed " + strconv.Itoa(SnapshotMaxArrayBytes) + " bytes of JSON"
 )
 
 // SnapshotCode classifies a SnapshotError, so the door maps it through one
