@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -299,6 +300,27 @@ func TestReadStateReportBesideMigrationLock(t *testing.T) {
 	rep, err := ReadStateReport(ctx, b.pool, ReadStateReportParams{})
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Storage)
+}
+
+// Every statement runs under the 60 s statement_timeout: a report stuck
+// behind an ACCESS EXCLUSIVE lock is canceled by the server, not left
+// waiting (the context, which would cancel it otherwise, allows 90 s).
+func TestReadStateReportStatementTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, `LOCK TABLE read_state_retention_purges IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	_, err = ReadStateReport(ctx, b.pool, ReadStateReportParams{})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "57014", pgErr.Code)
+	require.Equal(t, "canceling statement due to statement timeout", pgErr.Message)
+	require.NoError(t, ctx.Err())
 }
 
 // storageLine returns the report's line for partition.
