@@ -100,7 +100,8 @@ func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay k
 			"auth_required": true,
 			"payment_required": false,
 			"restricted_writes": true
-		}}`, string(body))
+		},
+		"read_state_snapshot": {"version": 1, "max_events": 4096, "max_event_array_bytes": 8388608}}`, string(body))
 	var doc struct {
 		Limitation struct {
 			MaxMessageLength int `json:"max_message_length"`

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 )
@@ -193,44 +192,9 @@ func otherFields(f *event.Filter) []string {
 	return out
 }
 
-// snapshotSQL reads a reader's live conforming read-state rows, newest
-// first. The conforming test is spec 40 §4.3's classifier written out on
-// the row's columns (it does not need the function nip_rs_read_state_row
-// to exist), so LIMIT counts conforming rows only; ReadStateSnapshot asks
-// for SnapshotMaxEvents+1 of them to tell "exactly the limit" from "more".
-//
-// content_before is the sum of the content bytes of the rows before each
-// one. A row's JSON is never shorter than its content, so once
-// content_before passes SnapshotMaxArrayBytes the array is too large
-// whatever follows: the rows after that point are not sent, and the rows
-// that are sent already exceed the limit. This bounds what one snapshot
-// moves out of the database to about SnapshotMaxArrayBytes plus one row.
-//
-// deleted_at IS NULL holds whether superseded versions are soft-deleted
-// (spec 10's NIP-33) or physically deleted (spec 40 §6).
-const snapshotSQL = `
-SELECT id, pubkey, created_at, kind, d_tag, tags, content, sig, channel_id::text
-FROM (
-  SELECT e.id, e.pubkey, e.created_at, e.kind, e.d_tag, e.tags, e.content, e.sig, e.channel_id,
-         COALESCE(sum(octet_length(e.content)) OVER (ORDER BY e.created_at DESC, e.id ASC
-           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS content_before
-  FROM events e
-  WHERE e.community_id = $1 AND e.pubkey = $2 AND e.kind = 30078 AND e.deleted_at IS NULL
-    AND e.d_tag LIKE 'read-state:%' AND e.d_tag ~ '^read-state:[0-9a-f]{32}$'
-    AND (SELECT count(*) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(e.tags) = 'array' THEN e.tags ELSE '[]'::jsonb END) t
-         WHERE jsonb_typeof(t) = 'array' AND t->0 = '"d"') = 1
-    AND EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(e.tags) = 'array' THEN e.tags ELSE '[]'::jsonb END) t
-         WHERE jsonb_typeof(t) = 'array' AND jsonb_array_length(t) >= 2
-           AND jsonb_typeof(t->1) = 'string' AND t->>0 = 'd' AND t->>1 = e.d_tag)
-    AND (SELECT count(*) FROM jsonb_array_elements(CASE WHEN jsonb_typeof(e.tags) = 'array' THEN e.tags ELSE '[]'::jsonb END) t
-         WHERE t = '["t","read-state"]'::jsonb) = 1
-) s
-WHERE content_before <= $3
-ORDER BY created_at DESC, id ASC
-LIMIT $4`
-
-// readState runs snapshotSQL on the writer pool and builds the snapshot,
-// stopping at the first row past either limit.
+// readState reads the rows on the writer pool (store.ReadStateSnapshotRows,
+// one statement) and builds the snapshot, stopping at the first row past
+// either limit.
 func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 	unavailable := func(err error) *SnapshotError {
 		return &SnapshotError{Code: SnapshotUnavailable, Reason: msgSnapshotStorage, Err: err}
@@ -239,26 +203,16 @@ func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 	if err != nil || len(pub) != 32 {
 		return nil, unavailable(fmt.Errorf("reader %q is not a 64-character hex pubkey", sc.Reader))
 	}
-	rows, err := e.cfg.Store.Pool().Query(ctx, snapshotSQL, sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1)
+	rows, err := e.cfg.Store.ReadStateSnapshotRows(ctx, e.cfg.Store.Pool(), sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1)
 	if err != nil {
-		return nil, unavailable(fmt.Errorf("query read-state snapshot: %w", err))
+		return nil, unavailable(err)
 	}
-	defer rows.Close()
 	snap := &Snapshot{Pubkey: sc.Reader, EventsJSON: []byte{'['}}
 	var ids [][]byte
-	for rows.Next() {
-		var (
-			id, pubkey, sig, tags []byte
-			ts                    time.Time
-			dTag                  string
-			channel               *string
-			ev                    event.Event
-		)
-		if err := rows.Scan(&id, &pubkey, &ts, &ev.Kind, &dTag, &tags, &ev.Content, &sig, &channel); err != nil {
-			return nil, unavailable(fmt.Errorf("scan read-state row: %w", err))
-		}
-		ev.ID, ev.PubKey, ev.Sig, ev.CreatedAt = hex.EncodeToString(id), hex.EncodeToString(pubkey), hex.EncodeToString(sig), ts.Unix()
-		if err := rowProblem(&ev, dTag, tags, channel); err != nil {
+	for _, row := range rows {
+		ev := event.Event{ID: hex.EncodeToString(row.ID), PubKey: hex.EncodeToString(row.Pubkey), Sig: hex.EncodeToString(row.Sig),
+			CreatedAt: row.CreatedAt.Unix(), Kind: row.Kind, Content: row.Content}
+		if err := rowProblem(&ev, row.DTag, row.Tags, row.Channel); err != nil {
 			return nil, unavailable(fmt.Errorf("read-state row %s: %w", ev.ID, err))
 		}
 		if len(snap.Events) == SnapshotMaxEvents {
@@ -272,10 +226,7 @@ func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 			return nil, &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooBig}
 		}
 		snap.Events = append(snap.Events, ev)
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable(fmt.Errorf("read read-state snapshot: %w", err))
+		ids = append(ids, row.ID)
 	}
 	snap.EventsJSON = append(snap.EventsJSON, ']')
 	snap.ID = snapshotID(ids)

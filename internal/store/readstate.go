@@ -97,3 +97,52 @@ func (s *Store) ReadStateAdvance(ctx context.Context, q pg.Querier, k Replaceabl
 	}
 	return nil
 }
+
+// ReadStateSnapshotRow is one stored row of a read-state snapshot, as
+// stored: the read engine checks and encodes it.
+type ReadStateSnapshotRow struct {
+	ID, Pubkey, Sig []byte
+	CreatedAt       time.Time
+	Kind            int
+	DTag            string
+	Tags            []byte // raw JSON
+	Content         string
+	Channel         *string
+}
+
+// ReadStateSnapshotRows reads, in one statement (one MVCC snapshot), the
+// live conforming read-state rows (nip_rs_read_state_row) of pubkey in the
+// community, newest first (created_at DESC, id ASC), at most limit of them.
+//
+// It stops early on size: content_before is the sum of the content bytes
+// of the rows before each one, and a row's JSON is never shorter than its
+// content, so once content_before passes maxBytes the caller's array is
+// too large whatever follows; rows after that point are not sent. One call
+// therefore moves at most about maxBytes plus one row.
+func (s *Store) ReadStateSnapshotRows(ctx context.Context, q pg.Querier, communityID string, pubkey []byte, maxBytes, limit int) ([]ReadStateSnapshotRow, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id, pubkey, created_at, kind, d_tag, tags, content, sig, channel_id::text
+		FROM (
+		  SELECT e.id, e.pubkey, e.created_at, e.kind, e.d_tag, e.tags, e.content, e.sig, e.channel_id,
+		         COALESCE(sum(octet_length(e.content)) OVER (ORDER BY e.created_at DESC, e.id ASC
+		           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS content_before
+		  FROM events e
+		  WHERE e.community_id = $1 AND e.pubkey = $2 AND e.kind = 30078 AND e.deleted_at IS NULL
+		    AND e.d_tag LIKE 'read-state:%' AND nip_rs_read_state_row(e.kind, e.d_tag, e.tags)
+		) s
+		WHERE content_before <= $3
+		ORDER BY created_at DESC, id ASC
+		LIMIT $4`, communityID, pubkey, maxBytes, limit)
+	if err != nil {
+		return nil, fmt.Errorf("query read-state snapshot: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReadStateSnapshotRow, error) {
+		var x ReadStateSnapshotRow
+		err := r.Scan(&x.ID, &x.Pubkey, &x.CreatedAt, &x.Kind, &x.DTag, &x.Tags, &x.Content, &x.Sig, &x.Channel)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read read-state snapshot: %w", err)
+	}
+	return out, nil
+}
