@@ -6,6 +6,7 @@
 //	buzz-relay member add|remove|list      manage relay members
 //	buzz-relay audit head|verify           export a checkpoint, verify a chain
 //	buzz-relay maintenance search-kinds    show or change what is searchable
+//	buzz-relay maintenance read-state      report NIP-RS read-state retention and space
 //	buzz-relay version                     print the build version
 //
 // Configuration comes from the environment (docs/OPERATIONS.md). Operator

@@ -7,6 +7,11 @@
 //	Analyze      every 10 s   ANALYZE of the partitions and side tables that changed
 //	ReplayPurge  every 60 s   NIP-98 replay ids older than 180 s deleted
 //
+// It also holds the read-only report an operator runs by hand,
+// ReadStateReport (buzz-relay maintenance read-state --report, spec 40 §9),
+// and ReadStatePurges, which the relay logs right after the read-state
+// purge migration.
+//
 // Each service runs against the database of the process; several processes
 // may run them against one database (partition creation takes an advisory
 // lock, the others are idempotent).
