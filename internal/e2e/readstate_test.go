@@ -254,7 +254,7 @@ func TestReadStateLookalikes(t *testing.T) {
 		{"UppercaseSlot", "read-state:" + strings.ToUpper(slot), nil, true},
 		{"ShortSlot", "read-state:" + slot[:31], nil, true},
 		{"LongSlot", "read-state:" + slot + "a", nil, true},
-		{"TwoDTags", newSlot(), []eventtest.Option{eventtest.Tag("d", "read-state:" + slot)}, true},
+		{"TwoDTags", newSlot(), []eventtest.Option{eventtest.Tag("d", "read-state:"+slot)}, true},
 		{"TwoTTags", newSlot(), []eventtest.Option{eventtest.Tag("t", "read-state")}, true},
 		{"ThreeElementT", newSlot(), []eventtest.Option{eventtest.Tag("t", "read-state", "x")}, false},
 		{"NoPrefix", "state:" + slot, nil, true},
