@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/wire"
 )
 
 // The read-state snapshot: POST /query's one-call read of a reader's whole
@@ -40,14 +41,14 @@ const (
 )
 
 // Client texts of the snapshot's refusals.
-const (
-	msgSnapshotOnlyFilter = "invalid: read_state_snapshot must be the only filter of the request"
-	msgSnapshotValue      = "invalid: read_state_snapshot must be 1"
-	msgSnapshotFields     = "invalid: read_state_snapshot takes only kinds, authors and read_state_snapshot, got "
-	msgSnapshotKinds      = "invalid: read_state_snapshot requires kinds to be exactly [30078]"
-	msgSnapshotAuthors    = "invalid: read_state_snapshot requires authors to be exactly one pubkey, the authenticated one"
-	msgSnapshotOtherUser  = "restricted: read_state_snapshot reads only the authenticated pubkey's read state"
-	msgSnapshotStorage    = "error: read_state_snapshot unavailable: the read-state events could not be read; retry later"
+var (
+	msgSnapshotOnlyFilter = wire.Reason(wire.Invalid, "read_state_snapshot must be the only filter of the request")
+	msgSnapshotValue      = wire.Reason(wire.Invalid, "read_state_snapshot must be 1")
+	msgSnapshotFields     = wire.Reason(wire.Invalid, "read_state_snapshot takes only kinds, authors and read_state_snapshot, got ")
+	msgSnapshotKinds      = wire.Reason(wire.Invalid, "read_state_snapshot requires kinds to be exactly [30078]")
+	msgSnapshotAuthors    = wire.Reason(wire.Invalid, "read_state_snapshot requires authors to be exactly one pubkey, the authenticated one")
+	msgSnapshotOtherUser  = wire.Reason(wire.Restricted, "read_state_snapshot reads only the authenticated pubkey's read state")
+	msgSnapshotStorage    = wire.Reason(wire.Error, "read_state_snapshot unavailable: the read-state events could not be read; retry later")
 )
 
 // Client texts of the snapshot's limits, which they name.
@@ -61,13 +62,13 @@ var (
 type SnapshotCode int
 
 const (
-	// SnapshotInvalid: the request carries read_state_snapshot but is not
+	// SnapshotInvalid means the request carries read_state_snapshot but is not
 	// exactly the snapshot request.
 	SnapshotInvalid SnapshotCode = iota + 1
-	// SnapshotTooLarge: the reader's read state exceeds SnapshotMaxEvents
+	// SnapshotTooLarge means the reader's read state exceeds SnapshotMaxEvents
 	// or SnapshotMaxArrayBytes.
 	SnapshotTooLarge
-	// SnapshotUnavailable: the statement failed, or a stored row could not
+	// SnapshotUnavailable means the statement failed, or a stored row could not
 	// be turned into an event (a corrupt row).
 	SnapshotUnavailable
 )
