@@ -402,6 +402,10 @@ func TestReadStateCappedQuery(t *testing.T) {
 		second = rs[1]
 	}
 	require.Equal(t, []string{rs[2].ID, second.ID}, []string{got[0].ID, got[1].ID}, "R1: #t before the cap; ties by lowest id")
+	// The same on POST /query.
+	require.Equal(t, []string{rs[2].ID, second.ID}, brQuery(t, b.r, b.user,
+		`[{"kinds":[30078],"authors":["`+b.user.PubKey+`"],"#t":["read-state"],"limit":2}]`), "R1 on /query")
+	require.Len(t, brQuery(t, b.r, b.user, `[{"kinds":[30078],"authors":["`+b.user.PubKey+`"],"limit":2}]`), 2, "R3 on /query")
 }
 
 // Check 21, same-process half: S1 holds the read-state filter; E is
