@@ -70,14 +70,17 @@ func (r *Read) plain(ctx context.Context, f *event.Filter, beforeID string) ([]R
 }
 
 // search is one search filter, on the replica when it may serve it. The
-// replica's run accepts into a copy of opt.Seen, merged only when it
-// served, so a doubted run leaves no trace in the request's dedupe.
+// replica's run accepts into a copy of opt.Seen and tallies its hit
+// metrics, both kept only when it served, so a doubted run leaves no trace
+// in the request's dedupe or in buzz_search_hits_total.
 func (r *Read) search(ctx context.Context, f *event.Filter, chans []string, named bool, opt searchOptions) ([]Row, error) {
 	var rows []Row
 	seen := maps.Clone(opt.Seen)
+	var tally map[hitKey]int
 	served, err := r.onReplica(ctx, f, func(s *replica.Session) error {
 		o := opt
-		o.on, o.Seen = s, seen
+		tally = map[hitKey]int{} // a fresh one per attempt
+		o.on, o.Seen, o.tally = s, seen, tally
 		var err error
 		rows, err = r.e.searchFilter(ctx, r.req.Scope, r.acc, f, chans, named, o)
 		return err
@@ -87,6 +90,7 @@ func (r *Read) search(ctx context.Context, f *event.Filter, chans []string, name
 	}
 	if served {
 		maps.Copy(opt.Seen, seen)
+		r.e.countHits(tally)
 		return rows, nil
 	}
 	return r.e.searchFilter(ctx, r.req.Scope, r.acc, f, chans, named, opt)

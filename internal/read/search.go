@@ -42,7 +42,15 @@ type searchOptions struct {
 	// on, when set, runs every statement in a proved replica snapshot
 	// (route.go); nil runs them on the writer.
 	on *replica.Session
+	// tally, when set, collects the buzz_search_hits_total increments
+	// instead of counting them: a replica run's hits count only once it
+	// served (route.go), so a doubted run that the writer repeats is not
+	// counted twice.
+	tally map[hitKey]int
 }
+
+// hitKey is one buzz_search_hits_total series.
+type hitKey struct{ transport, result string }
 
 // SearchError is a failed FTS statement or hydration. Its message is the log
 // line of 20-search.md §7; it never contains the search text.
@@ -160,7 +168,7 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 		if err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
-		rows, err := e.accept(ctx, opt.on, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport)
+		rows, err := e.accept(ctx, opt.on, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport, opt.tally)
 		out = append(out, rows...)
 		if err != nil {
 			return out, &SearchError{Fetch: true, Page: q.Page, Err: err}
@@ -179,6 +187,13 @@ func (e *Engine) hook(ctx context.Context, stage string, f *event.Filter) error 
 	return nil
 }
 
+// countHits adds a tally to buzz_search_hits_total.
+func (e *Engine) countHits(tally map[hitKey]int) {
+	for k, n := range tally {
+		e.cfg.Metrics.Search.Hits.WithLabelValues(k.transport, k.result).Add(float64(n))
+	}
+}
+
 // searchPage runs one FTS statement in on, or on the writer when on is nil.
 func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Query) (search.Result, error) {
 	if on != nil {
@@ -191,11 +206,15 @@ func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Q
 // rows that pass the acceptance checks of 20-search.md §4.2. Its
 // statements run in on, or on the writer when on is nil.
 func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
-	hits []search.Hit, seen map[string]struct{}, want int, transport string) ([]Row, error) {
+	hits []search.Hit, seen map[string]struct{}, want int, transport string, tally map[hitKey]int) ([]Row, error) {
 	if len(hits) == 0 || want <= 0 {
 		return nil, nil
 	}
 	count := func(result string) {
+		if tally != nil {
+			tally[hitKey{transport, result}]++
+			return
+		}
 		e.cfg.Metrics.Search.Hits.WithLabelValues(transport, result).Inc()
 	}
 	if err := e.hook(ctx, "hydrate", f); err != nil {
