@@ -7,13 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
@@ -326,4 +329,22 @@ func TestConfirmUncached(t *testing.T) {
 	rd, err := w.open2(t, read.SurfaceREQ, `{"kinds":[9],"#h":["`+w.private+`"]}`)
 	require.NoError(t, err)
 	require.True(t, slices.Contains(rd.Channels, w.private))
+}
+
+// The membership cache metrics: a named channel found in the cached
+// access set is a hit, one the uncached query had to confirm is a miss.
+func TestMembershipCacheMetrics(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	m := metrics.New(nil)
+	w := newWorld(t, pool)
+	w.engine = read.New(read.Config{Store: store.New(pool), Metrics: m})
+	fixture.ChannelMember(t, pool, w.cid, w.private, w.reader, "member")
+	w.rows(t, read.SurfaceQuery, `{"kinds":[9],"#h":["`+w.open+`"]}`)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.MembershipCacheHits), "the open channel is in the access set")
+	require.Zero(t, testutil.ToFloat64(m.MembershipCacheMisses))
+	nowhere := uuid.NewString()
+	w.rows(t, read.SurfaceQuery, `{"kinds":[9],"#h":["`+w.private+`","`+nowhere+`"]}`)
+	require.Equal(t, 2.0, testutil.ToFloat64(m.MembershipCacheHits), "the private channel the reader belongs to")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.MembershipCacheMisses), "an unknown channel is confirmed uncached")
 }

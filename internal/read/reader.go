@@ -133,6 +133,10 @@ func (e *Engine) confirm(ctx context.Context, sc Scope, acc *Access, requested [
 			misses = append(misses, r)
 		}
 	}
+	// The membership cache of spec 10 §11.2 is this: a named channel found
+	// in the cached set is a hit, one confirmed by the uncached query a miss.
+	e.cfg.Metrics.MembershipCacheHits.Add(float64(len(out)))
+	e.cfg.Metrics.MembershipCacheMisses.Add(float64(len(misses)))
 	if len(misses) > 0 {
 		more, err := e.cfg.Store.ChannelsAccessible(ctx, sc.CommunityID, sc.Reader, misses)
 		if err != nil {
