@@ -84,7 +84,11 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 		topic = pubsub.ChannelTopic(d.CommunityID, d.Channel)
 	}
 	ctx := context.Background()
-	a.Bus.Publish(ctx, topic, d.Event.ID, d.JSON)
+	if event.IsEphemeral(d.Event.Kind) {
+		a.Bus.PublishEphemeral(ctx, topic, d.Event.ID, d.JSON)
+	} else {
+		a.Bus.Publish(ctx, topic, d.Event.ID, d.JSON)
+	}
 	if d.Event.Kind == event.KindPresence {
 		a.Bus.SetPresence(ctx, d.CommunityID, d.Event.PubKey, presenceStatus(d.Event.Content))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -299,10 +298,15 @@ func (b *Bus) Start(ctx context.Context) error {
 	}
 	client := redis.NewClient(b.opts)
 	b.client.Store(client)
+	// Until the first connection is up and subscribed, live delivery from
+	// the other processes is not whole: a subscription registered meanwhile
+	// is marked interrupted and told so once the link is up, exactly as
+	// after an outage (a slow first connection must not be a silent gap).
 	b.mu.Lock()
 	b.state = linkConnecting
-	b.reported, b.lagging, b.outage = true, false, false
+	b.reported, b.lagging, b.outage = false, false, false
 	b.mu.Unlock()
+	b.report(true, LinkEvent{Up: false})
 	return b.StartLoop(ctx, func(ctx context.Context) { b.run(ctx, client) })
 }
 
@@ -352,45 +356,48 @@ func (b *Bus) pool() *redis.Client {
 // local fan-out and before the OK is queued (70 §4.3). id is the event id,
 // marked in the local-echo set first so this process skips its own echo.
 //
-// While the link is known down the PUBLISH is skipped. A failure that
-// surely never reached Redis removes the echo mark; a timeout keeps it,
-// because the command may have run. Every failure or skip counts
+// While the link is known down the PUBLISH is skipped. A failure keeps the
+// echo mark, because the command may have run. Every failure or skip counts
 // buzz_pubsub_publish_errors_total and warns at most once per 10 s, and
 // owes the other processes a gap announcement (gap.go); there is nothing
 // for the caller to do, because an OK means committed, not delivered. The caller's ctx only carries values:
 // its cancellation does not abort a PUBLISH of a committed event.
 func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte) {
+	b.publishEvent(ctx, t, id, eventJSON, true)
+}
+
+// PublishEphemeral is Publish for an ephemeral event (kinds 20000–29999,
+// never stored): a failure owes no gap announcement, because a
+// subscription told to resubscribe could not get the event back from
+// history anyway.
+func (b *Bus) PublishEphemeral(ctx context.Context, t Topic, id string, eventJSON []byte) {
+	b.publishEvent(ctx, t, id, eventJSON, false)
+}
+
+func (b *Bus) publishEvent(ctx context.Context, t Topic, id string, eventJSON []byte, stored bool) {
 	label := t.metricLabel()
 	if !t.Valid() {
 		b.publishFailed(label, t.String(), errors.New("invalid topic"))
 		return
 	}
-	client := b.pool()
-	if client == nil {
-		b.missed.note(t.Community, time.Now())
-		b.publishFailed(label, t.String(), ErrDisconnected)
-		return
-	}
-	b.echo.Mark(t.Community, id)
-	if err := publish(ctx, client, t.String(), eventJSON); err != nil {
-		if !mayHaveRun(err) {
-			b.echo.Remove(t.Community, id)
+	failed := func(err error) {
+		if stored {
+			b.missed.note(t.Community, time.Now())
 		}
-		b.missed.note(t.Community, time.Now())
 		b.publishFailed(label, t.String(), err)
 	}
-}
-
-// mayHaveRun reports whether a failed PUBLISH may still have reached Redis:
-// a timeout leaves the outcome unknown, so the echo mark stays (it expires
-// with the set's 60 s) rather than let this process deliver its own event
-// a second time when the echo does come back.
-func mayHaveRun(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
+	client := b.pool()
+	if client == nil {
+		failed(ErrDisconnected)
+		return
 	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	// The mark stays even when the PUBLISH fails: Redis may have run it
+	// before the error (a reset after the write), and a mark costs nothing
+	// but expires with the set's 60 s.
+	b.echo.Mark(t.Community, id)
+	if err := publish(ctx, client, t.String(), eventJSON); err != nil {
+		failed(err)
+	}
 }
 
 // publish runs one PUBLISH bounded by PublishTimeout.

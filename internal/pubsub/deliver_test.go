@@ -2,9 +2,6 @@ package pubsub
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -117,7 +114,7 @@ func TestDeliver(t *testing.T) {
 		})
 		var unblock sync.Once
 		t.Cleanup(func() { unblock.Do(func() { close(release) }) }) // before Stop, even on failure
-		a.TestSignals.Connected.WaitOrTimeout(t)
+		a.started(t)
 		topic := newTopic()
 		a.retain(t, topic)
 
@@ -133,17 +130,14 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, LinkEvent{Up: false, Overflow: true}, a.nextLink(t))
 		require.Greater(t, counter(t, a.metrics.PubSub.FanoutLag), 0.0)
 		unblock.Do(func() { close(release) })
-		// The next message that fits closes the gap.
-		require.Eventually(t, func() bool {
-			_ = rc.Publish(ctx, topic.String(), payload).Err()
-			select {
-			case e := <-a.links:
-				require.Equal(t, LinkEvent{Up: true, Overflow: true}, e)
-				return true
-			default:
-				return false
-			}
-		}, 10*time.Second, 10*time.Millisecond)
+		// Once the consumer has drained the queue the gap closes, even on a
+		// link that stays quiet afterwards: nothing more is published.
+		select {
+		case e := <-a.links:
+			require.Equal(t, LinkEvent{Up: true, Overflow: true}, e)
+		case <-time.After(3 * healthInterval):
+			t.Fatal("the overflow gap never closed on a quiet link")
+		}
 		require.True(t, a.Connected(), "an overflow is not a disconnection")
 	})
 }
@@ -151,8 +145,8 @@ func TestDeliver(t *testing.T) {
 // A PUBLISH that times out may still have run: when Redis was only slow,
 // its echo can come back later, and the publisher must still recognise it
 // as its own rather than deliver the event a second time to its local
-// subscribers (which the local fan-out already served). A PUBLISH that
-// surely never left (the link known down) drops the mark.
+// subscribers (which the local fan-out already served). A PUBLISH skipped
+// while the link is known down never makes one.
 func TestEchoKeptAfterPublishTimeout(t *testing.T) {
 	t.Parallel()
 	bundle := setup(t)
@@ -163,15 +157,4 @@ func TestEchoKeptAfterPublishTimeout(t *testing.T) {
 	bundle.redis.Resume()
 	require.Equal(t, 1.0, counter(t, bundle.a.metrics.PubSub.PublishErrors.WithLabelValues("channel")), "the PUBLISH timed out")
 	require.True(t, bundle.a.echo.Has(topic.Community, ev.ID), "a timed-out PUBLISH keeps its echo mark")
-
-	require.False(t, mayHaveRun(ErrDisconnected))
-	require.False(t, mayHaveRun(errors.New("connection refused")))
-	require.True(t, mayHaveRun(context.DeadlineExceeded))
-	require.True(t, mayHaveRun(fmt.Errorf("publish: %w", &net.OpError{Op: "read", Err: timeoutErr{}})))
 }
-
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string   { return "i/o timeout" }
-func (timeoutErr) Timeout() bool   { return true }
-func (timeoutErr) Temporary() bool { return true }

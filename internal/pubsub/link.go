@@ -69,6 +69,7 @@ func (b *Bus) session(ctx context.Context, client *redis.Client) (wasUp bool, er
 			if !isTimeout(err) || ctx.Err() != nil {
 				return wasUp, err
 			}
+			b.drained() // a quiet link must still end an overflow
 			if pinged {
 				return wasUp, errors.New("no answer to PING")
 			}
@@ -88,6 +89,8 @@ func (b *Bus) session(ctx context.Context, client *redis.Client) (wasUp bool, er
 			}
 		case *redis.Message:
 			b.receive(m.Channel, m.Payload)
+		default: // a PONG
+			b.drained()
 		}
 	}
 }
@@ -265,11 +268,22 @@ func (b *Bus) receive(topic, payload string) {
 	b.m.MessagesReceived.WithLabelValues(receiveLabel(topic)).Inc()
 	select {
 	case b.queue <- item{topic: topic, payload: payload}:
-		b.setLagging(false)
+		b.drained()
 	default:
 		b.m.FanoutLag.Inc()
 		b.warnOverflow.Warn(slog.Int("queue", QueueSize))
 		b.setLagging(true)
+	}
+}
+
+// drained ends an overflow once the consumer has emptied at least half of
+// the queue: checked on every message and on every quiet health interval,
+// so a link that goes quiet after an overflow still reports the gap's end
+// (and the interrupted subscriptions are told), and a queue that hovers at
+// its limit does not flap. Link goroutine only.
+func (b *Bus) drained() {
+	if b.lagging && len(b.queue) < QueueSize/2 {
+		b.setLagging(false)
 	}
 }
 

@@ -54,6 +54,7 @@ func TestLink(t *testing.T) {
 			}
 		})
 		a.TestSignals.Connected.WaitOrTimeout(t)
+		require.Zero(t, <-atUp, "the first Up, before the topic was wanted")
 		a.retain(t, topic)
 		srv.Stop()
 		a.TestSignals.Disconnected.WaitOrTimeout(t)
@@ -189,6 +190,20 @@ func TestLink(t *testing.T) {
 		n, err := rc.PubSubNumSub(ctx, topic.String()).Result()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n[topic.String()])
+	})
+
+	t.Run("SlowFirstConnectionIsAGap", func(t *testing.T) {
+		t.Parallel()
+		srv := setup(t).redis
+		srv.Pause() // the first connection hangs, then succeeds
+		a := startBus(t, srv.URL(), nil)
+		require.Equal(t, LinkEvent{Up: false}, a.nextLink(t), "reported at Start, before any connection")
+		start := time.Now()
+		<-a.Retain(newTopic()) // gives up waiting for the confirmation after 1 s
+		require.Less(t, time.Since(start), 3*time.Second)
+		srv.Resume()
+		require.Equal(t, LinkEvent{Up: true}, a.nextLink(t),
+			"the gap closes at the first Up, so what registered meanwhile is told to resubscribe")
 	})
 
 	t.Run("StopAndStartAgain", func(t *testing.T) {

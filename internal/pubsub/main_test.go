@@ -46,9 +46,20 @@ func setup(t *testing.T) *testBundle {
 	bundle := &testBundle{redis: srv, rc: srv.Client()}
 	bundle.a = startBus(t, srv.URL(), nil)
 	bundle.b = startBus(t, srv.URL(), nil)
-	bundle.a.TestSignals.Connected.WaitOrTimeout(t)
-	bundle.b.TestSignals.Connected.WaitOrTimeout(t)
+	for _, tb := range []*testBus{bundle.a, bundle.b} {
+		tb.started(t)
+	}
 	return bundle
+}
+
+// started waits for the first connection and takes the start-up gap's two
+// link events: Start reports {Up:false} at once (live delivery from the
+// other processes is not whole before the first connection), the link
+// {Up:true} once it is subscribed.
+func (tb *testBus) started(t *testing.T) {
+	t.Helper()
+	tb.TestSignals.Connected.WaitOrTimeout(t)
+	require.Equal(t, []LinkEvent{{Up: false}, {Up: true}}, []LinkEvent{tb.nextLink(t), tb.nextLink(t)})
 }
 
 // startBus starts a Bus on url; edit may change its Config first.

@@ -163,7 +163,11 @@ func (s *Server) InterruptCommunity(communityID string, until time.Time) {
 
 // interrupt closes each of subs that is still live with
 // ["CLOSED",id,"error: live delivery interrupted; resubscribe"], spread
-// over interruptSpread, on a goroutine of its own.
+// evenly over interruptSpread on a goroutine of its own: every
+// interruptTick it closes those whose turn has come, so the spread holds
+// however many there are. It stops early once the server has no
+// connection left (a shutdown), and never sleeps for subscriptions that
+// ended meanwhile.
 func (s *Server) interrupt(subs []*subscription) {
 	if len(subs) == 0 {
 		return
@@ -171,21 +175,36 @@ func (s *Server) interrupt(subs []*subscription) {
 	s.interrupts.Add(1)
 	go func() {
 		defer s.interrupts.Done()
-		step := interruptSpread / time.Duration(len(subs))
-		for i, sub := range subs {
-			if i > 0 && step > 0 {
-				time.Sleep(step)
+		start := time.Now()
+		tick := time.NewTicker(interruptTick)
+		defer tick.Stop()
+		n := len(subs)
+		for next := 0; ; {
+			due := 1 + int(float64(n-1)*float64(time.Since(start))/float64(interruptSpread))
+			for ; next < n && next < due; next++ {
+				s.interruptOne(subs[next])
 			}
-			c := sub.conn
-			c.mu.Lock()
-			if c.currentLocked(sub) && sub.registered {
-				c.dropLocked(sub)
-				c.enqueueLocked(wire.Closed(sub.id, wire.MsgLiveInterrupted), false)
-				s.m.PubSub.InterruptedSubscriptions.Inc()
+			if next >= n || s.Connections() == 0 {
+				return
 			}
-			c.mu.Unlock()
+			<-tick.C
 		}
 	}()
+}
+
+// interruptTick is how often interrupt closes the subscriptions due.
+const interruptTick = 10 * time.Millisecond
+
+// interruptOne closes sub with the interruption message if it is still live.
+func (s *Server) interruptOne(sub *subscription) {
+	c := sub.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.currentLocked(sub) && sub.registered {
+		c.dropLocked(sub)
+		c.enqueueLocked(wire.Closed(sub.id, wire.MsgLiveInterrupted), false)
+		s.m.PubSub.InterruptedSubscriptions.Inc()
+	}
 }
 
 // gapState tracks an open gap in cross-process delivery and the
@@ -222,6 +241,15 @@ func (g *gapState) markIfOpen(sub *subscription) {
 	if g.isOpen {
 		g.interrupted[sub] = struct{}{}
 	}
+}
+
+// forget drops sub, which ended, from an open gap: the gap holds only live
+// subscriptions, so a long outage with churning clients does not keep
+// every ended one (and its connection) in memory.
+func (g *gapState) forget(sub *subscription) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.interrupted, sub)
 }
 
 // close ends the gap and returns the subscriptions it touched.

@@ -77,6 +77,7 @@ func (c *conn) dropLocked(sub *subscription) {
 	if sub.registered {
 		c.srv.idx.remove(sub)
 		c.srv.releaseLocked(sub)
+		c.srv.gap.forget(sub)
 		sub.registered = false
 		c.srv.subRemoved()
 	}
