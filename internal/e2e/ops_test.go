@@ -267,10 +267,11 @@ func TestHealth(t *testing.T) { // check 118
 	require.Equal(t, app.Version, status["version"])
 	require.Equal(t, "ok", status["postgres"])
 	require.Equal(t, "disabled", status["redis"])
+	require.Equal(t, "disabled", status["read_replica"])
 	uptime, ok := status["uptime_seconds"].(float64)
 	require.True(t, ok, "%v", status)
 	require.GreaterOrEqual(t, uptime, float64(0))
-	require.Len(t, status, 7, "%v", status)
+	require.Len(t, status, 8, "%v", status)
 
 	// PostgreSQL unreachable for this relay: its database refuses
 	// connections and the pool's are terminated.
