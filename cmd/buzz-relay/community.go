@@ -8,6 +8,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -55,7 +56,7 @@ and refuses a host that is already a primary host or an alias
 			if h == "" {
 				return errInvalidHost
 			}
-			_, db, err := openDatabase(c, pg.MigrateCheck, false)
+			cfg, db, err := openDatabase(c, pg.MigrateCheck, false)
 			if err != nil {
 				return err
 			}
@@ -64,6 +65,7 @@ and refuses a host that is already a primary host or an alias
 			if err != nil {
 				return err
 			}
+			announceHosts(c, cfg.RedisURL, com.ID)
 			printJSON(c.OutOrStdout(), map[string]string{"community_id": com.ID, "host": com.Host})
 			return nil
 		},
@@ -109,6 +111,7 @@ connect with either host reach the same community. It prints
 			if err != nil {
 				return err
 			}
+			announceHosts(c, cfg.RedisURL, id)
 			printJSON(c.OutOrStdout(), map[string]string{"community_id": id, "alias": a})
 			return nil
 		},
@@ -151,4 +154,18 @@ var errInvalidHost = errors.New("invalid host")
 // noCommunity is the spec's answer to a host no community has (10 §2.4).
 func noCommunity(host string) error {
 	return fmt.Errorf("no community is configured for host %s", host)
+}
+
+// announceHosts tells the running processes, with REDIS_URL set, to drop
+// their cached host resolutions, so a host they cached as unknown serves
+// the new community at once rather than after the 5 s negative TTL. The
+// change is committed: a failure is a warning.
+func announceHosts(c *cobra.Command, redisURL, communityID string) {
+	if redisURL == "" {
+		return
+	}
+	if err := pubsub.SendControl(c.Context(), redisURL, pubsub.Control{Community: communityID, Op: pubsub.OpHosts}); err != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "%s: added, but the running relays were not told at once (%v); "+
+			"they find the host within 5 s\n", c.CommandPath(), err)
+	}
 }

@@ -157,6 +157,8 @@ func (a *Relay) applyControl(c pubsub.Control) {
 		a.Relay.Evict(c.Community, c.ChannelID, "", nil)
 	case pubsub.OpRelayMemberRemoved:
 		a.Relay.DisconnectMember(c.Community, c.Pubkey)
+	case pubsub.OpHosts:
+		a.Resolver.Forget()
 	case pubsub.OpGap:
 		a.Relay.InterruptCommunity(c.Community, time.UnixMilli(c.UntilMS).Add(pubsub.GapClockMargin))
 	default:

@@ -18,7 +18,7 @@ var (
 	// ControlOps are the values of buzz_control_messages_total's op label:
 	// the operations of spec 70 §5.
 	ControlOps = []string{"membership", "accessible_all", "visibility", "evict",
-		"evict_non_members", "evict_all", "relay_member_removed", "gap"}
+		"evict_non_members", "evict_all", "relay_member_removed", "gap", "hosts"}
 	// ControlDirections are the values of buzz_control_messages_total's
 	// direction label.
 	ControlDirections = []string{"sent", "received"}

@@ -40,6 +40,11 @@ const (
 	// OpRelayMemberRemoved closes the pubkey's local connections in the
 	// community. Needs Pubkey.
 	OpRelayMemberRemoved Op = "relay_member_removed"
+	// OpHosts drops every cached host resolution: a community or an alias
+	// was added (operator commands), so a host this process cached as
+	// unknown may now resolve. An extension of 70 §5, which names host
+	// caches among the invalidations but gives them no op.
+	OpHosts Op = "hosts"
 	// OpGap says the sender failed to publish at least one event of the
 	// community, the last at UntilMS: every live subscription of the
 	// community registered up to then may have missed it and is closed
@@ -58,6 +63,7 @@ var opFields = map[Op]struct{ channel, pubkey bool }{
 	OpEvictAll:           {channel: true},
 	OpRelayMemberRemoved: {pubkey: true},
 	OpGap:                {},
+	OpHosts:              {},
 }
 
 // Control is a control message (70 §5), on the wire exactly

@@ -101,6 +101,15 @@ func (r *Resolver) Resolve(ctx context.Context, rawHost string) (Tenant, error) 
 	return t, nil
 }
 
+// Forget drops every cached resolution, found or unknown, so the next
+// request of every host reads the database: call it when communities or
+// aliases were added (on another process, a hosts control message).
+func (r *Resolver) Forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.cache)
+}
+
 func (r *Resolver) put(h string, e entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
