@@ -548,3 +548,45 @@ func TestReadStatePurgeLogged(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1 AND d_tag = $2`, cid, d).Scan(&live))
 	require.Equal(t, 1, live, "the superseded rows are gone")
 }
+
+// Spec 40 §6: the hard-delete fence meeting the relay's own delete is a
+// bug: the whole transaction rolls back, the answer is an internal error,
+// the fence error is counted and logged at error level with the community
+// id and kind. The fault is real: the fence function is replaced, in this
+// test's own database, by one that refuses every delete.
+func TestReadStateFenceError(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Buffer
+	r := relaytest.StartWithLogger(t, nil, &logs)
+	cid := communityID(t, r, r.Host)
+	b := &rsBundle{r: r, cid: cid, user: eventtest.NewKey()}
+	b.w = r.Dial(t, "")
+	b.w.Auth(b.user)
+	d := newSlot()
+	now := time.Now().Unix()
+	head := rsEvent(t, b.user, d, now-10)
+	b.w.MustPublish(head)
+	_, err := r.App.DB.Pool.Exec(context.Background(), `CREATE OR REPLACE FUNCTION guard_nip_rs_hard_delete() RETURNS trigger
+		LANGUAGE plpgsql AS $$ BEGIN
+		  RAISE EXCEPTION 'NIP-RS hard delete requires corrected writer opt-in' USING ERRCODE = 'check_violation';
+		END $$`)
+	require.NoError(t, err)
+	ok, msg := b.w.Publish(rsEvent(t, b.user, d, now-5))
+	require.False(t, ok)
+	require.Equal(t, "error: internal server error", msg)
+	require.Equal(t, []coordRow{{id: head.ID, ts: now - 10}}, b.rows(t, 30078, b.user.PubKey, d), "rolled back: the head survives")
+	id, _, _ := b.watermark(t, b.user.PubKey, d)
+	require.Equal(t, head.ID, id)
+	require.Equal(t, 1.0, metricValue(t, r, "buzz_read_state_fence_errors_total"))
+	r.Stop()
+	var line map[string]any
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "hard-delete fence") {
+			require.NoError(t, json.Unmarshal([]byte(l), &line))
+		}
+	}
+	require.NotNil(t, line, "logged:\n%s", logs.String())
+	require.Equal(t, "ERROR", line["level"])
+	require.Equal(t, cid, line["community_id"])
+	require.Equal(t, 30078.0, line["kind"])
+}
