@@ -30,7 +30,7 @@ var may = map[string]string{
 	"wsapi":       "auth event ingest metrics pubsub read service tenant testsignal wire",
 	"httpapi":     "auth event ingest metrics read tenant wire",
 	"client":      "event wire",
-	"app":         "audit auth config event health httpapi ingest maintenance metrics pg pgcluster pubsub read replica service store tenant wsapi",
+	"app":         "audit auth config event health httpapi ingest listener maintenance metrics pg pgcluster pubsub read replica service store tenant wsapi",
 	"dbtest":      "pg pgcluster",
 	"eventtest":   "event",
 	"logtest":     "",
@@ -51,6 +51,10 @@ var may = map[string]string{
 	// scale-out: Redis pub/sub between processes, the read replica's proof
 	"pubsub":  "event metrics service testsignal",
 	"replica": "metrics pg service testsignal",
+
+	// operator listeners: signed mention notifications, the delivery worker
+	"notify":   "auth event",
+	"listener": "event metrics notify pg service store testsignal",
 }
 
 // pure packages import only the standard library and the Schnorr library.
