@@ -121,10 +121,22 @@ type Config struct {
 	// AuditEnabled turns on the tamper-evident audit log (BUZZ_AUDIT_ENABLED).
 	// Default true.
 	AuditEnabled bool
-	// OperatorListeners is the raw mention-delivery listener list
-	// (BUZZ_OPERATOR_LISTENERS), trimmed but not parsed here: its format and
-	// errors belong to spec 60. Default "": feature off.
-	OperatorListeners string
+	// OperatorListeners are the companion services that receive mention
+	// notifications (BUZZ_OPERATOR_LISTENERS, spec 60 §3), in the order given,
+	// with distinct lowercase pubkeys and normalized HTTPS URLs. Default nil:
+	// mention delivery is off and no registration can be made. Neither
+	// pubkeys nor URLs are secret; LogValue shows them.
+	OperatorListeners []OperatorListener
+	// OperatorListenerTimeout bounds one whole delivery request: connect,
+	// TLS, response headers and body (BUZZ_OPERATOR_LISTENER_TIMEOUT_MS,
+	// 100–10000 ms). Default 5 s.
+	OperatorListenerTimeout time.Duration
+	// OperatorAPIOrigin is the canonical origin of the operator routes for
+	// NIP-98 u checks (RELAY_OPERATOR_API_ORIGIN): http(s)://host[:port] as
+	// given, without a trailing "/", so the expected u is OperatorAPIOrigin +
+	// "/operator/listener/pubkeys". Required when OperatorListeners is set.
+	// Default "": the operator routes answer 500.
+	OperatorAPIOrigin string
 	// LogLevel is the minimum log level (BUZZ_LOG_LEVEL): debug, info, warn or
 	// error. Default info.
 	LogLevel slog.Level
@@ -175,17 +187,18 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	warnings := unknownVariables(environ)
 	l := &loader{getenv: getenv}
 	c := Config{
-		DatabaseURL:       l.postgresURL("DATABASE_URL"),
-		DataDir:           l.str("BUZZ_DATA_DIR", DefaultDataDir),
-		RelayURL:          l.str("RELAY_URL", DefaultRelayURL),
-		BindAddr:          l.bindAddr("BUZZ_BIND_ADDR", DefaultBindAddr),
-		HealthPort:        l.integer("BUZZ_HEALTH_PORT", DefaultHealthPort, 1, 65535),
-		MetricsPort:       l.integer("BUZZ_METRICS_PORT", DefaultMetricsPort, 1, 65535),
-		RequireAuthToken:  true,
-		HeartbeatInterval: DefaultHeartbeatInterval,
-		MembershipRecheck: 60 * time.Second,
-		AuthTimeout:       DefaultAuthTimeout,
-		DrainTimeout:      DefaultDrainTimeout,
+		DatabaseURL:             l.postgresURL("DATABASE_URL"),
+		DataDir:                 l.str("BUZZ_DATA_DIR", DefaultDataDir),
+		RelayURL:                l.str("RELAY_URL", DefaultRelayURL),
+		BindAddr:                l.bindAddr("BUZZ_BIND_ADDR", DefaultBindAddr),
+		HealthPort:              l.integer("BUZZ_HEALTH_PORT", DefaultHealthPort, 1, 65535),
+		MetricsPort:             l.integer("BUZZ_METRICS_PORT", DefaultMetricsPort, 1, 65535),
+		RequireAuthToken:        true,
+		HeartbeatInterval:       DefaultHeartbeatInterval,
+		OperatorListenerTimeout: DefaultOperatorListenerTimeout,
+		MembershipRecheck:       60 * time.Second,
+		AuthTimeout:             DefaultAuthTimeout,
+		DrainTimeout:            DefaultDrainTimeout,
 	}
 	c.RelayScheme, c.RelayHost = l.relayURL("RELAY_URL", c.RelayURL)
 	c.AutoMigrate, c.AutoMigrateSet = l.boolean("BUZZ_AUTO_MIGRATE", false)
@@ -205,7 +218,9 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.ReadDatabaseURL = l.postgresURL("READ_DATABASE_URL")
 	c.DBReadPoolSize = l.integer("BUZZ_DB_READ_POOL_SIZE", c.DBPoolSize, 1, 1000)
 	c.AuditEnabled = l.auditEnabled("BUZZ_AUDIT_ENABLED")
-	c.OperatorListeners = l.str("BUZZ_OPERATOR_LISTENERS", "")
+	c.OperatorListeners = l.listeners("BUZZ_OPERATOR_LISTENERS")
+	c.OperatorListenerTimeout = l.listenerTimeout("BUZZ_OPERATOR_LISTENER_TIMEOUT_MS")
+	c.OperatorAPIOrigin = l.operatorOrigin("RELAY_OPERATOR_API_ORIGIN")
 	c.LogLevel = l.logLevel("BUZZ_LOG_LEVEL")
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
 	if l.err != nil {
@@ -228,6 +243,8 @@ func (c Config) crossCheck() error {
 		return &Error{"BUZZ_RELAY_PRIVATE_KEY", "required when REDIS_URL is set"}
 	case c.ReadDatabaseURL != "" && c.DatabaseURL == "":
 		return &Error{"READ_DATABASE_URL", "requires DATABASE_URL"}
+	case len(c.OperatorListeners) > 0 && c.OperatorAPIOrigin == "":
+		return &Error{"RELAY_OPERATOR_API_ORIGIN", "required when BUZZ_OPERATOR_LISTENERS is set"}
 	}
 	return nil
 }
@@ -265,10 +282,22 @@ func (c Config) LogValue() slog.Value {
 		slog.String("read_database_url", redactURL(c.ReadDatabaseURL)),
 		slog.Int("db_read_pool_size", c.DBReadPoolSize),
 		slog.Bool("audit_enabled", c.AuditEnabled),
-		slog.String("operator_listeners", c.OperatorListeners),
+		slog.String("operator_listeners", formatListeners(c.OperatorListeners)),
+		slog.String("operator_api_origin", c.OperatorAPIOrigin),
+		slog.Int64("operator_listener_timeout_ms", c.OperatorListenerTimeout.Milliseconds()),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
 	)
+}
+
+// formatListeners writes listeners as "<pubkey>:<url>;…", the form of
+// BUZZ_OPERATOR_LISTENERS; "" when there is none.
+func formatListeners(ls []OperatorListener) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.Pubkey + ":" + l.URL
+	}
+	return strings.Join(parts, ";")
 }
 
 // knownVariables are the BUZZ_ variables read by this package or by the
@@ -280,6 +309,7 @@ var knownVariables = []string{
 	"BUZZ_SEND_BUFFER", "BUZZ_MAX_FRAME_BYTES", "BUZZ_SLOW_CLIENT_GRACE_LIMIT",
 	"BUZZ_CORS_ORIGINS", "BUZZ_DB_POOL_SIZE", "BUZZ_REDIS_POOL_SIZE",
 	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",
+	"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS",
 	"BUZZ_LOG_LEVEL", "BUZZ_LOG_FORMAT", "BUZZ_PRIVATE_KEY",
 }
 
