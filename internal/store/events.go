@@ -27,6 +27,21 @@ type EventInsertParams struct {
 	// the event row on the one-statement hot path too. Nothing is written
 	// when the event was already stored.
 	Audit *OutboxIntent
+	// ListenerTargets are the event's operator-listener targets (spec 60 §6):
+	// MentionTargets of a mention kind (IsMentionKind), nil for every other
+	// kind; the caller decides, the store does not look at the kind. When
+	// set, the same statement writes one operator_listener_outbox row per
+	// registration of a target, only when it created the event row; when
+	// empty, the statement is exactly the one without the feature.
+	ListenerTargets []string
+}
+
+// EventInsertResult is what EventInsertCounted reports.
+type EventInsertResult struct {
+	// Inserted is false when the exact event was already stored.
+	Inserted bool
+	// ListenerRows counts the operator_listener_outbox rows written.
+	ListenerRows int64
 }
 
 // OutboxIntent is an audit_outbox row written with an event. The audit
@@ -39,20 +54,35 @@ type OutboxIntent struct {
 	Detail    []byte // JSON
 }
 
-// EventInsert stores an event, its event_mentions rows and, when p.Audit is
-// set, its audit intent in one statement, inside the caller's transaction (or
-// on its own, autocommitted, when q is the pool). inserted is false when the exact event is
-// already stored (ON CONFLICT DO NOTHING); then no mention row is written.
+// EventInsert stores an event, its event_mentions rows, when p.Audit is set
+// its audit intent and, when p.ListenerTargets is set, its operator-listener
+// outbox rows in one statement, inside the caller's transaction (or on its
+// own, autocommitted, when q is the pool), so they all commit or fail
+// together. inserted is false when the exact event is already stored (ON
+// CONFLICT DO NOTHING); then no mention, intent or outbox row is written.
 func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertParams) (inserted bool, err error) {
+	res, err := s.EventInsertCounted(ctx, q, p)
+	return res.Inserted, err
+}
+
+// EventInsertCounted is EventInsert that also reports how many
+// operator-listener outbox rows the statement wrote.
+func (s *Store) EventInsertCounted(ctx context.Context, q pg.Querier, p EventInsertParams) (EventInsertResult, error) {
 	ev := p.Event
 	id, pub, sig, err := decodeIDs(ev)
 	if err != nil {
-		return false, err
+		return EventInsertResult{}, err
+	}
+	var targets [][]byte
+	if len(p.ListenerTargets) > 0 {
+		if targets, err = pubkeyList(p.ListenerTargets); err != nil {
+			return EventInsertResult{}, fmt.Errorf("insert event: listener target: %w", err)
+		}
 	}
 	tags := []byte("[]")
 	if len(ev.Tags) > 0 {
 		if tags, err = json.Marshal(ev.Tags); err != nil {
-			return false, fmt.Errorf("encode tags: %w", err)
+			return EventInsertResult{}, fmt.Errorf("encode tags: %w", err)
 		}
 	}
 	mentions := Mentions(ev)
@@ -66,7 +96,25 @@ func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertPara
 		d := string(a.Detail)
 		auditKey, auditAction, auditActor, auditObject, detail = &a.DedupeKey, &a.Action, a.Actor, a.ObjectID, &d
 	}
-	err = q.QueryRow(ctx, `
+	args := []any{p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions,
+		auditKey, auditAction, auditActor, auditObject, detail}
+	var res EventInsertResult
+	if len(targets) == 0 {
+		err = q.QueryRow(ctx, eventInsertSQL, args...).Scan(&n)
+	} else {
+		err = q.QueryRow(ctx, eventInsertListenersSQL, append(args, targets)...).Scan(&n, &res.ListenerRows)
+	}
+	if err != nil {
+		return EventInsertResult{}, fmt.Errorf("insert event: %w", pg.MapError(err))
+	}
+	res.Inserted = n == 1
+	return res, nil
+}
+
+// eventInsertHead is EventInsert's statement up to the end of its last
+// data-modifying CTE: the event row, its event_mentions rows and its audit
+// intent.
+const eventInsertHead = `
 		WITH ins AS (
 			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
 			VALUES ($1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10)
@@ -81,16 +129,27 @@ func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertPara
 			INSERT INTO audit_outbox (community_id, dedupe_key, action, actor_pubkey, object_id, detail)
 			SELECT $1, $12, $13, $14, $15, $16::jsonb
 			WHERE $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM ins)
-			ON CONFLICT (community_id, dedupe_key) DO NOTHING
+			ON CONFLICT (community_id, dedupe_key) DO NOTHING`
+
+// eventInsertSQL is the statement of every event without listener targets.
+const eventInsertSQL = eventInsertHead + `
 		)
-		SELECT count(*) FROM ins`,
-		p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions,
-		auditKey, auditAction, auditActor, auditObject, detail).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("insert event: %w", pg.MapError(err))
-	}
-	return n == 1, nil
-}
+		SELECT count(*) FROM ins`
+
+// eventInsertListenersSQL adds the operator-listener outbox rows (spec 60
+// §6.3): one per registration of a target ($17), only when the event row
+// was created.
+const eventInsertListenersSQL = eventInsertHead + `
+		), l AS (
+			INSERT INTO operator_listener_outbox
+			  (listener_pubkey, target_pubkey, community_id, event_id, event_kind, event_created_at)
+			SELECT r.listener_pubkey, r.target_pubkey, $1, $2, $5, to_timestamp($4)
+			FROM operator_listener_pubkeys r
+			WHERE r.target_pubkey = ANY($17::bytea[]) AND EXISTS (SELECT 1 FROM ins)
+			ON CONFLICT DO NOTHING
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM l)`
 
 // Mentions returns the distinct p-tag values that are exactly 64 lowercase
 // hex characters, in first-seen order: the event_mentions rows of an event.
