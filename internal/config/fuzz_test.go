@@ -20,6 +20,7 @@ func FuzzLoad(f *testing.F) {
 		"BUZZ_SLOW_CLIENT_GRACE_LIMIT", "BUZZ_CORS_ORIGINS", "BUZZ_DB_POOL_SIZE", "REDIS_URL",
 		"BUZZ_REDIS_POOL_SIZE", "READ_DATABASE_URL", "BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED",
 		"BUZZ_OPERATOR_LISTENERS", "BUZZ_LOG_LEVEL", "BUZZ_LOG_FORMAT", "BUZZ_SEND_BUFER",
+		"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS", "RELAY_OPERATOR_API_ORIGIN",
 	}
 	f.Add(uint8(2), "wss://Relay.Example.:443/")
 	f.Add(uint8(2), "ws://[::1]:3000")
@@ -29,6 +30,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add(uint8(0), "postgres://u:p@h/db")
 	f.Add(uint8(18), "redis://:p@h")
 	f.Add(uint8(26), "5")
+	f.Add(uint8(27), "2500")
+	f.Add(uint8(28), "https://relay.example/")
 	f.Fuzz(func(t *testing.T, i uint8, value string) {
 		name := names[int(i)%len(names)]
 		c, _, err := Load(func(k string) string {
@@ -49,6 +52,46 @@ func FuzzLoad(f *testing.F) {
 			again, ok := parseOrigin(o)
 			require.True(t, ok, o)
 			require.Equal(t, o, again)
+		}
+	})
+}
+
+// FuzzOperatorListeners sets BUZZ_OPERATOR_LISTENERS (with an origin) to an
+// arbitrary value: Load never panics, an error is always about that
+// variable, and on success every pubkey is distinct lowercase hex of a valid
+// key and every URL is already normalized.
+func FuzzOperatorListeners(f *testing.F) {
+	for _, s := range []string{
+		" " + listenerA + ":https://A.example/hook ; " + listenerB + ":https://b.example:443 ;",
+		listenerA + ":https://bot.example:8443/a:b",
+		listenerA + ":https://[::1]:0443",
+		listenerA + ":https://Bü.Example/x y",
+		listenerA + ":https://a.example/p%2Fq",
+		listenerA + ":http://a.example/",
+		";;", "\xff", listenerA,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		env := map[string]string{"BUZZ_OPERATOR_LISTENERS": value, "RELAY_OPERATOR_API_ORIGIN": testOrigin}
+		c, _, err := Load(func(k string) string { return env[k] }, nil)
+		if err != nil {
+			var cerr *Error
+			require.True(t, errors.As(err, &cerr))
+			require.Equal(t, "BUZZ_OPERATOR_LISTENERS", cerr.Variable)
+			return
+		}
+		require.Equal(t, strings.TrimSpace(value) == "", c.OperatorListeners == nil)
+		seen := map[string]bool{}
+		for _, l := range c.OperatorListeners {
+			require.Equal(t, strings.ToLower(l.Pubkey), l.Pubkey)
+			require.True(t, validPubkey(l.Pubkey), l.Pubkey)
+			require.False(t, seen[l.Pubkey], l.Pubkey)
+			seen[l.Pubkey] = true
+			again, err := parseDeliveryURL(l.URL)
+			require.NoError(t, err, l.URL)
+			require.Equal(t, l.URL, again)
+			require.True(t, strings.HasPrefix(l.URL, "https://"), l.URL)
 		}
 	})
 }
