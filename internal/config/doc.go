@@ -4,13 +4,17 @@
 // defaults and valid ranges, the cross-variable rules, the typo guard for
 // unknown BUZZ_ variables, the redacted startup view of the configuration
 // (Config.LogValue) and NormalizeHost, the host normalisation of spec 10 §2.1
-// used for RELAY_URL and for every community host.
+// used for RELAY_URL and for every community host. It also parses the
+// operator-listener variables of spec 60 §3 (BUZZ_OPERATOR_LISTENERS,
+// BUZZ_OPERATOR_LISTENER_TIMEOUT_MS, RELAY_OPERATOR_API_ORIGIN) into typed
+// fields, with the normalized delivery URLs the relay signs and posts to.
 //
 // It does NOT read the environment by itself (Load receives getenv and environ),
 // print anything or exit: the caller prints the error and exits with status 2.
 // It does NOT apply the private-cluster rule for AutoMigrate (the caller forces
-// it on when it starts its own cluster), and it does NOT parse
-// BUZZ_OPERATOR_LISTENERS, whose format belongs to spec 60 and its package.
+// it on when it starts its own cluster), and it does NOT deliver to
+// listeners or check NIP-98 against the origin: it only validates and
+// normalizes the values the delivery worker and the operator routes read.
 // Only Load reads variables; nothing else in the module calls os.Getenv for
 // relay settings.
 package config
