@@ -190,6 +190,13 @@ func TestEventInsertListeners(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, inserted)
 		require.ElementsMatch(t, want, outboxRows(t, b.tx, ev.ID))
+		// Not even once its rows were delivered (deleted).
+		_, err = b.tx.Exec(ctx, `DELETE FROM operator_listener_outbox WHERE event_id = $1`, unhex(t, ev.ID))
+		require.NoError(t, err)
+		res, err = b.s.EventInsertCounted(ctx, b.tx, p)
+		require.NoError(t, err)
+		require.Equal(t, store.EventInsertResult{}, res)
+		require.Empty(t, outboxRows(t, b.tx, ev.ID))
 
 		// Deployment-global: the same registrations match in another community.
 		p.CommunityID, p.Channel = b.b, ""
@@ -500,6 +507,22 @@ func TestListenerClaim(t *testing.T) {
 		require.Equal(t, []string{skipped["NotRoutable"]}, claimedIDs(got), "leased rows are not claimed again; b is routable now")
 	})
 
+	t.Run("GoneCommunityTakesNoSlot", func(t *testing.T) {
+		t.Parallel()
+		c := fixture.Community(t, pool).ID
+		scratch := fixture.Community(t, pool).ID
+		l := pubkey()
+		orphan, _ := outboxInsert(t, pool, outboxSpec{listener: l, community: scratch, nextIn: -100})
+		live, _ := outboxInsert(t, pool, outboxSpec{listener: l, community: c, nextIn: -1})
+		_, err := pool.Exec(ctx, `DELETE FROM communities WHERE id = $1`, scratch)
+		require.NoError(t, err)
+		since, lease := claimWindow()
+		got, err := s.ListenerClaim(ctx, pool, []string{l}, 1, since, lease)
+		require.NoError(t, err)
+		require.Equal(t, []string{live}, claimedIDs(got), "the orphan, due first, is not a candidate")
+		require.Equal(t, "pending 0 t t", outboxState(t, pool, orphan))
+	})
+
 	t.Run("NoRoutableListener", func(t *testing.T) {
 		t.Parallel()
 		since, lease := claimWindow()
@@ -666,6 +689,15 @@ func TestListenerClaim(t *testing.T) {
 			require.False(t, ok)
 		}
 		require.Equal(t, "pending 2 t t", outboxState(t, pool, id))
+		// A pending row that still carries a token is not claimed either.
+		_, err = pool.Exec(ctx, `UPDATE operator_listener_outbox SET claim_id = $2 WHERE id = $1`, id, second.ClaimID)
+		require.NoError(t, err)
+		ok, err = s.ListenerComplete(ctx, pool, id, second.ClaimID)
+		require.NoError(t, err)
+		require.False(t, ok, "state must be sending")
+		ok, err = s.ListenerRetry(ctx, pool, id, second.ClaimID, time.Now())
+		require.NoError(t, err)
+		require.False(t, ok, "state must be sending")
 
 		_, err = pool.Exec(ctx, `UPDATE operator_listener_outbox SET next_attempt_at = now() WHERE id = $1`, id)
 		require.NoError(t, err)
