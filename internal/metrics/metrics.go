@@ -114,6 +114,8 @@ type Metrics struct {
 	Replica Replica
 	// ReadState holds the NIP-RS read-state metrics of spec 40 §11.
 	ReadState ReadState
+	// Listener holds the operator-listener metrics of spec 60 §10.
+	Listener Listener
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -227,6 +229,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.PubSub = newPubSub(reg)
 	m.Replica = newReplica(reg)
 	m.ReadState = newReadState(reg)
+	m.Listener = newListener(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

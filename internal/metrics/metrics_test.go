@@ -83,6 +83,13 @@ var specNames = map[string]dto.MetricType{
 	"buzz_db_read_pool_idle":        dto.MetricType_GAUGE,
 	"buzz_db_read_pool_active":      dto.MetricType_GAUGE,
 	"buzz_db_read_pool_max":         dto.MetricType_GAUGE,
+	// spec 60 §10
+	"buzz_operator_listener_deliveries_total":   dto.MetricType_COUNTER,
+	"buzz_operator_listener_enqueued_total":     dto.MetricType_COUNTER,
+	"buzz_operator_listener_delivery_seconds":   dto.MetricType_HISTOGRAM,
+	"buzz_operator_listener_claim_errors_total": dto.MetricType_COUNTER,
+	"buzz_operator_listener_reaped_total":       dto.MetricType_COUNTER,
+	"buzz_operator_listener_outbox_rows":        dto.MetricType_GAUGE,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
@@ -124,7 +131,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11 and 70 §9")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 60 §10 and 70 §9")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {
@@ -145,6 +152,9 @@ func TestNew(t *testing.T) {
 		require.Len(t, got["buzz_pubsub_publish_errors_total"].GetMetric(), 3)
 		require.Len(t, got["buzz_pubsub_messages_received_total"].GetMetric(), 4)
 		require.Len(t, got["buzz_control_messages_total"].GetMetric(), len(ControlOps)*2)
+		require.Len(t, got["buzz_operator_listener_deliveries_total"].GetMetric(), 3)
+		require.Len(t, got["buzz_operator_listener_reaped_total"].GetMetric(), 2)
+		require.Len(t, got["buzz_operator_listener_outbox_rows"].GetMetric(), 2)
 	})
 
 	t.Run("Buckets", func(t *testing.T) {
