@@ -181,6 +181,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: a.Store,
 		WebSocket: a.Relay, Health: a.Health.Handler(), Metrics: a.Metrics, Logger: log,
 		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
+		Operator: httpapi.OperatorConfig{Origin: cfg.OperatorAPIOrigin, Listeners: listenerSet(cfg.OperatorListeners),
+			ReplayHost: cfg.RelayHost, Registry: a.Store},
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
 		Audit: observer,
@@ -318,4 +320,14 @@ func (a *Relay) communityByHost(ctx context.Context, h string) (string, error) {
 		return "", err
 	}
 	return c.ID, nil
+}
+
+// listenerSet is the set of operator-listener pubkeys configured on this
+// process.
+func listenerSet(ls []config.OperatorListener) map[string]bool {
+	out := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		out[l.Pubkey] = true
+	}
+	return out
 }

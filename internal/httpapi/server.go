@@ -67,6 +67,9 @@ type Config struct {
 	// MaxFrameBytes (BUZZ_MAX_FRAME_BYTES, default 524288) is NIP-11's
 	// limitation.max_message_length.
 	MaxFrameBytes int
+	// Operator configures the operator-listener registration route
+	// (spec 60 §4).
+	Operator OperatorConfig
 	// NowFunc defaults to time.Now.
 	NowFunc func() time.Time
 }
@@ -84,11 +87,12 @@ type Server struct {
 
 // Route patterns, also the action label of the HTTP metrics.
 const (
-	actionRoot   = "/"
-	actionInfo   = "/info"
-	actionEvents = "/events"
-	actionQuery  = "/query"
-	actionCount  = "/count"
+	actionRoot     = "/"
+	actionInfo     = "/info"
+	actionEvents   = "/events"
+	actionQuery    = "/query"
+	actionOperator = operatorPath
+	actionCount    = "/count"
 )
 
 // New builds the server and its routes. It panics when a required
@@ -145,6 +149,7 @@ func (s *Server) routes() {
 	s.mux.Handle("/events", s.instrument(actionEvents, s.bridge(s.events)))
 	s.mux.Handle("/query", s.instrument(actionQuery, s.bridge(s.query)))
 	s.mux.Handle("/count", s.instrument(actionCount, s.bridge(s.count)))
+	s.mux.Handle(operatorPath, s.instrument(actionOperator, http.HandlerFunc(s.operatorPubkeys)))
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))

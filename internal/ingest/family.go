@@ -166,13 +166,17 @@ func (w writer) store() *store.Store { return w.p.cfg.Store }
 func (w writer) cid() string         { return w.req.Tenant.CommunityID }
 func (w writer) ev() *event.Event    { return &w.req.Event }
 
-// insertEvent writes the event row, its event_mentions and its event_created
-// audit intent in one statement. errDuplicate when the event is already
-// stored.
+// insertEvent writes the event row, its event_mentions, its event_created
+// audit intent and, for a mention kind, its operator-listener outbox rows
+// in one statement. errDuplicate when the event is already stored.
 func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) error {
 	ev := w.ev()
-	inserted, err := w.store().EventInsert(ctx, w.q, store.EventInsertParams{CommunityID: w.cid(), Event: ev, Channel: channel,
-		DTag: dTag, Audit: w.p.eventIntent(w.req, ev, channel)})
+	p := store.EventInsertParams{CommunityID: w.cid(), Event: ev, Channel: channel,
+		DTag: dTag, Audit: w.p.eventIntent(w.req, ev, channel)}
+	if store.IsMentionKind(ev.Kind) { // the kind test first: other kinds pay nothing (spec 60 §6)
+		p.ListenerTargets = store.MentionTargets(ev)
+	}
+	inserted, err := w.store().EventInsert(ctx, w.q, p)
 	if err != nil {
 		return fmt.Errorf("store event: %w", err)
 	}

@@ -307,3 +307,14 @@ func pubkeyBytes(s string) ([]byte, error) {
 	}
 	return hex.DecodeString(s)
 }
+
+// RegisterListenerTargets is ListenerRegister on the store's pool, for the
+// registration route.
+func (s *Store) RegisterListenerTargets(ctx context.Context, listener string, targets []string) error {
+	return s.ListenerRegister(ctx, s.Pool(), listener, targets)
+}
+
+// UnregisterListenerTargets is ListenerUnregister on the store's pool.
+func (s *Store) UnregisterListenerTargets(ctx context.Context, listener string, targets []string) error {
+	return s.ListenerUnregister(ctx, s.Pool(), listener, targets)
+}
