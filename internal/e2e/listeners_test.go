@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/relaytest"
+)
+
+// Spec 60 §4 and §6 through a whole relay: a configured listener registers
+// a target over HTTP (NIP-98 against RELAY_OPERATOR_API_ORIGIN), and a
+// mention of that target in a kind 9 has its outbox row by the time its
+// OK arrives; other kinds and duplicates enqueue nothing.
+func TestListenerEnqueue(t *testing.T) {
+	t.Parallel()
+	listener := eventtest.NewKey()
+	const origin = "https://ops.example"
+	r := relaytest.Start(t, map[string]string{
+		"BUZZ_OPERATOR_LISTENERS":   listener.PubKey + ":https://listener.example/hook",
+		"RELAY_OPERATOR_API_ORIGIN": origin,
+	})
+	cid := communityID(t, r, r.Host)
+	target, other := eventtest.NewKey(), eventtest.NewKey()
+	body := []byte(`{"pubkeys":["` + target.PubKey + `"]}`)
+	sum := sha256.Sum256(body)
+	tok := relaytest.Token(t, listener, origin+"/operator/listener/pubkeys", http.MethodPost, eventtest.Tag("payload", hex.EncodeToString(sum[:])))
+	status, resp := r.Do(t, relaytest.Request{Path: "/operator/listener/pubkeys", Body: body, Authorization: tok})
+	require.Equal(t, http.StatusOK, status, string(resp))
+
+	outbox := func(id string) int {
+		t.Helper()
+		eid, _ := hex.DecodeString(id)
+		var n int
+		require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2`, cid, eid).Scan(&n))
+		return n
+	}
+	author := eventtest.NewKey()
+	w := r.Dial(t, "")
+	w.Auth(author)
+	ch := insertChannel(t, r, cid, author, channelOpts{})
+	mention := author.Signed(t, event.KindStreamMessage, eventtest.Channel(ch),
+		eventtest.Tag("p", target.PubKey), eventtest.Tag("p", other.PubKey), eventtest.Tag("p", "not-hex"))
+	w.MustPublish(mention)
+	require.Equal(t, 1, outbox(mention.ID), "one row per matching registration, committed with the OK")
+	ok, msg := w.Publish(mention)
+	require.True(t, ok)
+	require.Equal(t, "duplicate:", msg)
+	require.Equal(t, 1, outbox(mention.ID), "a duplicate enqueues nothing")
+
+	note := author.Signed(t, event.KindNote, eventtest.Tag("p", target.PubKey))
+	w.MustPublish(note)
+	require.Zero(t, outbox(note.ID), "kind 1 is not a mention kind")
+	reaction := author.Signed(t, event.KindReaction, eventtest.Channel(ch), eventtest.Tag("e", mention.ID), eventtest.Tag("p", target.PubKey))
+	w.MustPublish(reaction)
+	require.Zero(t, outbox(reaction.ID), "reactions are not mention kinds")
+	reply := author.Signed(t, event.KindStreamMessage, eventtest.Channel(ch), eventtest.Tag("e", mention.ID, "", "root"),
+		eventtest.Tag("p", target.PubKey))
+	w.MustPublish(reply)
+	require.Equal(t, 1, outbox(reply.ID), "replies take the thread path and enqueue too")
+}
