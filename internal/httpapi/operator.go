@@ -152,17 +152,21 @@ func (s *Server) authenticateOperator(ctx context.Context, r *http.Request, body
 // and de-duplicated in order; unknown fields are ignored.
 func parseTargets(body []byte) ([]string, error) {
 	var req struct {
-		Pubkeys []string `json:"pubkeys"`
+		Pubkeys *[]string `json:"pubkeys"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, refuse(http.StatusBadRequest, msgListenerJSON+err.Error())
 	}
-	if n := len(req.Pubkeys); n < 1 || n > maxListenerRegistrants {
+	if req.Pubkeys == nil {
+		return nil, refuse(http.StatusBadRequest, msgListenerJSON+"missing field `pubkeys`")
+	}
+	pubkeys := *req.Pubkeys
+	if n := len(pubkeys); n < 1 || n > maxListenerRegistrants {
 		return nil, refuse(http.StatusBadRequest, msgListenerCount)
 	}
-	seen := make(map[string]bool, len(req.Pubkeys))
-	out := make([]string, 0, len(req.Pubkeys))
-	for _, p := range req.Pubkeys {
+	seen := make(map[string]bool, len(pubkeys))
+	out := make([]string, 0, len(pubkeys))
+	for _, p := range pubkeys {
 		if !event.IsHexAnyCase64(p) {
 			return nil, refuse(http.StatusBadRequest, msgListenerPubkey)
 		}

@@ -118,9 +118,16 @@ func TestOperatorRegistration(t *testing.T) {
 				return b.do(t, http.MethodPost, b.ta.Host, opPath, ok,
 					map[string]string{"Authorization": nip98(t, b.listener, "POST", b.urlA(opPath), ok)})
 			}, http.StatusUnauthorized, "NIP-98: URL mismatch: event has `" + b.urlA(opPath) + "`, expected `" + opOrigin + opPath + "`"},
-			{"NoAuth", func(t *testing.T) response {
-				return b.do(t, http.MethodPost, b.ta.Host, opPath, ok, map[string]string{"X-Pubkey": b.listener.PubKey})
+			{"XPubkeyNeverAccepted", func(t *testing.T) response {
+				lax := b.serve(t, func(c *httpapi.Config) { c.RequireAuthToken = false })
+				return lax.do(t, http.MethodPost, b.ta.Host, opPath, ok, map[string]string{"X-Pubkey": b.listener.PubKey})
 			}, http.StatusUnauthorized, "missing Nostr auth"},
+			{"ReplayStoreDown", func(t *testing.T) response {
+				down := &opBundle{testBundle: b.serve(t, func(c *httpapi.Config) { c.Replay = b.db.downStore(t) }), listener: b.listener}
+				return down.call(t, b.listener, http.MethodPost, b.ta.Host, ok)
+			}, http.StatusUnauthorized, "NIP-98: replay check unavailable"},
+			{"MissingField", func(t *testing.T) response { return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pub":1}`)) },
+				http.StatusBadRequest, "invalid operator-listener pubkeys JSON: missing field `pubkeys`"},
 			{"BadJSON", func(t *testing.T) response { return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pubkeys":`)) },
 				http.StatusBadRequest, "invalid operator-listener pubkeys JSON: unexpected end of JSON input"},
 			{"NoPubkeys", func(t *testing.T) response {
