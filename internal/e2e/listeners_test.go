@@ -66,3 +66,38 @@ func TestListenerEnqueue(t *testing.T) {
 	w.MustPublish(reply)
 	require.Equal(t, 1, outbox(reply.ID), "replies take the thread path and enqueue too")
 }
+
+// Spec 60 check 13 through a whole relay: when the outbox insert fails for
+// real, the mention event is not stored and the client gets the internal
+// error; once the fault is gone the same event is accepted with its row.
+func TestListenerEnqueueFailureRollsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	listener, target := eventtest.NewKey(), eventtest.NewKey()
+	r := relaytest.Start(t, map[string]string{
+		"BUZZ_OPERATOR_LISTENERS":   listener.PubKey + ":https://listener.example/hook",
+		"RELAY_OPERATOR_API_ORIGIN": "https://ops.example",
+	})
+	cid := communityID(t, r, r.Host)
+	require.NoError(t, r.App.Store.ListenerRegister(ctx, r.App.DB.Pool, listener.PubKey, []string{target.PubKey}))
+	_, err := r.App.DB.Pool.Exec(ctx, `ALTER TABLE operator_listener_outbox ADD CONSTRAINT fault CHECK (false) NOT VALID`)
+	require.NoError(t, err)
+	author := eventtest.NewKey()
+	w := r.Dial(t, "")
+	w.Auth(author)
+	ch := insertChannel(t, r, cid, author, channelOpts{})
+	mention := author.Signed(t, event.KindStreamMessage, eventtest.Channel(ch), eventtest.Tag("p", target.PubKey))
+	ok, msg := w.Publish(mention)
+	require.False(t, ok)
+	require.Equal(t, "error: internal server error", msg)
+	var n int
+	eid, _ := hex.DecodeString(mention.ID)
+	require.NoError(t, r.App.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`, cid, eid).Scan(&n))
+	require.Zero(t, n, "the event rolled back with its outbox row")
+
+	_, err = r.App.DB.Pool.Exec(ctx, `ALTER TABLE operator_listener_outbox DROP CONSTRAINT fault`)
+	require.NoError(t, err)
+	w.MustPublish(mention)
+	require.NoError(t, r.App.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2`, cid, eid).Scan(&n))
+	require.Equal(t, 1, n)
+}
