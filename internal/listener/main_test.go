@@ -37,7 +37,6 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // hit is one notification as a listener received it, already verified.
 type hit struct {
 	body []byte
-	at   time.Time
 }
 
 // hook is a real local TLS server standing for an operator listener. It
@@ -100,7 +99,7 @@ func (h *hook) serve(w http.ResponseWriter, r *http.Request) {
 	if why := h.verify(r, body); why != "" {
 		h.bad <- why
 	}
-	h.hits <- hit{body: body, at: time.Now()}
+	h.hits <- hit{body: body}
 	if code := h.answer(n, w); code != 0 {
 		w.WriteHeader(code)
 	}
@@ -352,17 +351,3 @@ func (b *testBundle) logLines(t *testing.T, msg string) []map[string]any {
 	}
 	return out
 }
-
-// waitFor polls cond every 20 ms for up to 10 s (for state the worker
-// does not signal, such as a server-side count).
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
