@@ -20,19 +20,23 @@ import (
 )
 
 // maintenanceCmd is the `maintenance` group: out-of-band jobs an operator
-// runs by hand: search-kinds (spec 20 §9.2) and read-state (spec 40 §9).
+// runs by hand: search-kinds (spec 20 §9.2), read-state (spec 40 §9) and
+// operator-listeners (spec 60 §11).
 func maintenanceCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "maintenance",
-		Short: "out-of-band maintenance jobs: read-state, search-kinds",
+		Short: "out-of-band maintenance jobs: operator-listeners, read-state, search-kinds",
 		Long: `maintenance holds jobs an operator runs by hand, outside the relay's own
 periodic jobs. search-kinds shows or changes the kinds whose content is
 searchable (NIP-50). read-state reports NIP-RS read-state retention and
-the space its purge freed.`,
+the space its purge freed. operator-listeners reports the registrations
+and queued mention notifications of operator listeners, and forgets a
+retired listener's.`,
 		Example: `  buzz-relay maintenance search-kinds --show
   buzz-relay maintenance search-kinds --set 0,9,40002,40003,45001,45003 --yes
-  buzz-relay maintenance read-state --report --text`,
-	}, searchKindsCmd(), readStateCmd())
+  buzz-relay maintenance read-state --report --text
+  buzz-relay maintenance operator-listeners --report`,
+	}, searchKindsCmd(), readStateCmd(), operatorListenersCmd())
 }
 
 // searchKindsOptions are the flags of maintenance search-kinds.
