@@ -65,7 +65,7 @@ configuration, database unreachable, migrations pending).`,
 	}
 	f := c.Flags()
 	f.BoolVar(&o.report, "report", false, "print one line per listener (read-only)")
-	f.StringVar(&o.forget, "forget", "", "the listener pubkey, 64 hex, whose registrations and queued notifications to delete")
+	f.StringVar(&o.forget, "forget", "", "the listener pubkey (64 `HEX`) whose registrations and queued notifications to delete")
 	f.BoolVar(&o.yes, "yes", false, "with --forget: delete (without it nothing is deleted)")
 	return c
 }
