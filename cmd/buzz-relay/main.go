@@ -7,6 +7,7 @@
 //	buzz-relay audit head|verify           export a checkpoint, verify a chain
 //	buzz-relay maintenance search-kinds    show or change what is searchable
 //	buzz-relay maintenance read-state      report NIP-RS read-state retention and space
+//	buzz-relay maintenance operator-listeners  report or forget operator-listener registrations and queued notifications
 //	buzz-relay version                     print the build version
 //
 // Configuration comes from the environment (docs/OPERATIONS.md). Operator
