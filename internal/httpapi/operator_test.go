@@ -126,9 +126,13 @@ func TestOperatorRegistration(t *testing.T) {
 				down := &opBundle{testBundle: b.serve(t, func(c *httpapi.Config) { c.Replay = b.db.downStore(t) }), listener: b.listener}
 				return down.call(t, b.listener, http.MethodPost, b.ta.Host, ok)
 			}, http.StatusUnauthorized, "NIP-98: replay check unavailable"},
-			{"MissingField", func(t *testing.T) response { return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pub":1}`)) },
+			{"MissingField", func(t *testing.T) response {
+				return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pub":1}`))
+			},
 				http.StatusBadRequest, "invalid operator-listener pubkeys JSON: missing field `pubkeys`"},
-			{"BadJSON", func(t *testing.T) response { return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pubkeys":`)) },
+			{"BadJSON", func(t *testing.T) response {
+				return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pubkeys":`))
+			},
 				http.StatusBadRequest, "invalid operator-listener pubkeys JSON: unexpected end of JSON input"},
 			{"NoPubkeys", func(t *testing.T) response {
 				return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pubkeys":[]}`))
@@ -140,7 +144,9 @@ func TestOperatorRegistration(t *testing.T) {
 				}
 				return b.call(t, b.listener, http.MethodDelete, b.ta.Host, targetsBody(ps...))
 			}, http.StatusBadRequest, "pubkeys must contain between 1 and 1000 entries"},
-			{"NotHex", func(t *testing.T) response { return b.call(t, b.listener, http.MethodPost, b.ta.Host, targetsBody(x[:63])) },
+			{"NotHex", func(t *testing.T) response {
+				return b.call(t, b.listener, http.MethodPost, b.ta.Host, targetsBody(x[:63]))
+			},
 				http.StatusBadRequest, "pubkeys must contain 64-char hex public keys"},
 			{"TooLarge", func(t *testing.T) response {
 				return b.call(t, b.listener, http.MethodPost, b.ta.Host, []byte(`{"pubkeys":["`+strings.Repeat("a", 1<<20)+`"]}`))

@@ -322,7 +322,7 @@ func TestSendTimeout(t *testing.T) {
 		require.Contains(t, out.Reason, "Client.Timeout exceeded")
 		require.NotContains(t, out.Reason, l.srv.URL)
 		require.GreaterOrEqual(t, took, timeout)
-			})
+	})
 	t.Run("NeverAccepted", func(t *testing.T) {
 		t.Parallel()
 		// A TCP listener that accepts and never speaks TLS.
@@ -353,7 +353,7 @@ func TestSendTimeout(t *testing.T) {
 		require.Zero(t, out.Status)
 		require.NotEmpty(t, out.Reason)
 		require.GreaterOrEqual(t, took, timeout)
-			})
+	})
 	t.Run("StalledBodyWithinTimeout", func(t *testing.T) {
 		t.Parallel()
 		// Headers and part of a body arrive, then nothing: the whole-request
@@ -371,7 +371,7 @@ func TestSendTimeout(t *testing.T) {
 		out, took := sendWithin(t, bundle.client, l.hook(), timeout+2*time.Second)
 		require.Equal(t, notify.Outcome{Kind: notify.Accepted, Status: 200, Reason: "HTTP 200"}, out)
 		require.GreaterOrEqual(t, took, timeout)
-			})
+	})
 }
 
 func TestSendResponseBodyLimit(t *testing.T) {
