@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -351,3 +352,36 @@ func (b *testBundle) logLines(t *testing.T, msg string) []map[string]any {
 	}
 	return out
 }
+
+// gate holds a hook's answers until it is opened; the test's cleanup
+// opens it before the hook's server closes, so a failing test never hangs.
+type gate struct {
+	arrived chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func newGate(t *testing.T) *gate {
+	g := &gate{arrived: make(chan struct{}, 100), open: make(chan struct{})}
+	t.Cleanup(g.release)
+	return g
+}
+
+// hold reports the request's arrival and waits until the gate opens.
+func (g *gate) hold() {
+	g.arrived <- struct{}{}
+	<-g.open
+}
+
+// wait returns once a request arrived at the gate.
+func (g *gate) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request arrived at the gate")
+	}
+}
+
+// release opens the gate. Safe to call twice.
+func (g *gate) release() { g.once.Do(func() { close(g.open) }) }

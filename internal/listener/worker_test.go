@@ -281,9 +281,8 @@ func TestWorkerConcurrent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := eventtest.NewKey().PubKey
-	release := make(chan struct{})
-	var h *hook
-	h = newHook(t, b.relayPub, func(int, http.ResponseWriter) int {
+	h := newHook(t, b.relayPub, nil)
+	h.answer = func(int, http.ResponseWriter) int {
 		// Hold each answer until two requests have been in flight at once
 		// (or 1.5 s, inside the client timeout).
 		deadline := time.After(1500 * time.Millisecond)
@@ -291,14 +290,11 @@ func TestWorkerConcurrent(t *testing.T) {
 			select {
 			case <-deadline:
 				return http.StatusOK
-			case <-release:
-				return http.StatusOK
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
 		return http.StatusOK
-	})
-	t.Cleanup(func() { close(release) })
+	}
 	community := b.community(t, fixture.Host())
 	for range 10 {
 		b.enqueue(t, row{listener: l, community: community})
@@ -315,15 +311,15 @@ func TestWorkerStaleClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := eventtest.NewKey().PubKey
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	h := newHook(t, b.relayPub, func(int, http.ResponseWriter) int {
-		arrived <- struct{}{}
-		<-release
+	h := newHook(t, b.relayPub, func(int, http.ResponseWriter) int { return http.StatusOK })
+	g := newGate(t)
+	h.answer = func(int, http.ResponseWriter) int {
+		g.hold()
 		return http.StatusOK
-	})
+	}
 	id := b.enqueue(t, row{listener: l, community: b.community(t, fixture.Host())})
 	w := b.worker(t, b.pool, map[string]*hook{l: h})
-	<-arrived
+	g.wait(t)
 	first := b.row(t, id)
 	require.Equal(t, "sending", first.state)
 
@@ -337,7 +333,7 @@ func TestWorkerStaleClaim(t *testing.T) {
 	require.Equal(t, 2, taken[0].Attempts)
 	require.NotEqual(t, first.claimID, taken[0].ClaimID)
 
-	close(release)
+	g.release()
 	d := delivered(t, w)
 	require.Equal(t, "accepted", d.Outcome)
 	require.False(t, d.Applied, "the stale completion matched no row")
@@ -519,15 +515,15 @@ func TestWorkerShutdown(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		l := eventtest.NewKey().PubKey
-		arrived, release := make(chan struct{}, 1), make(chan struct{})
-		h := newHook(t, b.relayPub, func(int, http.ResponseWriter) int {
-			arrived <- struct{}{}
-			<-release
+		h := newHook(t, b.relayPub, nil)
+		g := newGate(t)
+		h.answer = func(int, http.ResponseWriter) int {
+			g.hold()
 			return http.StatusOK
-		})
+		}
 		id := b.enqueue(t, row{listener: l, community: b.community(t, fixture.Host())})
 		w := b.worker(t, b.pool, map[string]*hook{l: h})
-		<-arrived
+		g.wait(t)
 		stopped := make(chan struct{})
 		go func() {
 			w.Stop()
@@ -538,7 +534,7 @@ func TestWorkerShutdown(t *testing.T) {
 			t.Fatal("Stop returned while a request was in flight")
 		case <-time.After(200 * time.Millisecond):
 		}
-		close(release)
+		g.release()
 		<-stopped
 		require.False(t, b.row(t, id).exists, "the answer that arrived during shutdown was recorded")
 		require.Equal(t, 1.0, b.deliveries("accepted"))
@@ -550,23 +546,23 @@ func TestWorkerShutdown(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		l := eventtest.NewKey().PubKey
-		arrived, release := make(chan struct{}, 2), make(chan struct{})
-		h := newHook(t, b.relayPub, func(n int, _ http.ResponseWriter) int {
-			arrived <- struct{}{}
+		h := newHook(t, b.relayPub, nil)
+		g := newGate(t)
+		h.answer = func(n int, _ http.ResponseWriter) int {
 			if n == 1 {
-				<-release
+				g.hold()
 			}
 			return http.StatusOK
-		})
+		}
 		id := b.enqueue(t, row{listener: l, community: b.community(t, fixture.Host())})
 		// The first process has its own pool: closing it is the crash
 		// (the answer arrives, nothing can be recorded).
 		crashPool, err := pg.Open(context.Background(), b.url, pg.PoolConfig{MaxConns: 4})
 		require.NoError(t, err)
 		w1 := b.worker(t, crashPool, map[string]*hook{l: h})
-		<-arrived
+		g.wait(t)
 		crashPool.Close()
-		close(release)
+		g.release()
 		d := delivered(t, w1)
 		require.False(t, d.Applied)
 		w1.Stop()
