@@ -336,6 +336,20 @@ func (b *testBundle) deliveries(outcome string) float64 {
 	return testutil.ToFloat64(b.m.Listener.Deliveries.WithLabelValues(outcome))
 }
 
+// postsTimed reads the sample count of buzz_operator_listener_delivery_seconds.
+func (b *testBundle) postsTimed(t *testing.T) uint64 {
+	t.Helper()
+	families, err := b.reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == "buzz_operator_listener_delivery_seconds" {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("buzz_operator_listener_delivery_seconds is not registered")
+	return 0
+}
+
 // logLines returns the logged records whose msg is msg.
 func (b *testBundle) logLines(t *testing.T, msg string) []map[string]any {
 	t.Helper()

@@ -50,7 +50,7 @@ func TestWorkerAccepted(t *testing.T) {
 		require.False(t, b.row(t, id).exists, "delivered: deleted")
 		require.Equal(t, 1.0, b.deliveries("accepted"))
 		require.Zero(t, b.deliveries("retry")+b.deliveries("failed"))
-		require.Equal(t, 1, testutil.CollectAndCount(b.m.Listener.DeliverySeconds))
+		require.EqualValues(t, 1, b.postsTimed(t), "the POST was timed")
 
 		idleTurns(t, w, 2)
 		require.EqualValues(t, 1, h.count.Load(), "exactly one POST")
@@ -224,6 +224,7 @@ func TestWorkerRetry(t *testing.T) {
 		require.False(t, b.row(t, id).exists)
 		idleTurns(t, w, 2)
 		require.EqualValues(t, 9, h.count.Load(), "at most 9 POSTs")
+		require.EqualValues(t, 9, b.postsTimed(t))
 		require.Equal(t, 8.0, b.deliveries("retry"))
 		require.Equal(t, 1.0, b.deliveries("failed"))
 		lines := b.logLines(t, "operator-listener delivery failed permanently")
