@@ -128,6 +128,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	} else {
 		a.RelayKey = event.GenerateKey() // single process only; never advertised
 	}
+	a.Services.Listeners = newListenerWorker(a)
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Services.Replica = openReplica(ctx, a)
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,

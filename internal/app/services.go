@@ -1,7 +1,9 @@
 package app
 
 import (
+	"github.com/buzz-relay/buzz/internal/listener"
 	"github.com/buzz-relay/buzz/internal/maintenance"
+	"github.com/buzz-relay/buzz/internal/notify"
 	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/service"
@@ -29,6 +31,12 @@ type Services struct {
 	// PubSub is the Redis link to the other relay processes; nil without
 	// REDIS_URL. It connects in the background and keeps retrying.
 	PubSub *pubsub.Bus
+	// Listeners delivers mention notifications to the operator listeners
+	// configured on this process (spec 60 §7); nil without any.
+	Listeners *listener.Worker
+	// ListenerReaper deletes outbox rows past 15 minutes and registrations
+	// past 30 days (spec 60 §8), on every process, listeners or not.
+	ListenerReaper *listener.Reaper
 }
 
 // newServices builds the database jobs; the membership service is added
@@ -39,7 +47,25 @@ func newServices(a *Relay) *Services {
 			Errors: a.Metrics.PartitionMaintenanceErrors}),
 		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: a.DB.Pool, Logger: a.Log}),
 		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: a.Store, Logger: a.Log}),
+		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: a.DB.Pool, Store: a.Store, Logger: a.Log,
+			Metrics: a.Metrics}),
 	}
+}
+
+// newListenerWorker is the delivery worker of the listeners configured on
+// this process, or nil (logged) when there are none (spec 60 §3).
+func newListenerWorker(a *Relay) *listener.Worker {
+	cfg := a.Config
+	if len(cfg.OperatorListeners) == 0 {
+		a.Log.Info("operator-listener mention delivery disabled by BUZZ_OPERATOR_LISTENERS")
+		return nil
+	}
+	urls := make(map[string]string, len(cfg.OperatorListeners))
+	for _, l := range cfg.OperatorListeners {
+		urls[l.Pubkey] = l.URL
+	}
+	return listener.NewWorker(listener.Config{Pool: a.DB.Pool, Store: a.Store, Listeners: urls,
+		Client: notify.NewClient(cfg.OperatorListenerTimeout, a.RelayKey), Logger: a.Log, Metrics: a.Metrics})
 }
 
 // list is every service, in the order Run starts them.
@@ -51,5 +77,8 @@ func (s *Services) list() []service.Service {
 	if s.PubSub != nil {
 		list = append(list, s.PubSub)
 	}
-	return list
+	if s.Listeners != nil {
+		list = append(list, s.Listeners)
+	}
+	return append(list, s.ListenerReaper)
 }

@@ -176,11 +176,12 @@ func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) e
 	if store.IsMentionKind(ev.Kind) { // the kind test first: other kinds pay nothing (spec 60 §6)
 		p.ListenerTargets = store.MentionTargets(ev)
 	}
-	inserted, err := w.store().EventInsert(ctx, w.q, p)
+	res, err := w.store().EventInsertCounted(ctx, w.q, p)
 	if err != nil {
 		return fmt.Errorf("store event: %w", err)
 	}
-	if !inserted {
+	w.req.enqueued = int(res.ListenerRows)
+	if !res.Inserted {
 		return errDuplicate
 	}
 	return nil

@@ -154,6 +154,9 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	}
 	m := p.cfg.Metrics
 	m.EventsStored.WithLabelValues(metrics.KindLabel(ev.Kind)).Inc()
+	if req.enqueued > 0 {
+		m.Listener.Enqueued.Add(float64(req.enqueued))
+	}
 	if out.created != "" {
 		m.ChannelsCreated.WithLabelValues(req.Tenant.Host, out.created).Inc()
 	}

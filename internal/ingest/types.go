@@ -29,6 +29,11 @@ type Request struct {
 	Author string
 	Source Source
 	Event  event.Event
+
+	// enqueued is how many operator-listener outbox rows the event's
+	// insert wrote (the last run of the write, which is the one that
+	// committed), for buzz_operator_listener_enqueued_total.
+	enqueued int
 }
 
 // Code classifies a Result so each door can answer in its own terms.
