@@ -283,9 +283,10 @@ var (
 // writes the certificate to a temporary file, points SSL_CERT_FILE at it
 // with os.Setenv and loads the system pool at once. Go reads the system
 // roots once per process, on first use; this is safe because these
-// benchmarks run with -run '^$', so no test shares the process, and
-// nothing before the first benchmark verifies a certificate (the database
-// is reached without TLS verification). Every httptest TLS server carries
+// benchmarks run with -run '^$' (as make bench does), so no test shares
+// the process, and nothing before them verifies a certificate: the other
+// benchmarks of this package use no TLS and the database is reached
+// without TLS verification. Every httptest TLS server carries
 // the same built-in certificate, which later calls check; each call then
 // verifies its endpoints' certificates against the system pool, so a pool
 // loaded too early fails here instead of showing up as missing deliveries.
