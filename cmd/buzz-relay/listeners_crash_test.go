@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -345,14 +346,19 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	got, bad := e.counts()
 	require.Empty(t, bad)
 	duplicates := 0
+	var wrong []string
 	for k := range want {
 		switch n := got[k]; {
 		case n == 1:
 		case n == 2 && inFlight[k]:
 			duplicates++
 		default:
-			t.Errorf("mention of %s in %s received %d times (in flight at the kill: %v)", k.target, k.event, n, inFlight[k])
+			wrong = append(wrong, fmt.Sprintf("%s in %s received %d times (in flight at the kill: %v)", k.target, k.event, n, inFlight[k]))
 		}
+	}
+	if len(wrong) > 0 {
+		t.Fatalf("%d of %d mentions not received exactly once (twice at most if in flight at the kill); first: %v",
+			len(wrong), len(want), wrong[:min(len(wrong), 5)])
 	}
 	for k, n := range got {
 		require.True(t, want[k], "received %d× a notification for %s in %s, which is no stored mention of a registered target", n, k.target, k.event)
