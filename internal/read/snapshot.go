@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -194,8 +195,9 @@ func otherFields(f *event.Filter) []string {
 }
 
 // readState reads the rows on the writer pool (store.ReadStateSnapshotRows,
-// one statement) and builds the snapshot, stopping at the first row past
-// either limit.
+// one statement, one row at a time) and builds the snapshot, stopping the
+// statement at the first row past either limit, so a request holds at most
+// about SnapshotMaxArrayBytes plus one row.
 func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 	unavailable := func(err error) *SnapshotError {
 		return &SnapshotError{Code: SnapshotUnavailable, Reason: msgSnapshotStorage, Err: err}
@@ -204,30 +206,40 @@ func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 	if err != nil || len(pub) != 32 {
 		return nil, unavailable(fmt.Errorf("reader %q is not a 64-character hex pubkey", sc.Reader))
 	}
-	rows, err := e.cfg.Store.ReadStateSnapshotRows(ctx, e.cfg.Store.Pool(), sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1)
+	snap := &Snapshot{Pubkey: sc.Reader, EventsJSON: []byte{'['}}
+	var (
+		ids     [][]byte
+		stopped *SnapshotError
+	)
+	err = e.cfg.Store.ReadStateSnapshotRows(ctx, e.cfg.Store.Pool(), sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1,
+		func(row store.ReadStateSnapshotRow) bool {
+			ev := event.Event{ID: hex.EncodeToString(row.ID), PubKey: hex.EncodeToString(row.Pubkey), Sig: hex.EncodeToString(row.Sig),
+				CreatedAt: row.CreatedAt.Unix(), Kind: row.Kind, Content: row.Content}
+			if err := rowProblem(&ev, row.DTag, row.Tags, row.Channel); err != nil {
+				stopped = unavailable(fmt.Errorf("read-state row %s: %w", ev.ID, err))
+				return false
+			}
+			if len(snap.Events) == SnapshotMaxEvents {
+				stopped = &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooMany}
+				return false
+			}
+			if len(snap.Events) > 0 {
+				snap.EventsJSON = append(snap.EventsJSON, ',')
+			}
+			snap.EventsJSON = ev.AppendJSON(snap.EventsJSON)
+			if len(snap.EventsJSON)+1 > SnapshotMaxArrayBytes {
+				stopped = &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooBig}
+				return false
+			}
+			snap.Events = append(snap.Events, ev)
+			ids = append(ids, row.ID)
+			return true
+		})
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	snap := &Snapshot{Pubkey: sc.Reader, EventsJSON: []byte{'['}}
-	var ids [][]byte
-	for _, row := range rows {
-		ev := event.Event{ID: hex.EncodeToString(row.ID), PubKey: hex.EncodeToString(row.Pubkey), Sig: hex.EncodeToString(row.Sig),
-			CreatedAt: row.CreatedAt.Unix(), Kind: row.Kind, Content: row.Content}
-		if err := rowProblem(&ev, row.DTag, row.Tags, row.Channel); err != nil {
-			return nil, unavailable(fmt.Errorf("read-state row %s: %w", ev.ID, err))
-		}
-		if len(snap.Events) == SnapshotMaxEvents {
-			return nil, &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooMany}
-		}
-		if len(snap.Events) > 0 {
-			snap.EventsJSON = append(snap.EventsJSON, ',')
-		}
-		snap.EventsJSON = ev.AppendJSON(snap.EventsJSON)
-		if len(snap.EventsJSON)+1 > SnapshotMaxArrayBytes {
-			return nil, &SnapshotError{Code: SnapshotTooLarge, Reason: msgSnapshotTooBig}
-		}
-		snap.Events = append(snap.Events, ev)
-		ids = append(ids, row.ID)
+	if stopped != nil {
+		return nil, stopped
 	}
 	snap.EventsJSON = append(snap.EventsJSON, ']')
 	snap.ID = snapshotID(ids)

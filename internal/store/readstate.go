@@ -112,14 +112,18 @@ type ReadStateSnapshotRow struct {
 
 // ReadStateSnapshotRows reads, in one statement (one MVCC snapshot), the
 // live conforming read-state rows (nip_rs_read_state_row) of pubkey in the
-// community, newest first (created_at DESC, id ASC), at most limit of them.
+// community, newest first (created_at DESC, id ASC), at most limit of them,
+// and hands them to fn one at a time as they arrive; fn returns false to
+// stop, which ends the statement. The caller holds one row at a time, so
+// what it accumulates is its own bound, whatever the rows' sizes.
 //
-// It stops early on size: content_before is the sum of the content bytes
-// of the rows before each one, and a row's JSON is never shorter than its
-// content, so once content_before passes maxBytes the caller's array is
-// too large whatever follows; rows after that point are not sent. One call
-// therefore moves at most about maxBytes plus one row.
-func (s *Store) ReadStateSnapshotRows(ctx context.Context, q pg.Querier, communityID string, pubkey []byte, maxBytes, limit int) ([]ReadStateSnapshotRow, error) {
+// The statement also stops early on size: content_before is the sum of the
+// content bytes of the rows before each one, and a row's JSON is never
+// shorter than its content, so once content_before passes maxBytes the
+// caller's array is too large whatever follows; rows after that point are
+// not sent.
+func (s *Store) ReadStateSnapshotRows(ctx context.Context, q pg.Querier, communityID string, pubkey []byte, maxBytes, limit int,
+	fn func(ReadStateSnapshotRow) bool) error {
 	rows, err := q.Query(ctx, `
 		SELECT id, pubkey, created_at, kind, d_tag, tags, content, sig, channel_id::text
 		FROM (
@@ -134,15 +138,20 @@ func (s *Store) ReadStateSnapshotRows(ctx context.Context, q pg.Querier, communi
 		ORDER BY created_at DESC, id ASC
 		LIMIT $4`, communityID, pubkey, maxBytes, limit)
 	if err != nil {
-		return nil, fmt.Errorf("query read-state snapshot: %w", err)
+		return fmt.Errorf("query read-state snapshot: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReadStateSnapshotRow, error) {
+	defer rows.Close()
+	for rows.Next() {
 		var x ReadStateSnapshotRow
-		err := r.Scan(&x.ID, &x.Pubkey, &x.CreatedAt, &x.Kind, &x.DTag, &x.Tags, &x.Content, &x.Sig, &x.Channel)
-		return x, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read read-state snapshot: %w", err)
+		if err := rows.Scan(&x.ID, &x.Pubkey, &x.CreatedAt, &x.Kind, &x.DTag, &x.Tags, &x.Content, &x.Sig, &x.Channel); err != nil {
+			return fmt.Errorf("read read-state snapshot: %w", err)
+		}
+		if !fn(x) {
+			return nil
+		}
 	}
-	return out, nil
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read read-state snapshot: %w", err)
+	}
+	return nil
 }
