@@ -95,7 +95,7 @@ func TestOperatorListenerConfigLogged(t *testing.T) {
 		}
 	}
 	require.NotNil(t, cfg, "no config loaded record:\n%s", p.Stdout)
-	require.Equal(t, a+":https://a.example/hook;"+b+":https://b.example/", cfg["operator_listeners"])
+	require.Equal(t, a+"@a.example;"+b+"@b.example", cfg["operator_listeners"], "pubkey and host only: webhook paths carry tokens")
 	require.Equal(t, "https://relay.example", cfg["operator_api_origin"])
 	require.EqualValues(t, 1500, cfg["operator_listener_timeout_ms"])
 }

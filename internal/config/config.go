@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -290,12 +291,17 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// formatListeners writes listeners as "<pubkey>:<url>;…", the form of
-// BUZZ_OPERATOR_LISTENERS; "" when there is none.
+// formatListeners writes listeners as "<pubkey>@<host>;…" for the log:
+// the URL's path and anything else after the host stay out, since webhook
+// paths often carry a secret token. "" when there is none.
 func formatListeners(ls []OperatorListener) string {
 	parts := make([]string, len(ls))
 	for i, l := range ls {
-		parts[i] = l.Pubkey + ":" + l.URL
+		host := l.URL
+		if u, err := url.Parse(l.URL); err == nil {
+			host = u.Host
+		}
+		parts[i] = l.Pubkey + "@" + host
 	}
 	return strings.Join(parts, ";")
 }

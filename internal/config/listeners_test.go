@@ -325,7 +325,8 @@ func TestLogValueOperatorListeners(t *testing.T) {
 		var buf bytes.Buffer
 		slog.New(slog.NewJSONHandler(&buf, nil)).Info("config loaded", slog.Any("config", c))
 		out := buf.String()
-		require.Contains(t, out, `"operator_listeners":"`+listenerA+`:https://a.example/hook;`+listenerB+`:https://b.example:8443/"`)
+		require.Contains(t, out, `"operator_listeners":"`+listenerA+`@a.example;`+listenerB+`@b.example:8443"`)
+		require.NotContains(t, out, "/hook", "no URL path in the log: webhook paths carry tokens")
 		require.Contains(t, out, `"operator_api_origin":"https://relay.example"`)
 		require.Contains(t, out, `"operator_listener_timeout_ms":1500`)
 	})
