@@ -148,6 +148,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	})
 }
 
+// Stop ends the loop, waits for the requests in flight and their outcomes,
+// then closes the client's idle connections, so nothing of the worker
+// outlives it. Safe to call twice.
+func (w *Worker) Stop() {
+	w.Base.Stop()
+	w.cfg.Client.CloseIdleConnections()
+}
+
 // loop runs turns: at once after a turn with work, after a pause growing
 // from IdleMin to IdleMax after empty ones, ClaimErrorPause after a failed
 // claim.
