@@ -50,9 +50,6 @@ type ReaperConfig struct {
 	// RegistrationInterval between registration reaps. Default
 	// RegistrationReapInterval.
 	RegistrationInterval time.Duration
-	// NowFunc is the clock the ages are measured against. Default
-	// time.Now.
-	NowFunc func() time.Time
 }
 
 // ReaperTestSignals are emitted by the loop. Tests only.
@@ -96,9 +93,6 @@ type Reaper struct {
 func NewReaper(cfg ReaperConfig) *Reaper {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Disabled()
-	}
-	if cfg.NowFunc == nil {
-		cfg.NowFunc = time.Now
 	}
 	if cfg.OutboxInterval <= 0 {
 		cfg.OutboxInterval = OutboxReapInterval
@@ -169,7 +163,7 @@ func (r *Reaper) reapRegistrations(ctx context.Context) {
 func (r *Reaper) runOutbox(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
 	defer cancel()
-	n, err := r.cfg.Store.ListenerReapOutbox(ctx, r.cfg.Pool, r.cfg.NowFunc().Add(-Eligibility))
+	n, err := r.cfg.Store.ListenerReapOutbox(ctx, r.cfg.Pool, Eligibility)
 	if err != nil {
 		return 0, err
 	}
@@ -187,7 +181,7 @@ func (r *Reaper) runOutbox(ctx context.Context) (int64, error) {
 func (r *Reaper) runRegistrations(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
 	defer cancel()
-	n, err := r.cfg.Store.ListenerReapRegistrations(ctx, r.cfg.Pool, r.cfg.NowFunc().Add(-RegistrationLifetime))
+	n, err := r.cfg.Store.ListenerReapRegistrations(ctx, r.cfg.Pool, RegistrationLifetime)
 	if err != nil {
 		return 0, err
 	}

@@ -224,11 +224,13 @@ func (s *Store) ListenerRetry(ctx context.Context, q pg.Querier, id, claimID str
 	return tag.RowsAffected() == 1, nil
 }
 
-// ListenerReapOutbox deletes outbox rows created before olderThan (the
-// relay passes now − 15 min, spec 60 §8), whatever their state, listener or
-// community, and returns how many it deleted.
-func (s *Store) ListenerReapOutbox(ctx context.Context, q pg.Querier, olderThan time.Time) (int64, error) {
-	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_outbox WHERE created_at < $1`, olderThan)
+// ListenerReapOutbox deletes outbox rows created more than age ago (spec 60
+// §8: 15 minutes), whatever their state, listener or community, and
+// returns how many it deleted. The age is measured on the database's clock,
+// as the rows' created_at is, so a relay whose clock runs ahead cannot reap
+// rows another process may still deliver.
+func (s *Store) ListenerReapOutbox(ctx context.Context, q pg.Querier, age time.Duration) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_outbox WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("reap listener outbox: %w", err)
 	}
@@ -236,10 +238,10 @@ func (s *Store) ListenerReapOutbox(ctx context.Context, q pg.Querier, olderThan 
 }
 
 // ListenerReapRegistrations deletes registrations created (or last renewed)
-// before olderThan (the relay passes now − 30 days, spec 60 §8) and returns
-// how many it deleted.
-func (s *Store) ListenerReapRegistrations(ctx context.Context, q pg.Querier, olderThan time.Time) (int64, error) {
-	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_pubkeys WHERE created_at < $1`, olderThan)
+// more than age ago (spec 60 §8: 30 days), on the database's clock, and
+// returns how many it deleted.
+func (s *Store) ListenerReapRegistrations(ctx context.Context, q pg.Querier, age time.Duration) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_pubkeys WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("reap listener registrations: %w", err)
 	}

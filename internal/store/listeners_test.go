@@ -748,7 +748,7 @@ func TestListenerReapers(t *testing.T) {
 		createdAgo: 20 * 60})
 	recent, _ := outboxInsert(t, pool, outboxSpec{listener: a, community: c, createdAgo: 14 * 60})
 
-	n, err := s.ListenerReapOutbox(ctx, pool, time.Now().Add(-15*time.Minute))
+	n, err := s.ListenerReapOutbox(ctx, pool, 15*time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)
 	for _, id := range []string{oldPending, oldSending, oldOrphan} {
@@ -765,13 +765,13 @@ func TestListenerReapers(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE operator_listener_pubkeys SET created_at = now() - interval '29 days'
 		WHERE target_pubkey = $1`, unhex(t, t2))
 	require.NoError(t, err)
-	n, err = s.ListenerReapRegistrations(ctx, pool, time.Now().Add(-30*24*time.Hour))
+	n, err = s.ListenerReapRegistrations(ctx, pool, 30*24*time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM operator_listener_pubkeys`))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM operator_listener_pubkeys WHERE target_pubkey = $1`, unhex(t, t2)))
 
-	n, err = s.ListenerReapOutbox(ctx, pool, time.Now().Add(-15*time.Minute))
+	n, err = s.ListenerReapOutbox(ctx, pool, 15*time.Minute)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing more to reap")
 }
