@@ -87,7 +87,9 @@ func TestStart(t *testing.T) {
 		b := setup(t, nil)
 		a := b.start(t)
 		s := a.Services
-		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership}, s.list())
+		require.Nil(t, s.Listeners, "no delivery worker without configured listeners")
+		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership, s.ListenerReaper}, s.list(),
+			"the listener reaper runs on every process")
 		for _, svc := range s.list() {
 			require.NotNil(t, svc)
 		}
