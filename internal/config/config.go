@@ -3,8 +3,8 @@ package config
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
