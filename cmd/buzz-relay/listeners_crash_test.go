@@ -319,13 +319,15 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	}
 
 	restarted := startReady(t, env)
-	started := false
-	for _, rec := range restarted.logRecords() {
-		if rec["msg"] == "operator-listener mention delivery worker started" {
-			started = rec["listeners"] == 1.0
+	// The services start beside the listeners, so the line may follow readiness.
+	require.Eventually(t, func() bool {
+		for _, rec := range restarted.logRecords() {
+			if rec["msg"] == "operator-listener mention delivery worker started" {
+				return rec["listeners"] == 1.0
+			}
 		}
-	}
-	require.True(t, started, "the restarted process logs the worker start line with listeners=1:\n%s", restarted.Stdout)
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the restarted process logs the worker start line with listeners=1:\n%s", restarted.Stdout)
 	restarted.requireReady()
 
 	// Rows left 'sending' are reclaimed once their 30 s lease expires.

@@ -79,13 +79,15 @@ func TestListenerDeliveryEndToEnd(t *testing.T) {
 	env["SSL_CERT_FILE"] = e.certFile
 	p := startReady(t, env)
 
-	started := false
-	for _, rec := range p.logRecords() {
-		if rec["msg"] == "operator-listener mention delivery worker started" {
-			started = rec["listeners"] == 1.0
+	// The services start beside the listeners, so the line may follow readiness.
+	require.Eventually(t, func() bool {
+		for _, rec := range p.logRecords() {
+			if rec["msg"] == "operator-listener mention delivery worker started" {
+				return rec["listeners"] == 1.0
+			}
 		}
-	}
-	require.True(t, started, "the worker start line with listeners=1:\n%s", p.Stdout)
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the worker start line with listeners=1:\n%s", p.Stdout)
 
 	body := []byte(`{"pubkeys":["` + target.PubKey + `"]}`)
 	sum := sha256.Sum256(body)
