@@ -3,10 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,26 +16,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 	"github.com/buzz-relay/buzz/internal/standbytest"
 )
-
-// metric scrapes the relay's /metrics and returns the value of an
-// unlabelled series.
-func metric(t *testing.T, r *relaytest.Relay, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(r.MetricsURL + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	require.FailNow(t, "no series "+name)
-	return 0
-}
 
 // statusOf returns field of the relay's /_status.
 func statusOf(t *testing.T, r *relaytest.Relay, field string) any {
@@ -96,7 +73,7 @@ func TestRelayWithReplica(t *testing.T) {
 		"BUZZ_DB_READ_POOL_SIZE": "3"})
 	rep := r.App.Services.Replica
 	require.NotNil(t, rep, "the fence check passed")
-	require.Equal(t, 3.0, metric(t, r, "buzz_db_read_pool_max"))
+	require.Equal(t, 3.0, r.Metric(t, "buzz_db_read_pool_max"))
 
 	// An import (unarmed, before routing matters) of history an hour old.
 	plain, err := pg.Open(ctx, pair.WriterURL, pg.PoolConfig{MaxConns: 2})
@@ -118,15 +95,15 @@ func TestRelayWithReplica(t *testing.T) {
 	hist := map[string]any{"#h": []string{channel}, "kinds": []int{9}, "until": time.Now().Unix() - 3600}
 
 	t.Run("HistoryServedByTheReplica", func(t *testing.T) {
-		before := metric(t, r, "buzz_db_replica_reads_total")
+		before := r.Metric(t, "buzz_db_replica_reads_total")
 		got, closed, _ := w.Req("h1", hist)
 		require.Empty(t, closed)
 		require.Equal(t, []string{old.ID}, ids(got))
-		require.Equal(t, before+1, metric(t, r, "buzz_db_replica_reads_total"))
+		require.Equal(t, before+1, r.Metric(t, "buzz_db_replica_reads_total"))
 	})
 
 	t.Run("PublishThenReadFindsIt", func(t *testing.T) {
-		before := metric(t, r, "buzz_db_replica_reads_total")
+		before := r.Metric(t, "buzz_db_replica_reads_total")
 		pw := r.Dial(t, "")
 		pw.Auth(author)
 		fresh := author.Signed(t, event.KindStreamMessage, eventtest.Channel(channel))
@@ -137,16 +114,16 @@ func TestRelayWithReplica(t *testing.T) {
 		require.Equal(t, []string{fresh.ID}, ids(got))
 		require.Equal(t, 2.0, count(t, w, "c1", map[string]any{"#h": []string{channel}, "kinds": []int{9}, "until": time.Now().Unix()}))
 		require.Equal(t, 1.0, count(t, w, "c2", hist))
-		require.Equal(t, before, metric(t, r, "buzz_db_replica_reads_total"), "head pages, ids and COUNT use the writer")
+		require.Equal(t, before, r.Metric(t, "buzz_db_replica_reads_total"), "head pages, ids and COUNT use the writer")
 	})
 
 	t.Run("StandbyStoppedReadsStillSucceed", func(t *testing.T) {
-		degraded := metric(t, r, "buzz_db_read_session_degraded")
+		degraded := r.Metric(t, "buzz_db_read_session_degraded")
 		pair.StopStandby(t)
 		got, closed, _ := w.Req("h4", hist)
 		require.Empty(t, closed)
 		require.Equal(t, []string{old.ID}, ids(got))
-		require.Greater(t, metric(t, r, "buzz_db_read_session_degraded"), degraded)
+		require.Greater(t, r.Metric(t, "buzz_db_read_session_degraded"), degraded)
 		require.Equal(t, http.StatusOK, readiness(t, r), "readiness never depends on the replica")
 		waitStatus(t, r, "read_replica", "unreachable")
 		require.Equal(t, http.StatusOK, readiness(t, r))

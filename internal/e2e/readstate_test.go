@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -130,26 +129,6 @@ func notStored(t *testing.T, w *relaytest.WS, ev event.Event, why string) {
 	require.Equal(t, "duplicate:", msg, why)
 }
 
-// metricValue scrapes one series of the relay's /metrics ("" labels for an
-// unlabelled one).
-func metricValue(t *testing.T, r *relaytest.Relay, series string) float64 {
-	t.Helper()
-	resp, err := http.Get(r.MetricsURL + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	t.Fatalf("no series %s", series)
-	return 0
-}
-
 // Checks 1 and 2: a newer version replaces the head physically and
 // advances the watermark; a same-second competitor wins with a lower id
 // and loses with a higher one.
@@ -166,7 +145,7 @@ func TestReadStateReplacement(t *testing.T) {
 	id, ts, ok := b.watermark(t, b.user.PubKey, d)
 	require.True(t, ok)
 	require.Equal(t, [2]any{second.ID, now - 9}, [2]any{id, ts})
-	require.Equal(t, 1.0, metricValue(t, b.r, "buzz_read_state_payloads_deleted_total"))
+	require.Equal(t, 1.0, b.r.Metric(t, "buzz_read_state_payloads_deleted_total"))
 
 	// Check 2: the same second; make one competitor with a lower and one
 	// with a higher id than the head.
@@ -191,10 +170,10 @@ func TestReadStateReplacement(t *testing.T) {
 
 	notStored(t, b.w, second, "the version it replaced")
 	notStored(t, b.w, *lower, "the exact head again")
-	require.Equal(t, 3.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="inserted"}`))
-	require.Equal(t, 2.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="dominated"}`))
-	require.Equal(t, 1.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="duplicate"}`))
-	require.Equal(t, 0.0, metricValue(t, b.r, "buzz_read_state_fence_errors_total"))
+	require.Equal(t, 3.0, b.r.Metric(t, `buzz_read_state_writes_total{outcome="inserted"}`))
+	require.Equal(t, 2.0, b.r.Metric(t, `buzz_read_state_writes_total{outcome="dominated"}`))
+	require.Equal(t, 1.0, b.r.Metric(t, `buzz_read_state_writes_total{outcome="duplicate"}`))
+	require.Equal(t, 0.0, b.r.Metric(t, "buzz_read_state_fence_errors_total"))
 
 	// POST /events gives the same outcomes.
 	status, body := b.r.PostEvent(t, "", b.user, second)
@@ -230,9 +209,9 @@ func TestReadStateDeletion(t *testing.T) {
 	notStored(t, b.w, rsEvent(t, b.user, d, now-15), "a version between")
 	require.Empty(t, b.rows(t, 30078, b.user.PubKey, d))
 	// The relay's own watermark check decided, not the database trigger.
-	require.Equal(t, 2.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="dominated"}`))
-	require.Equal(t, 1.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="duplicate"}`), "the deleted version's exact tuple")
-	require.Equal(t, 0.0, metricValue(t, b.r, `buzz_read_state_writes_total{outcome="stale_db"}`))
+	require.Equal(t, 2.0, b.r.Metric(t, `buzz_read_state_writes_total{outcome="dominated"}`))
+	require.Equal(t, 1.0, b.r.Metric(t, `buzz_read_state_writes_total{outcome="duplicate"}`), "the deleted version's exact tuple")
+	require.Equal(t, 0.0, b.r.Metric(t, `buzz_read_state_writes_total{outcome="stale_db"}`))
 	newer := rsEvent(t, b.user, d, now-1)
 	b.w.MustPublish(newer)
 	require.Equal(t, []coordRow{{id: newer.ID, ts: now - 1}}, b.rows(t, 30078, b.user.PubKey, d))
@@ -577,7 +556,7 @@ func TestReadStateFenceError(t *testing.T) {
 	require.Equal(t, []coordRow{{id: head.ID, ts: now - 10}}, b.rows(t, 30078, b.user.PubKey, d), "rolled back: the head survives")
 	id, _, _ := b.watermark(t, b.user.PubKey, d)
 	require.Equal(t, head.ID, id)
-	require.Equal(t, 1.0, metricValue(t, r, "buzz_read_state_fence_errors_total"))
+	require.Equal(t, 1.0, r.Metric(t, "buzz_read_state_fence_errors_total"))
 	r.Stop()
 	var line map[string]any
 	for l := range strings.Lines(logs.String()) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -117,3 +118,24 @@ func Token(t testing.TB, key eventtest.Key, u, method string, opts ...eventtest.
 // Authorization encodes a token event, as signed or altered after
 // signing, as an Authorization value ("Nostr " + base64 JSON).
 func Authorization(ev event.Event) string { return auth.NIP98Header(ev) }
+
+// Metric scrapes the relay's /metrics and returns the value of one series,
+// named with its labels as exposed (`name` or `name{label="v"}`); the test
+// fails when the series is absent.
+func (r *Relay) Metric(t testing.TB, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(r.MetricsURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	require.FailNow(t, "no series "+series)
+	return 0
+}
