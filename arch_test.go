@@ -23,7 +23,7 @@ var may = map[string]string{
 	"store":       "event pg",
 	"audit":       "event pg service testsignal",
 	"tenant":      "",
-	"read":        "event metrics replica search store wire",
+	"read":        "channelwindow event metrics replica search store threadwindow wire",
 	"search":      "event pg",
 	"auth":        "event tenant",
 	"ingest":      "audit event metrics pg store tenant wire",
@@ -55,6 +55,10 @@ var may = map[string]string{
 	// operator listeners: signed mention notifications, the delivery worker
 	"notify":   "auth event",
 	"listener": "event metrics notify pg service store testsignal",
+
+	// NIP-CW window modes (50-windows.md), run by the read door
+	"threadwindow":  "event metrics pg replica store",
+	"channelwindow": "event metrics pg replica store",
 }
 
 // pure packages import only the standard library and the Schnorr library.

@@ -94,3 +94,16 @@ func IsWSOnly(k int) bool { return k == KindGiftWrap || IsEphemeral(k) }
 func IsNeverStored(k int) bool {
 	return k == KindAuth || IsEphemeral(k) || (k >= 39005 && k <= 39007) || k == 48002
 }
+
+// VisibleTo applies per-event visibility (spec 10 §7.7), the channel check
+// aside: an AuthorOnly event only to its author, a ResultGated event only
+// to a reader named in a "p" tag. reader is lowercase hex.
+func (e *Event) VisibleTo(reader string) bool {
+	if AuthorOnly.Has(e.Kind) && e.PubKey != reader {
+		return false
+	}
+	if ResultGated.Has(e.Kind) && !e.Tags.HasValue("p", reader) {
+		return false
+	}
+	return true
+}

@@ -116,6 +116,8 @@ type Metrics struct {
 	ReadState ReadState
 	// Listener holds the operator-listener metrics of spec 60 §10.
 	Listener Listener
+	// Window holds the NIP-CW window metrics of 50-windows.md §10.
+	Window Window
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -230,6 +232,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Replica = newReplica(reg)
 	m.ReadState = newReadState(reg)
 	m.Listener = newListener(reg)
+	m.Window = newWindow(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

@@ -90,6 +90,13 @@ var specNames = map[string]dto.MetricType{
 	"buzz_operator_listener_claim_errors_total": dto.MetricType_COUNTER,
 	"buzz_operator_listener_reaped_total":       dto.MetricType_COUNTER,
 	"buzz_operator_listener_outbox_rows":        dto.MetricType_GAUGE,
+	// spec 50 §10
+	"buzz_window_requests_total":                     dto.MetricType_COUNTER,
+	"buzz_thread_window_response_bytes":              dto.MetricType_HISTOGRAM,
+	"buzz_thread_window_budget_exhausted_total":      dto.MetricType_COUNTER,
+	"buzz_thread_window_authorization_changed_total": dto.MetricType_COUNTER,
+	"buzz_channel_window_aux_truncated_total":        dto.MetricType_COUNTER,
+	"buzz_db_route_decision":                         dto.MetricType_COUNTER,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
@@ -97,7 +104,7 @@ var specNames = map[string]dto.MetricType{
 // series until a Redis bus sets it, and the replica gauges, which have none
 // until a replica is configured.
 var needsInit = append([]string{"buzz_ws_connections_total", "buzz_channels_created_total", "http_requests_total", "http_request_latency_ms",
-	"buzz_pubsub_connected"}, replicaGauges...)
+	"buzz_pubsub_connected", "buzz_db_route_decision"}, replicaGauges...)
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -126,12 +133,13 @@ func TestNew(t *testing.T) {
 		m.InitHTTPAction("POST /events")
 		m.PubSub.Connected.Set(0)
 		setReplicaGauges(m)
+		m.Window.RouteDecision.WithLabelValues("thread_window_cursor", "writer", "not_configured").Inc()
 		got := gather(t, reg)
 		for name, typ := range specNames {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 60 §10 and 70 §9")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

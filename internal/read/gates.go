@@ -79,14 +79,5 @@ func allEqual(vals []string, want string) bool {
 }
 
 // visibleTo applies per-event visibility (spec 10 §7.7) except the channel
-// check: AUTHOR_ONLY events only to their author, RESULT_GATED events only to
-// a reader named in a p tag.
-func visibleTo(reader string, ev *event.Event) bool {
-	if event.AuthorOnly.Has(ev.Kind) && ev.PubKey != reader {
-		return false
-	}
-	if event.ResultGated.Has(ev.Kind) && !ev.Tags.HasValue("p", reader) {
-		return false
-	}
-	return true
-}
+// check: Event.VisibleTo.
+func visibleTo(reader string, ev *event.Event) bool { return ev.VisibleTo(reader) }

@@ -200,38 +200,67 @@ func (s *Session) Querier() pg.Querier { return s.conn }
 // and buzz_db_read_session_degraded grew: the caller re-runs on the writer.
 // The error is non-nil only when ctx ended.
 func (r *Replica) Read(ctx context.Context, until int64, fn func(*Session) error) (Route, error) {
+	route, _, err := r.ReadWhy(ctx, until, fn)
+	return route, err
+}
+
+// Reason says why ReadWhy routed a read as it did, in the terms of
+// buzz_db_route_decision (50-windows.md §10).
+type Reason string
+
+// Reasons of ReadWhy.
+const (
+	// ReasonProved: the replica served the read (RouteReplica).
+	ReasonProved Reason = "proved"
+	// ReasonBound: until lies above the safe_through this process wrote,
+	// or above the one of the replica's snapshot.
+	ReasonBound Reason = "bound"
+	// ReasonLag: no probe has succeeded yet, the last one is too old, or
+	// the replica's heartbeat is more than Freshness behind.
+	ReasonLag Reason = "lag"
+	// ReasonReplicaError: the probe failed or the replica failed the read.
+	ReasonReplicaError Reason = "replica_error"
+)
+
+// ReadWhy is Read that also says why it routed as it did. RouteWriter
+// comes with ReasonBound or ReasonLag, RouteDoubt with any reason but
+// ReasonProved.
+func (r *Replica) ReadWhy(ctx context.Context, until int64, fn func(*Session) error) (Route, Reason, error) {
 	bound := time.Unix(until, 0)
 	r.mu.Lock()
 	probedAt, latest, probeFailed, unreachable := r.probedAt, r.latestBeat, r.probeFailed, r.unreachable
 	r.mu.Unlock()
-	if latest.IsZero() || bound.After(safeThrough(latest)) {
-		return RouteWriter, nil
+	if latest.IsZero() {
+		return RouteWriter, ReasonLag, nil
+	}
+	if bound.After(safeThrough(latest)) {
+		return RouteWriter, ReasonBound, nil
 	}
 	if age := r.cfg.NowFunc().Sub(probedAt); age >= Freshness {
-		return r.doubt(ctx, fmt.Errorf("last successful probe %s ago", age.Round(time.Second)))
+		return r.doubt(ctx, ReasonLag, fmt.Errorf("last successful probe %s ago", age.Round(time.Second)))
 	}
 	if probeFailed != nil {
-		return r.doubt(ctx, fmt.Errorf("the last probe failed: %w", probeFailed))
+		return r.doubt(ctx, ReasonReplicaError, fmt.Errorf("the last probe failed: %w", probeFailed))
 	}
 	if unreachable != nil {
-		return r.doubt(ctx, fmt.Errorf("replica unreachable at the last probe: %w", unreachable))
+		return r.doubt(ctx, ReasonReplicaError, fmt.Errorf("replica unreachable at the last probe: %w", unreachable))
 	}
 	s, err := r.begin(ctx)
 	if err != nil {
-		return r.doubt(ctx, err)
+		return r.doubt(ctx, ReasonReplicaError, err)
 	}
 	defer s.end(ctx)
 	if behind := latest.Sub(s.BeatAt); behind > Freshness {
-		return r.doubt(ctx, fmt.Errorf("replica heartbeat %s behind the newest one written", behind.Round(time.Second)))
+		return r.doubt(ctx, ReasonLag, fmt.Errorf("replica heartbeat %s behind the newest one written", behind.Round(time.Second)))
 	}
 	if bound.After(s.SafeThrough) {
-		return r.doubt(ctx, fmt.Errorf("until %d is after the replica's safe_through %s", until, s.SafeThrough.UTC().Format(time.RFC3339)))
+		return r.doubt(ctx, ReasonBound, fmt.Errorf("until %d is after the replica's safe_through %s", until, s.SafeThrough.UTC().Format(time.RFC3339)))
 	}
 	if err := fn(s); err != nil {
-		return r.doubt(ctx, fmt.Errorf("replica read: %w", err))
+		return r.doubt(ctx, ReasonReplicaError, fmt.Errorf("replica read: %w", err))
 	}
 	r.cfg.Metrics.Replica.Reads.Inc()
-	return RouteReplica, nil
+	return RouteReplica, ReasonProved, nil
 }
 
 // safeThrough is the safe_through of a heartbeat written at beat.
@@ -283,9 +312,9 @@ func (s *Session) end(ctx context.Context) {
 // doubt counts and logs one doubt (a warning at most once per Freshness,
 // the others at debug) and answers RouteDoubt; when ctx ended it counts
 // nothing and returns its error.
-func (r *Replica) doubt(ctx context.Context, why error) (Route, error) {
+func (r *Replica) doubt(ctx context.Context, reason Reason, why error) (Route, Reason, error) {
 	if err := ctx.Err(); err != nil {
-		return RouteWriter, err
+		return RouteWriter, reason, err
 	}
 	r.cfg.Metrics.Replica.Degraded.Inc()
 	now := r.cfg.NowFunc()
@@ -300,5 +329,5 @@ func (r *Replica) doubt(ctx context.Context, why error) (Route, error) {
 		level = slog.LevelWarn
 	}
 	r.log.Log(ctx, level, "read replica doubted; the read runs on the writer", slog.String("err", why.Error()))
-	return RouteDoubt, nil
+	return RouteDoubt, reason, nil
 }
