@@ -4,12 +4,21 @@
 // relay-signed bounds event (kind 39006); and summary recovery
 // (resolve_thread_roots, §4.7). The read door (package read) routes each
 // such filter here.
+//
+// It owns the parsing of those filters (request.go), the statements that
+// read them (rows.go, aux.go, summary.go, resolve.go), where a page is
+// read (window.go: head pages on the writer, cursor pages on a proved
+// replica snapshot when one is configured) and the signed overlays
+// (overlay.go, summary.go).
+//
+// It does NOT decide who may read a channel (the door passes the reader's
+// accessible set in Scope), does NOT touch thread mode (package
+// threadwindow) or the legacy thread read, and writes nothing: overlays
+// are signed per request and never stored.
 package channelwindow
 
 import (
-	"context"
 	"log/slog"
-	"net/http"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
@@ -54,25 +63,6 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Text }
 
-// IsWindow reports whether f selects channel mode: top_level is boolean
-// true.
-func IsWindow(f *event.Filter) bool { panic("channelwindow: not built") }
-
-// IsResolve reports whether f is a summary-recovery filter:
-// resolve_thread_roots is boolean true.
-func IsResolve(f *event.Filter) bool { panic("channelwindow: not built") }
-
-// Parse parses a channel-mode filter (IsWindow) by §4.1; a refusal is a
-// 400 *Error with the §4.1 text.
-func Parse(f *event.Filter) (Request, error) { panic("channelwindow: not built") }
-
-// ParseResolve parses a summary-recovery filter (IsResolve) by §4.7.
-func ParseResolve(f *event.Filter) (ResolveRequest, error) { panic("channelwindow: not built") }
-
-// CheckResolveTotal is §4.7's request-wide rule, checked before any filter
-// is served: at most 100 ids over every summary-recovery filter.
-func CheckResolveTotal(filters []event.Filter) error { panic("channelwindow: not built") }
-
 // Config configures an Engine.
 type Config struct {
 	// Store is the writer.
@@ -83,18 +73,36 @@ type Config struct {
 	// NoReplicaReason is the buzz_db_route_decision reason of a cursor
 	// page when Replica is nil: "not_configured" or "floor_unverified".
 	NoReplicaReason string
-	// Key signs 39005 and 39006.
-	Key     []byte
+	// Key is the relay's 32-byte secret key; it signs 39005 and 39006.
+	Key []byte
+	// Metrics receives buzz_window_requests_total{mode="channel"|
+	// "resolve_roots"}, buzz_db_route_decision and
+	// buzz_channel_window_aux_truncated_total. Default metrics.Disabled().
 	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// Logger receives the aux-cut warnings and the details of 500s; nil
+	// discards.
+	Logger *slog.Logger
 }
 
 // Engine serves channel windows and summary recovery. It is safe for
 // concurrent use.
-type Engine struct{ cfg Config }
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+}
 
-// New returns an Engine.
-func New(cfg Config) *Engine { return &Engine{cfg: cfg} }
+// New returns an Engine. Store and Key are required; a nil Metrics counts
+// nowhere, a nil Logger discards.
+func New(cfg Config) *Engine {
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Disabled()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{cfg: cfg, log: log.With("component", "channelwindow")}
+}
 
 // Scope is who reads, where, and what they may see.
 type Scope struct {
@@ -114,15 +122,4 @@ type Item struct {
 	Channel string
 	// JSON is the event encoded once.
 	JSON []byte
-}
-
-// Window serves one channel window: rows (keyset order), aux, summaries,
-// bounds (§4.5). An inaccessible channel yields nothing.
-func (e *Engine) Window(ctx context.Context, sc Scope, r Request) ([]Item, error) {
-	return nil, &Error{Status: http.StatusInternalServerError, Text: "internal server error"}
-}
-
-// Resolve serves one summary-recovery filter (§4.7) on the writer.
-func (e *Engine) Resolve(ctx context.Context, sc Scope, r ResolveRequest) ([]Item, error) {
-	return nil, &Error{Status: http.StatusInternalServerError, Text: "internal server error"}
 }

@@ -1,0 +1,183 @@
+package channelwindow
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// The aux closure's bounds (§4.3): raw rows per page, pages per hop, and
+// targets per statement (one containment parameter each).
+const (
+	auxPageSize     = 1000
+	auxMaxPages     = 64
+	auxTargetsBatch = 200
+)
+
+// The aux kinds of each hop (§2): hop 1 targets the delivered rows, hop 2
+// the delivered hop-1 events.
+var (
+	hop1Kinds = []int{event.KindDeletion, event.KindReaction, event.KindDeleteEvent, event.KindMessageEdit}
+	hop2Kinds = []int{event.KindDeletion, event.KindDeleteEvent}
+)
+
+// errCorruptAux is a live aux row that matched its target but cannot be
+// reconstructed: the window fails with 500 (§12).
+var errCorruptAux = errors.New("aux event cannot be reconstructed")
+
+// closure is one window's aux closure as it is collected.
+type closure struct {
+	sc Scope
+	q  pg.Querier
+	// seen holds every id already in the answer: the delivered rows and
+	// the aux kept so far, so each event appears once.
+	seen map[string]struct{}
+	out  []Item
+	// cut is set when a hop ran out of pages.
+	cut bool
+}
+
+// auxClosure collects the aux of the delivered rows: hop 1 on their ids,
+// hop 2 on the hop-1 events it kept, in discovery order.
+func auxClosure(ctx context.Context, q pg.Querier, sc Scope, rows []row) (items []Item, cut bool, err error) {
+	c := &closure{sc: sc, q: q, seen: make(map[string]struct{}, len(rows))}
+	targets := make([]string, 0, len(rows))
+	for _, r := range rows {
+		c.seen[r.ev.ID] = struct{}{}
+		targets = append(targets, r.ev.ID)
+	}
+	hop1, err := c.hop(ctx, hop1Kinds, targets)
+	if err != nil {
+		return nil, false, fmt.Errorf("aux hop 1: %w", err)
+	}
+	if _, err := c.hop(ctx, hop2Kinds, hop1); err != nil {
+		return nil, false, fmt.Errorf("aux hop 2: %w", err)
+	}
+	return c.out, c.cut, nil
+}
+
+// hop drains the aux of kinds targeting targets, batch by batch and page
+// by page, at most auxMaxPages pages in all, and returns the ids it kept.
+func (c *closure) hop(ctx context.Context, kinds []int, targets []string) ([]string, error) {
+	var kept []string
+	pages := 0
+	for batch := range slices.Chunk(targets, auxTargetsBatch) {
+		var pos *Cursor
+		for {
+			if pages == auxMaxPages {
+				c.cut = true
+				return kept, nil
+			}
+			pages++
+			page, err := queryAux(ctx, c.q, c.sc.CommunityID, kinds, batch, pos)
+			if err != nil {
+				return nil, err
+			}
+			more := len(page) > auxPageSize
+			if more {
+				page = page[:auxPageSize]
+			}
+			for i := range page {
+				id, keep, err := c.admit(&page[i])
+				if err != nil {
+					return nil, err
+				}
+				if keep {
+					kept = append(kept, id)
+				}
+			}
+			if !more {
+				break
+			}
+			k := page[len(page)-1].key()
+			pos = &k
+		}
+	}
+	return kept, nil
+}
+
+// admit appends one matched aux row to the answer when the reader may see
+// it: its channel accessible or none, visible to the reader, not already
+// in the answer. It reports the row's id and whether it was kept.
+func (c *closure) admit(s *stored) (string, bool, error) {
+	ch := s.channelID()
+	if ch != "" && !c.sc.Accessible(ch) {
+		return "", false, nil
+	}
+	ev, ok := s.event()
+	if !ok {
+		return "", false, fmt.Errorf("%w: %s", errCorruptAux, ev.ID)
+	}
+	if !ev.VisibleTo(c.sc.Reader) {
+		return "", false, nil
+	}
+	if _, dup := c.seen[ev.ID]; dup {
+		return "", false, nil
+	}
+	c.seen[ev.ID] = struct{}{}
+	c.out = append(c.out, item(ev, ch))
+	return ev.ID, true, nil
+}
+
+// queryAux runs one aux page: live events of kinds in the community that
+// target one of targets, newest first, strictly after pos, at most
+// auxPageSize+1 rows (the last one only says another page follows). The
+// containment tests let the GIN index find candidates; only the
+// positional test decides, evaluated under CASE so tags that are not an
+// array never reach jsonb_array_elements.
+func queryAux(ctx context.Context, q pg.Querier, communityID string, kinds []int, targets []string, pos *Cursor) ([]stored, error) {
+	args := []any{communityID, kinds, targets}
+	ors := make([]string, len(targets))
+	for i, t := range targets {
+		j, err := json.Marshal([][]string{{"e", t}})
+		if err != nil {
+			return nil, fmt.Errorf("encode aux prefilter: %w", err)
+		}
+		args = append(args, string(j))
+		ors[i] = "e.tags @> $" + strconv.Itoa(len(args)) + "::jsonb"
+	}
+	sql := "SELECT " + eventColumns + `
+FROM events e
+WHERE e.community_id = $1 AND e.deleted_at IS NULL AND e.kind = ANY($2::int[])
+  AND (` + strings.Join(ors, " OR ") + `)
+  AND CASE WHEN jsonb_typeof(e.tags) = 'array'
+      THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) tag
+                   WHERE jsonb_typeof(tag) = 'array' AND tag->>0 = 'e' AND tag->>1 = ANY($3::text[]))
+      ELSE false END`
+	if pos != nil {
+		id, err := hex.DecodeString(pos.ID)
+		if err != nil {
+			return nil, fmt.Errorf("decode aux page cursor: %w", err)
+		}
+		args = append(args, time.Unix(pos.CreatedAt, 0).UTC(), id)
+		n := len(args)
+		sql += "\n  AND (e.created_at < $" + strconv.Itoa(n-1) + " OR (e.created_at = $" + strconv.Itoa(n-1) + " AND e.id > $" + strconv.Itoa(n) + "))"
+	}
+	sql += "\nORDER BY e.created_at DESC, e.id ASC\nLIMIT " + strconv.Itoa(auxPageSize+1)
+	rs, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("select aux page: %w", err)
+	}
+	defer rs.Close()
+	var out []stored
+	for rs.Next() {
+		var s stored
+		if err := rs.Scan(s.targets()...); err != nil {
+			return nil, fmt.Errorf("scan aux row: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read aux page: %w", err)
+	}
+	return out, nil
+}

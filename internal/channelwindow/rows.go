@@ -1,0 +1,154 @@
+package channelwindow
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// maxRowChunk caps the rows one statement of the row walk asks for.
+const maxRowChunk = 1024
+
+// rowsSQL is §4.2's statement without its optional predicates and its
+// order. Top-level means depth 0, a broadcast depth-1 reply, or no
+// thread_metadata row at all (thread_metadata.depth is NOT NULL, so a
+// NULL depth is a missing row).
+const rowsSQL = "SELECT " + eventColumns + `, tm.reply_count, tm.descendant_count, tm.last_reply_at
+FROM events e
+LEFT JOIN thread_metadata tm
+  ON tm.community_id = e.community_id AND tm.event_created_at = e.created_at AND tm.event_id = e.id
+WHERE e.community_id = $1 AND e.channel_id = $2 AND e.deleted_at IS NULL
+  AND (tm.depth IS NULL OR tm.depth = 0 OR (tm.depth = 1 AND tm.broadcast = true))`
+
+// row is one retained candidate of a window: it holds a slot of the
+// limit, whether or not it is delivered.
+type row struct {
+	key Cursor
+	// ev is the reconstructed event; ok is false for a row that cannot be
+	// reconstructed, which is not delivered and not an aux target.
+	ev      event.Event
+	ok      bool
+	channel string
+	// The row's thread_metadata counters; zero without a row.
+	replyCount, descendantCount int
+	lastReplyAt                 *int64
+}
+
+// selection is the outcome of the row walk.
+type selection struct {
+	rows    []row
+	hasMore bool
+}
+
+// next is the bounds' next_cursor: the scan position of the last
+// retained row when there are more, nil otherwise.
+func (s selection) next() *Cursor {
+	if !s.hasMore || len(s.rows) == 0 {
+		return nil
+	}
+	c := s.rows[len(s.rows)-1].key
+	return &c
+}
+
+// delivered returns the rows that are delivered: the reconstructable ones.
+func (s selection) delivered() []row {
+	out := make([]row, 0, len(s.rows))
+	for _, r := range s.rows {
+		if r.ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// selectRows walks the channel's top-level rows in keyset order from the
+// request cursor. Every predicate applies before a row takes a slot: the
+// SQL ones, then the reader's visibility, so the walk asks for further
+// chunks (limit+1, doubling up to maxRowChunk) until limit rows and a
+// probe are found or the rows end. The probe sets hasMore and is dropped.
+func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selection, error) {
+	var sel selection
+	pos := r.Cursor
+	chunk := r.Limit + 1
+	for {
+		batch, err := queryRows(ctx, q, sc.CommunityID, r, pos, chunk)
+		if err != nil {
+			return selection{}, err
+		}
+		for i := range batch {
+			cand := &batch[i]
+			pos = &cand.key
+			if !cand.ev.VisibleTo(sc.Reader) {
+				continue
+			}
+			if len(sel.rows) == r.Limit {
+				sel.hasMore = true
+				return sel, nil
+			}
+			sel.rows = append(sel.rows, *cand)
+		}
+		if len(batch) < chunk {
+			return sel, nil
+		}
+		chunk = min(chunk*2, maxRowChunk)
+	}
+}
+
+// queryRows runs one chunk of the row walk: up to n rows strictly after
+// pos (from the head when pos is nil).
+func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request, pos *Cursor, n int) ([]row, error) {
+	sql := rowsSQL
+	args := []any{communityID, r.Channel}
+	if pos != nil {
+		id, err := hex.DecodeString(pos.ID)
+		if err != nil {
+			return nil, fmt.Errorf("decode cursor id: %w", err)
+		}
+		args = append(args, time.Unix(pos.CreatedAt, 0).UTC(), id)
+		sql += "\n  AND (e.created_at < $3 OR (e.created_at = $3 AND e.id > $4))"
+	}
+	if r.Kinds != nil {
+		args = append(args, r.Kinds)
+		sql += "\n  AND e.kind = ANY($" + strconv.Itoa(len(args)) + "::int[])"
+	}
+	args = append(args, n)
+	sql += "\nORDER BY e.created_at DESC, e.id ASC\nLIMIT $" + strconv.Itoa(len(args))
+	rs, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("select window rows: %w", err)
+	}
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var (
+			s                   stored
+			replies, descendant *int
+			lastReply           *time.Time
+		)
+		if err := rs.Scan(append(s.targets(), &replies, &descendant, &lastReply)...); err != nil {
+			return nil, fmt.Errorf("scan window row: %w", err)
+		}
+		ev, ok := s.event()
+		rw := row{key: s.key(), ev: ev, ok: ok, channel: s.channelID()}
+		if replies != nil {
+			rw.replyCount = *replies
+		}
+		if descendant != nil {
+			rw.descendantCount = *descendant
+		}
+		if lastReply != nil {
+			t := lastReply.Unix()
+			rw.lastReplyAt = &t
+		}
+		out = append(out, rw)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read window rows: %w", err)
+	}
+	return out, nil
+}

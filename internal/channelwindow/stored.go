@@ -1,0 +1,98 @@
+package channelwindow
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// eventColumns are the columns of an events row every statement of this
+// package reads, in the order of stored.targets.
+const eventColumns = "e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text"
+
+// stored is an events row as read, before reconstruction.
+type stored struct {
+	id, pubkey, sig []byte
+	createdAt       time.Time
+	kind            int
+	tags            []byte
+	content         string
+	channel         *string
+}
+
+// targets are the scan destinations of eventColumns.
+func (s *stored) targets() []any {
+	return []any{&s.id, &s.pubkey, &s.createdAt, &s.kind, &s.tags, &s.content, &s.sig, &s.channel}
+}
+
+// key is the row's keyset position: its scan position, known whether or
+// not the row can be reconstructed.
+func (s *stored) key() Cursor {
+	return Cursor{CreatedAt: s.createdAt.Unix(), ID: hex.EncodeToString(s.id)}
+}
+
+// channelID is the stored channel id, "" for a channel-less row.
+func (s *stored) channelID() string {
+	if s.channel == nil {
+		return ""
+	}
+	return *s.channel
+}
+
+// event returns the row as an event and whether it is reconstructable
+// (§2): a 32-byte id and pubkey, a 64-byte signature, a kind in 0..65535
+// and tags that are an array of arrays of strings. The event is filled
+// as far as the row allows even when it is not, so visibility can still
+// be judged; signatures are not re-verified.
+func (s *stored) event() (event.Event, bool) {
+	tags, tagsOK := decodeTags(s.tags)
+	ev := event.Event{
+		ID:        hex.EncodeToString(s.id),
+		PubKey:    hex.EncodeToString(s.pubkey),
+		CreatedAt: s.createdAt.Unix(),
+		Kind:      s.kind,
+		Tags:      tags,
+		Content:   s.content,
+		Sig:       hex.EncodeToString(s.sig),
+	}
+	ok := tagsOK && len(s.id) == 32 && len(s.pubkey) == 32 && len(s.sig) == 64 && s.kind >= 0 && s.kind <= 65535
+	return ev, ok
+}
+
+// decodeTags decodes stored tags strictly: an array whose every element is
+// an array of strings. null, an object, a null tag or a non-string value
+// fails.
+func decodeTags(b []byte) (event.Tags, bool) {
+	var raw any
+	if json.Unmarshal(b, &raw) != nil {
+		return nil, false
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, false
+	}
+	tags := make(event.Tags, 0, len(list))
+	for _, t := range list {
+		vals, ok := t.([]any)
+		if !ok {
+			return nil, false
+		}
+		tag := make(event.Tag, 0, len(vals))
+		for _, v := range vals {
+			s, ok := v.(string)
+			if !ok {
+				return nil, false
+			}
+			tag = append(tag, s)
+		}
+		tags = append(tags, tag)
+	}
+	return tags, true
+}
+
+// item is the answer's form of a delivered event.
+func item(ev event.Event, channel string) Item {
+	return Item{Event: ev, Channel: channel, JSON: ev.AppendJSON(nil)}
+}
