@@ -7,9 +7,8 @@ package threadwindow
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
-	"net/http"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
@@ -46,28 +45,6 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Text }
 
-// OptedIn reports whether a raw /query filter opts in to thread mode: an
-// object whose thread_window key is present and not false (§3 step 3).
-func OptedIn(raw json.RawMessage) bool {
-	panic("threadwindow: not built")
-}
-
-// ParseBatch is §3 step 3 over the raw filters of a /query body: it
-// counts the opted-in filters (the fifth is refused) and parses each
-// opted-in one strictly, in array order, the first failure being the
-// answer (a 400 *Error). reqs holds the opted-in filters' requests in
-// order; opted is their number.
-func ParseBatch(raws []json.RawMessage) (reqs []Request, opted int, err error) {
-	panic("threadwindow: not built")
-}
-
-// Binding is the d tag value of a window's 39007: "tw:1:" and the hex
-// SHA-256 of the binding array of §5.6. host is the request's normalised
-// host, reader the authenticated pubkey (lowercase hex).
-func Binding(host, reader string, r Request) string {
-	panic("threadwindow: not built")
-}
-
 // Config configures an Engine.
 type Config struct {
 	// Store is the writer: authorization reads and every window page that
@@ -88,8 +65,18 @@ type Config struct {
 // Engine runs thread-window batches. It is safe for concurrent use.
 type Engine struct{ cfg Config }
 
-// New returns an Engine.
-func New(cfg Config) *Engine { return &Engine{cfg: cfg} }
+// New returns an Engine. A nil Metrics counts nothing; a nil Logger
+// discards.
+func New(cfg Config) *Engine {
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.Disabled()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = cfg.Logger.With(slog.String("component", "threadwindow"))
+	return &Engine{cfg: cfg}
+}
 
 // Batch is one /query request's thread windows, 1 to 4, in request order.
 type Batch struct {
@@ -115,5 +102,11 @@ type Item struct {
 // aux, its bounds, in request order. Any failure is an *Error and
 // nothing of the batch is returned.
 func (e *Engine) Run(ctx context.Context, b Batch) ([]Item, error) {
-	return nil, &Error{Status: http.StatusInternalServerError, Text: "internal server error"}
+	start := time.Now()
+	bctx, cancel := context.WithTimeout(ctx, batchDeadline)
+	defer cancel()
+	run := &batch{e: e, communityID: b.CommunityID, host: b.Host, reader: b.Reader, routes: map[string]int{},
+		log: e.cfg.Logger.With(slog.String("community_id", b.CommunityID), slog.String("pubkey", b.Reader))}
+	items, sizes, served, err := run.serve(bctx, b.Windows)
+	return run.finish(ctx, bctx, len(b.Windows), served, items, sizes, err, start)
 }
