@@ -301,8 +301,6 @@ func before(a, b event.Event) bool {
 // now is a base time inside ingest's drift window.
 func now() int64 { return time.Now().Unix() - 600 }
 
-
-
 func hexBytes(s string) []byte {
 	b, _ := hex.DecodeString(s)
 	return b
