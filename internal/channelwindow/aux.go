@@ -2,14 +2,12 @@ package channelwindow
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
@@ -71,7 +69,7 @@ func (c *closure) hop(ctx context.Context, kinds []int, targets []string) ([]str
 	var kept []string
 	pages := 0
 	for batch := range slices.Chunk(targets, auxTargetsBatch) {
-		var pos *Cursor
+		var pos *position
 		for {
 			if pages == auxMaxPages {
 				c.cut = true
@@ -98,7 +96,7 @@ func (c *closure) hop(ctx context.Context, kinds []int, targets []string) ([]str
 			if !more {
 				break
 			}
-			k := page[len(page)-1].key()
+			k := page[len(page)-1].position()
 			pos = &k
 		}
 	}
@@ -134,7 +132,7 @@ func (c *closure) admit(s *stored) (string, bool, error) {
 // containment tests let the GIN index find candidates; only the
 // positional test decides, evaluated under CASE so tags that are not an
 // array never reach jsonb_array_elements.
-func queryAux(ctx context.Context, q pg.Querier, communityID string, kinds []int, targets []string, pos *Cursor) ([]stored, error) {
+func queryAux(ctx context.Context, q pg.Querier, communityID string, kinds []int, targets []string, pos *position) ([]stored, error) {
 	args := []any{communityID, kinds, targets}
 	ors := make([]string, len(targets))
 	for i, t := range targets {
@@ -151,16 +149,11 @@ WHERE e.community_id = $1 AND e.deleted_at IS NULL AND e.kind = ANY($2::int[])
   AND (` + strings.Join(ors, " OR ") + `)
   AND CASE WHEN jsonb_typeof(e.tags) = 'array'
       THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) tag
-                   WHERE jsonb_typeof(tag) = 'array' AND tag->>0 = 'e' AND tag->>1 = ANY($3::text[]))
+                   WHERE tag->>0 = 'e' AND tag->>1 = ANY($3::text[]))
       ELSE false END`
 	if pos != nil {
-		id, err := hex.DecodeString(pos.ID)
-		if err != nil {
-			return nil, fmt.Errorf("decode aux page cursor: %w", err)
-		}
-		args = append(args, time.Unix(pos.CreatedAt, 0).UTC(), id)
-		n := len(args)
-		sql += "\n  AND (e.created_at < $" + strconv.Itoa(n-1) + " OR (e.created_at = $" + strconv.Itoa(n-1) + " AND e.id > $" + strconv.Itoa(n) + "))"
+		args = append(args, pos.at, pos.id)
+		sql += "\n  AND " + after(len(args)-1)
 	}
 	sql += "\nORDER BY e.created_at DESC, e.id ASC\nLIMIT " + strconv.Itoa(auxPageSize+1)
 	rs, err := q.Query(ctx, sql, args...)

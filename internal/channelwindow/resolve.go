@@ -40,7 +40,12 @@ func (e *Engine) Resolve(ctx context.Context, sc Scope, r ResolveRequest) ([]Ite
 		e.count("resolve_roots", "ok")
 		return nil, nil
 	}
-	sums, err := resolveRoots(ctx, e.cfg.Store.Pool(), sc.CommunityID, r)
+	var sums []summary
+	err := e.onWriter(ctx, func(q pg.Querier) error {
+		var err error
+		sums, err = resolveRoots(ctx, q, sc.CommunityID, r)
+		return err
+	})
 	if err != nil {
 		return nil, e.fail(ctx, "resolve_roots", "summary recovery", err, slog.String("channel", r.Channel))
 	}

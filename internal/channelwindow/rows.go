@@ -2,7 +2,6 @@ package channelwindow
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -28,7 +27,9 @@ WHERE e.community_id = $1 AND e.channel_id = $2 AND e.deleted_at IS NULL
 // row is one retained candidate of a window: it holds a slot of the
 // limit, whether or not it is delivered.
 type row struct {
+	// key is the wire form of pos, the row's scan position.
 	key Cursor
+	pos position
 	// ev is the reconstructed event; ok is false for a row that cannot be
 	// reconstructed, which is not delivered and not an aux target.
 	ev      event.Event
@@ -73,7 +74,10 @@ func (s selection) delivered() []row {
 // probe are found or the rows end. The probe sets hasMore and is dropped.
 func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selection, error) {
 	var sel selection
-	pos := r.Cursor
+	pos, err := cursorPosition(r.Cursor)
+	if err != nil {
+		return selection{}, err
+	}
 	chunk := r.Limit + 1
 	for {
 		batch, err := queryRows(ctx, q, sc.CommunityID, r, pos, chunk)
@@ -82,7 +86,7 @@ func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selecti
 		}
 		for i := range batch {
 			cand := &batch[i]
-			pos = &cand.key
+			pos = &cand.pos
 			if !cand.ev.VisibleTo(sc.Reader) {
 				continue
 			}
@@ -101,16 +105,12 @@ func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selecti
 
 // queryRows runs one chunk of the row walk: up to n rows strictly after
 // pos (from the head when pos is nil).
-func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request, pos *Cursor, n int) ([]row, error) {
+func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request, pos *position, n int) ([]row, error) {
 	sql := rowsSQL
 	args := []any{communityID, r.Channel}
 	if pos != nil {
-		id, err := hex.DecodeString(pos.ID)
-		if err != nil {
-			return nil, fmt.Errorf("decode cursor id: %w", err)
-		}
-		args = append(args, time.Unix(pos.CreatedAt, 0).UTC(), id)
-		sql += "\n  AND (e.created_at < $3 OR (e.created_at = $3 AND e.id > $4))"
+		args = append(args, pos.at, pos.id)
+		sql += "\n  AND " + after(3)
 	}
 	if r.Kinds != nil {
 		args = append(args, r.Kinds)
@@ -134,7 +134,7 @@ func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request,
 			return nil, fmt.Errorf("scan window row: %w", err)
 		}
 		ev, ok := s.event()
-		rw := row{key: s.key(), ev: ev, ok: ok, channel: s.channelID()}
+		rw := row{key: s.cursor(), pos: s.position(), ev: ev, ok: ok, channel: s.channelID()}
 		if replies != nil {
 			rw.replyCount = *replies
 		}

@@ -3,6 +3,8 @@ package channelwindow
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -27,9 +29,42 @@ func (s *stored) targets() []any {
 	return []any{&s.id, &s.pubkey, &s.createdAt, &s.kind, &s.tags, &s.content, &s.sig, &s.channel}
 }
 
-// key is the row's keyset position: its scan position, known whether or
-// not the row can be reconstructed.
-func (s *stored) key() Cursor {
+// position is a keyset position as stored: created_at to the
+// microsecond (an imported row may carry a fraction of a second) and the
+// raw id.
+type position struct {
+	at time.Time
+	id []byte
+}
+
+// cursorPosition is the position of a request cursor.
+func cursorPosition(c *Cursor) (*position, error) {
+	if c == nil {
+		return nil, nil
+	}
+	id, err := hex.DecodeString(c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("decode cursor id: %w", err)
+	}
+	return &position{at: time.Unix(c.CreatedAt, 0).UTC(), id: id}, nil
+}
+
+// after is the keyset predicate "strictly after a position" in
+// created_at DESC, id ASC order, its two parameters (created_at, id)
+// numbered from n. The redundant created_at bound lets an index on
+// created_at start its scan at the position instead of filtering every
+// newer row.
+func after(n int) string {
+	at, id := "$"+strconv.Itoa(n), "$"+strconv.Itoa(n+1)
+	return "e.created_at <= " + at + " AND (e.created_at < " + at + " OR (e.created_at = " + at + " AND e.id > " + id + "))"
+}
+
+// position is the row's scan position, known whether or not the row can
+// be reconstructed.
+func (s *stored) position() position { return position{at: s.createdAt, id: s.id} }
+
+// cursor is the row's position on the wire: whole seconds and hex.
+func (s *stored) cursor() Cursor {
 	return Cursor{CreatedAt: s.createdAt.Unix(), ID: hex.EncodeToString(s.id)}
 }
 

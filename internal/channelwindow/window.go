@@ -63,20 +63,22 @@ func (e *Engine) Window(ctx context.Context, sc Scope, r Request) ([]Item, error
 
 // route reads the window where §4.6 says and counts the decision.
 func (e *Engine) route(ctx context.Context, sc Scope, r Request) (page, error) {
-	writer := e.cfg.Store.Pool()
+	var p page
+	run := func(q pg.Querier) error {
+		var err error
+		p, err = read(ctx, q, sc, r)
+		return err
+	}
 	if r.Cursor == nil {
 		e.decide(pathHead, routeWriter, reasonHeadPage)
-		return read(ctx, writer, sc, r)
+		return p, e.onWriter(ctx, run)
 	}
 	if e.cfg.Replica == nil {
 		e.decide(pathCursor, routeWriter, e.noReplicaReason())
-		return read(ctx, writer, sc, r)
+		return p, e.onWriter(ctx, run)
 	}
-	var p page
 	route, reason, err := e.cfg.Replica.ReadWhy(ctx, r.Cursor.CreatedAt, func(s *replica.Session) error {
-		var err error
-		p, err = read(ctx, s.Querier(), sc, r)
-		return err
+		return onSession(ctx, s.Querier(), run)
 	})
 	if err != nil {
 		return page{}, fmt.Errorf("replica read: %w", err)
@@ -86,7 +88,7 @@ func (e *Engine) route(ctx context.Context, sc Scope, r Request) (page, error) {
 		return p, nil
 	}
 	e.decide(pathCursor, routeWriter, string(reason))
-	return read(ctx, writer, sc, r)
+	return p, e.onWriter(ctx, run)
 }
 
 // read runs the window's statements on q: rows, then the aux closure and
