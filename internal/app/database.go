@@ -128,6 +128,16 @@ func writerFloor(cfg config.Config) time.Duration {
 	return replica.Floor
 }
 
+// noReplicaReason is why window pages read from the writer when rep is
+// nil, in buzz_db_route_decision's terms: no READ_DATABASE_URL, or a
+// replica whose start-time fence check failed.
+func noReplicaReason(cfg config.Config, rep *replica.Replica) string {
+	if cfg.ReadDatabaseURL != "" && rep == nil {
+		return "floor_unverified"
+	}
+	return "not_configured"
+}
+
 // openReplica opens the read replica of READ_DATABASE_URL: its pool,
 // dialled on first use, and its probe (Services.Replica). It returns nil
 // when none is configured, and nil with a warning when the start-time

@@ -218,7 +218,11 @@ func TestKindsRefused(t *testing.T) {
 		{kind: 40099, ws: unknown, http: unknown},
 		{kind: 41010, ws: unknown, http: unknown},
 		{kind: 39000, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
+		// The NIP-CW overlays (50-windows.md §2, check 22): thread summary,
+		// channel-window bounds, thread-window bounds.
+		{kind: 39005, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
 		{kind: 39006, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
+		{kind: 39007, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
 		{kind: 44100, ws: "invalid: membership notifications are relay-signed only", http: "invalid: membership notifications are relay-signed only"},
 		{kind: 1059, http: "invalid: kind 1059 is only accepted via WebSocket"},
 		{kind: 20002, http: "invalid: kind 20002 is only accepted via WebSocket"},

@@ -48,9 +48,14 @@ var readStatus = map[read.Code]struct {
 	read.CodeInvalidFilter:    {http.StatusBadRequest, false},
 }
 
-// readFailure turns a read door error into the route's answer: a refusal
-// through readStatus, anything else a 500 (logged by writeFailure).
+// readFailure turns a read door error into the route's answer: a window's
+// *read.StatusError as it is, a refusal through readStatus, anything else
+// a 500 (logged by writeFailure).
 func readFailure(err error) error {
+	var se *read.StatusError
+	if errors.As(err, &se) {
+		return refuse(se.Status, se.Text)
+	}
 	var ref *read.Refusal
 	if !errors.As(err, &ref) {
 		return err

@@ -11,9 +11,9 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 )
 
-// parseFilters decodes the body of /query and /count: a JSON array of 1–10
+// splitFilters decodes the body of /query and /count into its 1–10 raw
 // filters (spec 10 §8.4). Errors are 400 *apiErrors "invalid filters: …".
-func parseFilters(body []byte) ([]event.Filter, error) {
+func splitFilters(body []byte) ([]json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(body)
 	var raws []json.RawMessage
 	if len(trimmed) == 0 || trimmed[0] != '[' || json.Unmarshal(trimmed, &raws) != nil {
@@ -25,6 +25,21 @@ func parseFilters(body []byte) ([]event.Filter, error) {
 	case len(raws) > maxFilters:
 		return nil, refuse(http.StatusBadRequest, msgTooManyFilters)
 	}
+	return raws, nil
+}
+
+// parseFilters decodes the body of /query and /count: a JSON array of 1–10
+// filters (spec 10 §8.4). Errors are 400 *apiErrors "invalid filters: …".
+func parseFilters(body []byte) ([]event.Filter, error) {
+	raws, err := splitFilters(body)
+	if err != nil {
+		return nil, err
+	}
+	return parseRawFilters(raws)
+}
+
+// parseRawFilters parses each raw filter.
+func parseRawFilters(raws []json.RawMessage) ([]event.Filter, error) {
 	filters := make([]event.Filter, len(raws))
 	for i, raw := range raws {
 		f, err := event.ParseFilter(raw)
@@ -42,10 +57,20 @@ func parseFilters(body []byte) ([]event.Filter, error) {
 }
 
 // query is POST /query (spec 10 §8.4): the filters go to the read door
-// whole, and the rows come back as one JSON array. A request that carries
-// read_state_snapshot is the read-state snapshot instead (readstate.go).
+// whole, and the rows come back as one JSON array. The NIP-CW
+// thread-window scan runs before anything else parses the filters
+// (50-windows.md §3 step 3). A request that carries read_state_snapshot
+// is the read-state snapshot instead (readstate.go).
 func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
-	filters, err := parseFilters(rq.body)
+	raws, err := splitFilters(rq.body)
+	if err != nil {
+		return nil, err
+	}
+	threads, err := s.cfg.Reader.ScanThreadWindows(raws)
+	if err != nil {
+		return nil, readFailure(err)
+	}
+	filters, err := parseRawFilters(raws)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +80,7 @@ func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 	rd, err := s.cfg.Reader.Open(ctx, read.Request{
 		Scope:   read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey},
 		Surface: read.SurfaceQuery, Filters: filters, Log: s.log,
+		Host: rq.tenant.Host, Threads: threads,
 	})
 	if err != nil {
 		return nil, readFailure(err)

@@ -36,6 +36,12 @@ type Request struct {
 	// Log carries the door's request attributes (pubkey, sub_id); nil uses
 	// the engine's logger.
 	Log *slog.Logger
+	// Host is the request's normalised host (SurfaceQuery: thread windows
+	// bind it into their bounds).
+	Host string
+	// Threads is the thread-window opt-in scan of a /query body
+	// (Engine.ScanThreadWindows), made before its filters were parsed.
+	Threads ThreadWindows
 	// ContinueFunc, when set, is asked between the pages of a search REQ;
 	// false stops it (the subscription was closed or replaced).
 	ContinueFunc func() bool
@@ -108,6 +114,8 @@ type Read struct {
 	// degraded is set at the first replica doubt: the rest of the request
 	// reads from the writer (route.go).
 	degraded atomic.Bool
+	// thread marks a NIP-CW thread-window batch (windows.go).
+	thread bool
 }
 
 // Open is the read door: every decision about what the reader may see and
@@ -117,7 +125,8 @@ type Read struct {
 //	             a global REQ passes the gates → no mixed search
 //	COUNT        cap → gates → no search → scope
 //	/count       cap → gates* → no search → scope
-//	/query       extension fields → cap → gates* → no mixed search → scope
+//	/query       extension fields → cap → gates* → thread batch, or
+//	             no mixed search → scope
 //
 //	* on the bridge a legacy thread read is judged as naming the thread kinds
 //
@@ -133,19 +142,14 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		r.log = e.cfg.Logger
 	}
 	filters := req.Filters
-	// The modes of the coming read issues are dispatched here, inside the
-	// door, before any plain-read rule: a NIP-CW thread-window batch
-	// (50-windows.md §3) and the read-state snapshot (40-read-state.md) are
-	// recognised from the whole /query request and run in files of their
-	// own; channel windows are a route of queryRows (routeWindow).
+	// The /query modes are recognised here, before any plain-read rule: a
+	// NIP-CW thread-window batch was scanned by the caller
+	// (ScanThreadWindows) and is opened after the generic gates; channel
+	// windows and summary recovery are parsed now, with the plain
+	// extension fields of every other filter.
 	if req.Surface == SurfaceQuery {
-		r.opts = make([]filterOptions, len(filters))
-		for i := range filters {
-			opt, err := parsePlainOptions(&filters[i])
-			if err != nil {
-				return nil, err
-			}
-			r.opts[i] = opt
+		if err := r.parseQueryOptions(); err != nil {
+			return nil, err
 		}
 	}
 	if explicitChannels(filters) > MaxExplicitChannels {
@@ -192,6 +196,9 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		if msg := gate(req.Reader, judgedFilters(filters), req.Surface); msg != "" {
 			return nil, refuse(CodeGated, msg)
 		}
+		if req.Threads.opted > 0 {
+			return r.openThreadBatch()
+		}
 		if err := r.searchOnly(); err != nil {
 			return nil, err
 		}
@@ -201,6 +208,38 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		r.Channels = nil
 		return r, nil
 	}
+}
+
+// parseQueryOptions parses each /query filter's extension fields by its
+// route, the summary-recovery id total first (50-windows.md §3 step 6).
+// A thread batch has none: its filters were parsed by the scan.
+func (r *Read) parseQueryOptions() error {
+	filters := r.req.Filters
+	r.opts = make([]filterOptions, len(filters))
+	if r.req.Threads.opted > 0 {
+		return nil
+	}
+	if err := r.e.checkResolveTotal(filters); err != nil {
+		return err
+	}
+	for i := range filters {
+		f := &filters[i]
+		switch routeOf(f) {
+		case routeResolveRoots, routeChannelWindow:
+			w, err := r.e.parseWindow(f)
+			if err != nil {
+				return err
+			}
+			r.opts[i].window = w
+		default:
+			opt, err := parsePlainOptions(f)
+			if err != nil {
+				return err
+			}
+			r.opts[i] = opt
+		}
+	}
+	return nil
 }
 
 // searchOnly sets Search when every filter is a search filter and refuses

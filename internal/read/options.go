@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/buzz-relay/buzz/internal/channelwindow"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/search"
 )
@@ -14,11 +15,13 @@ const (
 	msgBeforeIDNeedsUntil = "before_id requires until to be set"
 )
 
-// filterOptions are one /query filter's plain-read extension fields.
+// filterOptions are one /query filter's extension fields.
 type filterOptions struct {
 	// beforeID, with the filter's until, makes a keyset cursor: rows with
 	// created_at < until, or created_at = until and id > beforeID.
 	beforeID string
+	// window is the filter's channel-mode or summary-recovery request.
+	window windowRequest
 }
 
 // parsePlainOptions reads before_id (spec 10 §8.4).
@@ -44,8 +47,10 @@ type route int
 const (
 	routePlain route = iota
 	routeSearch
-	// routeWindow: top_level / resolve_thread_roots (50-windows.md).
-	routeWindow
+	// routeResolveRoots: resolve_thread_roots true (50-windows.md §4.7).
+	routeResolveRoots
+	// routeChannelWindow: top_level true (50-windows.md §4).
+	routeChannelWindow
 	// routeLegacyThread: exactly one "#e" root and an integer depth_limit.
 	routeLegacyThread
 )
@@ -54,8 +59,10 @@ func routeOf(f *event.Filter) route {
 	switch {
 	case f.Search != nil:
 		return routeSearch
-	case hasExtra(f, "top_level") || hasExtra(f, "resolve_thread_roots"):
-		return routeWindow
+	case channelwindow.IsResolve(f):
+		return routeResolveRoots
+	case channelwindow.IsWindow(f):
+		return routeChannelWindow
 	case len(f.Tags["e"]) == 1 && event.IsHexAnyCase64(f.Tags["e"][0]) && isJSONInteger(f.Extra["depth_limit"]):
 		return routeLegacyThread
 	}

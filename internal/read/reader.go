@@ -7,11 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/buzz-relay/buzz/internal/channelwindow"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/search"
 	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
 // Config configures an Engine.
@@ -32,6 +34,11 @@ type Config struct {
 	// Replica, when set, serves the reads spec 70 §8 lets it serve, each
 	// in a proved snapshot (route.go); nil keeps every read on the writer.
 	Replica *replica.Replica
+	// NoReplicaReason is why Replica is nil, in buzz_db_route_decision's
+	// terms: "not_configured" (the default) or "floor_unverified".
+	NoReplicaReason string
+	// RelayKey signs the NIP-CW overlays (39005, 39006, 39007).
+	RelayKey []byte
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -44,6 +51,10 @@ type Engine struct {
 	// replicaSearcher runs search statements on the replica pool, with
 	// its own slots; nil without a replica.
 	replicaSearcher *search.Searcher
+
+	// threads and channels are the NIP-CW window modes (windows.go).
+	threads  *threadwindow.Engine
+	channels *channelwindow.Engine
 }
 
 type accessKey struct{ community, reader string }
@@ -67,6 +78,9 @@ func New(cfg Config) *Engine {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Disabled()
 	}
+	if cfg.NoReplicaReason == "" {
+		cfg.NoReplicaReason = "not_configured"
+	}
 	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
 	if cfg.Store != nil {
 		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
@@ -74,6 +88,10 @@ func New(cfg Config) *Engine {
 	if cfg.Replica != nil {
 		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool()})
 	}
+	e.threads = threadwindow.New(threadwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
+		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
+	e.channels = channelwindow.New(channelwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
+		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
 	return e
 }
 

@@ -26,6 +26,8 @@ const historyParallelism = 4
 // search never promises a complete page (20-search.md §7).
 func (r *Read) Rows(ctx context.Context, emit func(Row) bool) error {
 	switch {
+	case r.thread:
+		return r.threadRows(ctx, emit)
 	case r.req.Surface == SurfaceQuery:
 		return r.queryRows(ctx, emit)
 	case r.Search:
@@ -133,11 +135,25 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 }
 
 // queryRows serves POST /query: each filter through its route (spec 10
-// §8.4, first match wins), rows de-duplicated across filters.
+// §8.4, first match wins), rows de-duplicated across filters except a
+// window's own events, which are handed over complete (50-windows.md §3).
 func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 	seen := make(map[string]struct{})
 	for i := range r.req.Filters {
 		f := &r.req.Filters[i]
+		route := routeOf(f)
+		if route == routeResolveRoots || route == routeChannelWindow {
+			rows, err := r.windowRows(ctx, r.opts[i].window)
+			if err != nil {
+				return fmt.Errorf("window filter %d: %w", i, err)
+			}
+			for j := range rows {
+				if !emit(rows[j]) {
+					return nil
+				}
+			}
+			continue
+		}
 		if r.yieldsNothing(f) {
 			continue
 		}
@@ -146,7 +162,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 			rows []Row
 			err  error
 		)
-		switch routeOf(f) {
+		switch route {
 		case routeSearch:
 			if rows, err = r.search(ctx, f, chans, named, parseSearchOptions(f)); err != nil {
 				return fmt.Errorf("search filter %d (text length %d): %w", i, len(*f.Search), err)
@@ -159,11 +175,6 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 			if rows, err = r.e.threadReplies(ctx, r.req.Scope, r.acc, tp); err != nil {
 				return fmt.Errorf("thread read filter %d: %w", i, err)
 			}
-		case routeWindow:
-			// The NIP-CW channel and thread windows (50-windows.md) are
-			// modes of this door and land here, each in its own file.
-			// Until then a window filter is served as a plain read.
-			fallthrough
 		default:
 			if rows, err = r.plain(ctx, f, r.opts[i].beforeID); err != nil {
 				return fmt.Errorf("query filter %d: %w", i, err)

@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/relaytest"
+)
+
+// TestLegacyThreadBesideWindows is 50-windows.md check 23: with NIP-CW
+// windows served, a filter without the opt-in keeps the legacy
+// oldest-first thread read: ascending replies, no bounds event, the snake
+// and camel cursor spellings page identically, and kinds does not
+// restrict the replies.
+func TestLegacyThreadBesideWindows(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	alice := eventtest.NewKey()
+	w := r.Dial(t, "")
+	w.Auth(alice)
+	ch := uuid.NewString()
+	w.MustPublish(alice.Signed(t, event.KindCreateGroup, eventtest.Tag("h", ch), eventtest.Tag("name", "legacy")))
+	base := time.Now().Unix() - 600
+	root := alice.Signed(t, 9, eventtest.Channel(ch), eventtest.At(base))
+	w.MustPublish(root)
+	var replies []event.Event
+	for i := range 25 {
+		kind := 9
+		if i%2 == 1 {
+			kind = event.KindStreamMessage2 // 40002: a kind the filter below does not name
+		}
+		ev := alice.Signed(t, kind, eventtest.Channel(ch), eventtest.At(base+1+int64(i/2)),
+			eventtest.Content(fmt.Sprintf("reply %d", i)),
+			eventtest.Tag("e", root.ID, "", "root"), eventtest.Tag("e", root.ID, "", "reply"))
+		w.MustPublish(ev)
+		replies = append(replies, ev)
+	}
+	sort.Slice(replies, func(i, j int) bool {
+		a, b := replies[i], replies[j]
+		return a.CreatedAt < b.CreatedAt || (a.CreatedAt == b.CreatedAt && a.ID < b.ID)
+	})
+	want := make([]string, len(replies))
+	for i := range replies {
+		want[i] = replies[i].ID
+	}
+	query := func(body string) []event.Event {
+		t.Helper()
+		status, resp := r.HTTP(t, "", http.MethodPost, "/query", &alice, []byte(body))
+		require.Equal(t, http.StatusOK, status, string(resp))
+		var evs []event.Event
+		require.NoError(t, json.Unmarshal(resp, &evs))
+		return evs
+	}
+	walk := func(cursorField, idField string) []string {
+		t.Helper()
+		var got []string
+		cursor := fmt.Sprintf(`,"%s":-1`, cursorField)
+		for range 10 {
+			evs := query(`[{"#e":["` + root.ID + `"],"depth_limit":2147483647,"kinds":[9],"limit":10` + cursor + `}]`)
+			for i, ev := range evs {
+				require.NotContains(t, []int{39005, 39006, 39007}, ev.Kind, "the legacy path signs no bounds")
+				if i > 0 {
+					prev := evs[i-1]
+					require.True(t, prev.CreatedAt < ev.CreatedAt || (prev.CreatedAt == ev.CreatedAt && prev.ID < ev.ID), "oldest first, ties by id")
+				}
+				got = append(got, ev.ID)
+			}
+			if len(evs) < 10 {
+				return got
+			}
+			last := evs[len(evs)-1]
+			cursor = fmt.Sprintf(`,"%s":%d,"%s":"%s"`, cursorField, last.CreatedAt, idField, last.ID)
+		}
+		t.Fatal("the walk did not end")
+		return nil
+	}
+	snake := walk("thread_cursor", "thread_cursor_id")
+	require.Equal(t, want, snake, "every reply once, kinds [9] restricting nothing")
+	require.Equal(t, snake, walk("threadCursor", "threadCursorId"), "both spellings page identically")
+}

@@ -1,0 +1,158 @@
+package read
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/buzz-relay/buzz/internal/channelwindow"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/threadwindow"
+)
+
+// The NIP-CW window modes of POST /query (50-windows.md). The door only
+// dispatches here; each mode runs in its own package:
+//
+//	thread_window: true         threadwindow: the whole request is one batch
+//	resolve_thread_roots: true  channelwindow.Resolve, per filter
+//	top_level: true             channelwindow.Window, per filter
+//
+// A window's own events (rows, aux, overlays) are handed over complete:
+// the request's removal of repeated ids applies to the other filters'
+// results only (§3 step 7).
+
+// msgThreadMix is §3 step 5's refusal.
+const msgThreadMix = "thread_window cannot mix with other query modes"
+
+// StatusError is a window request the relay will not or cannot serve
+// with a status of its own (a 400 of the window rules, a retryable 503, a
+// 500): Text is the exact body text. Doors answer it as is.
+type StatusError struct {
+	Status int
+	Text   string
+}
+
+func (e *StatusError) Error() string { return e.Text }
+
+// ThreadWindows is the thread-window opt-in scan of a /query body (§3
+// step 3), made before any other parsing of its filters.
+type ThreadWindows struct {
+	windows []threadwindow.Request
+	opted   int
+}
+
+// ScanThreadWindows runs §3 step 3 over the raw filters of a /query body:
+// the fifth opted-in filter, or the first opted-in filter that fails
+// strict parsing, is a 400 *StatusError.
+func (e *Engine) ScanThreadWindows(raws []json.RawMessage) (ThreadWindows, error) {
+	reqs, opted, err := threadwindow.ParseBatch(raws)
+	if err != nil {
+		e.cfg.Metrics.Window.Requests.WithLabelValues("thread", "bad_request").Inc()
+		return ThreadWindows{}, windowError(err)
+	}
+	return ThreadWindows{windows: reqs, opted: opted}, nil
+}
+
+// windowError turns a mode package's error into a *StatusError; any
+// other error passes through (a database failure: the door's 500).
+func windowError(err error) error {
+	var te *threadwindow.Error
+	if errors.As(err, &te) {
+		return &StatusError{Status: te.Status, Text: te.Text}
+	}
+	var ce *channelwindow.Error
+	if errors.As(err, &ce) {
+		return &StatusError{Status: ce.Status, Text: ce.Text}
+	}
+	return err
+}
+
+// openThreadBatch is Open for a /query request with thread windows, after
+// the generic gates (§3 step 5): every filter must have opted in. The
+// batch reads its own authorization from the writer, so no scope is
+// resolved here.
+func (r *Read) openThreadBatch() (*Read, error) {
+	if r.req.Threads.opted != len(r.req.Filters) {
+		r.e.cfg.Metrics.Window.Requests.WithLabelValues("thread", "bad_request").Inc()
+		return nil, &StatusError{Status: http.StatusBadRequest, Text: msgThreadMix}
+	}
+	r.thread = true
+	return r, nil
+}
+
+// threadRows runs the thread batch and hands over its events.
+func (r *Read) threadRows(ctx context.Context, emit func(Row) bool) error {
+	items, err := r.e.threads.Run(ctx, threadwindow.Batch{
+		CommunityID: r.req.CommunityID, Host: r.req.Host, Reader: r.req.Reader, Windows: r.req.Threads.windows,
+	})
+	if err != nil {
+		return windowError(err)
+	}
+	for i := range items {
+		if !emit(Row{Event: items[i].Event, Channel: items[i].Channel, JSON: items[i].JSON}) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// windowRequest is one /query filter's parsed channel-mode request.
+type windowRequest struct {
+	channel *channelwindow.Request
+	resolve *channelwindow.ResolveRequest
+}
+
+// parseWindow parses a channel-mode or summary-recovery filter; the
+// request-wide id total of §4.7 is checked first, by parseWindows.
+func (e *Engine) parseWindow(f *event.Filter) (windowRequest, error) {
+	switch routeOf(f) {
+	case routeResolveRoots:
+		rr, err := channelwindow.ParseResolve(f)
+		if err != nil {
+			e.cfg.Metrics.Window.Requests.WithLabelValues("resolve_roots", "bad_request").Inc()
+			return windowRequest{}, windowError(err)
+		}
+		return windowRequest{resolve: &rr}, nil
+	case routeChannelWindow:
+		cr, err := channelwindow.Parse(f)
+		if err != nil {
+			e.cfg.Metrics.Window.Requests.WithLabelValues("channel", "bad_request").Inc()
+			return windowRequest{}, windowError(err)
+		}
+		return windowRequest{channel: &cr}, nil
+	}
+	return windowRequest{}, nil
+}
+
+// checkResolveTotal is §4.7's request-wide rule, before any filter is
+// parsed further or served.
+func (e *Engine) checkResolveTotal(filters []event.Filter) error {
+	if err := channelwindow.CheckResolveTotal(filters); err != nil {
+		e.cfg.Metrics.Window.Requests.WithLabelValues("resolve_roots", "bad_request").Inc()
+		return windowError(err)
+	}
+	return nil
+}
+
+// windowRows serves one channel-mode or summary-recovery filter.
+func (r *Read) windowRows(ctx context.Context, w windowRequest) ([]Row, error) {
+	sc := channelwindow.Scope{CommunityID: r.req.CommunityID, Reader: r.req.Reader, Accessible: r.acc.Has}
+	var (
+		items []channelwindow.Item
+		err   error
+	)
+	if w.resolve != nil {
+		items, err = r.e.channels.Resolve(ctx, sc, *w.resolve)
+	} else {
+		items, err = r.e.channels.Window(ctx, sc, *w.channel)
+	}
+	if err != nil {
+		return nil, windowError(err)
+	}
+	rows := make([]Row, len(items))
+	for i := range items {
+		rows[i] = Row{Event: items[i].Event, Channel: items[i].Channel, JSON: items[i].JSON}
+	}
+	return rows, nil
+}
