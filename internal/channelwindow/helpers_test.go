@@ -175,3 +175,12 @@ func window(ch string, extra map[string]any) map[string]any {
 	}
 	return f
 }
+
+// kindsOf returns the events' kinds.
+func kindsOf(evs []nostr.Event) []int {
+	out := []int{}
+	for _, ev := range evs {
+		out = append(out, ev.Kind)
+	}
+	return out
+}
