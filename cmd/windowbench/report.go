@@ -184,13 +184,21 @@ func writeTable(w io.Writer, r *report) {
 		line("warm: POST /query end to end", wr.EndToEnd)
 	}
 	for _, s := range r.Stale {
+		line("stale "+s.Root+": deep execution, scan+load", s.DeepExecution)
+	}
+	for _, s := range r.Stale {
 		line("stale "+s.Root+": every page, POST /query", s.Pages)
 		line("stale "+s.Root+": deep cursors only", s.Deep)
 	}
 	_ = tw.Flush()
 	for _, s := range r.Stale {
-		fmt.Fprintf(w, "stale %s: %d replies through the relay in %.1f s (%.0f/s), %d refused; pages ≥ 100 ms: %d, ≥ 1 s: %d, 503: %d\n",
-			s.Root, s.Burst.Events, s.Burst.Seconds, s.Burst.PerSecond, s.Burst.Refused, s.Over100ms, s.Over1s, s.Unavailable)
+		late := ""
+		if !s.Burst.InTime {
+			late = fmt.Sprintf(" (not within %d s)", burstSeconds)
+		}
+		fmt.Fprintf(w, "stale %s: %d replies through the relay in %.1f s%s, %.0f/s, %d refused; thread_metadata: %d rows changed since its last ANALYZE, analyzed during the case: %v; pages ≥ 100 ms: %d, ≥ 1 s: %d, 503: %d\n",
+			s.Root, s.Burst.Events, s.Burst.Seconds, late, s.Burst.PerSecond, s.Burst.Refused, s.ModsSinceAnalyze,
+			s.AnalyzedDuring, s.Over100ms, s.Over1s, s.Unavailable)
 	}
 	for _, p := range r.Plans {
 		verdict := "ok"
