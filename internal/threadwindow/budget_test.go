@@ -11,10 +11,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
@@ -117,16 +120,22 @@ func TestSharedByteBudget(t *testing.T) {
 	a.requireError(t, http.StatusServiceUnavailable, "thread window payload byte budget exceeded"+suffix)
 }
 
-// statements records the SQL and arguments of every statement a pool runs.
+// statements records the SQL and arguments of every statement a pool
+// runs, and hands each statement's text to onQuery, when set, before it
+// is sent.
 type statements struct {
-	mu  sync.Mutex
-	all []pgx.TraceQueryStartData
+	mu      sync.Mutex
+	all     []pgx.TraceQueryStartData
+	onQuery func(sql string)
 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	s.mu.Lock()
 	s.all = append(s.all, data)
 	s.mu.Unlock()
+	if s.onQuery != nil {
+		s.onQuery(data.SQL)
+	}
 	return ctx
 }
 
@@ -162,19 +171,45 @@ func (s *statements) count(fragment string) int {
 	return n
 }
 
-// tracedEngine is an Engine on the relay's database whose pool records
-// every statement (observation only).
-func (w *world) tracedEngine(t *testing.T) (*threadwindow.Engine, *statements) {
+// engineWorld is an Engine built by the test on the relay's database: its
+// own pool (of size conns), its own metrics.
+type engineWorld struct {
+	engine *threadwindow.Engine
+	pool   *pgxpool.Pool
+	rec    *statements
+	m      *metrics.Metrics
+	w      *world
+}
+
+// newEngine builds an Engine on the relay's database whose pool records
+// every statement.
+func (w *world) newEngine(t *testing.T, conns int32, onQuery func(sql string)) *engineWorld {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(w.r.DBURL)
 	require.NoError(t, err)
-	rec := &statements{}
+	rec := &statements{onQuery: onQuery}
 	cfg.ConnConfig.Tracer = rec
-	cfg.MaxConns = 2
+	cfg.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return threadwindow.New(threadwindow.Config{Store: store.New(pool), Key: event.GenerateKey()}), rec
+	m := metrics.New(prometheus.NewRegistry())
+	e := threadwindow.New(threadwindow.Config{Store: store.New(pool), Key: event.GenerateKey(), Metrics: m})
+	return &engineWorld{engine: e, pool: pool, rec: rec, m: m, w: w}
+}
+
+// run runs one batch of reqs for reader.
+func (ew *engineWorld) run(reader eventtest.Key, reqs ...threadwindow.Request) ([]threadwindow.Item, error) {
+	return ew.engine.Run(context.Background(), threadwindow.Batch{CommunityID: ew.w.cid, Host: ew.w.r.Host, Reader: reader.PubKey,
+		Windows: reqs})
+}
+
+// requireFails asserts the batch's *Error.
+func requireFails(t *testing.T, err error, status int, text string) {
+	t.Helper()
+	var e *threadwindow.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, &threadwindow.Error{Status: status, Text: text}, e)
 }
 
 // Check 17: 40 edits of exactly 256 KiB trip the payload byte budget
@@ -193,14 +228,12 @@ func TestPayloadChargedBeforeLoad(t *testing.T) {
 	r.IncludeAux = true
 	w.query(t, reader, filter(r)).requireError(t, http.StatusServiceUnavailable, "thread window payload byte budget exceeded"+suffix)
 
-	engine, rec := w.tracedEngine(t)
-	_, err := engine.Run(context.Background(), threadwindow.Batch{CommunityID: w.cid, Host: w.r.Host, Reader: reader.PubKey,
-		Windows: []threadwindow.Request{r}})
-	var e *threadwindow.Error
-	require.ErrorAs(t, err, &e)
-	require.Equal(t, &threadwindow.Error{Status: http.StatusServiceUnavailable, Text: "thread window payload byte budget exceeded" + suffix}, e)
-	require.Equal(t, 1, rec.count("jsonb_array_elements"), "the aux page's size scan ran")
-	loaded := rec.loadedIDs()
+	ew := w.newEngine(t, 2, nil)
+	_, err := ew.run(reader, r)
+	requireFails(t, err, http.StatusServiceUnavailable, "thread window payload byte budget exceeded"+suffix)
+	require.Equal(t, 1, ew.rec.count("jsonb_array_elements"), "the aux page's size scan ran")
+	require.Equal(t, 1.0, testutil.ToFloat64(ew.m.Window.BudgetExhausted.WithLabelValues("payload_byte")))
+	loaded := ew.rec.loadedIDs()
 	require.True(t, loaded[reply.ID], "the reply was loaded")
 	for _, ev := range edits {
 		require.False(t, loaded[ev.ID], "an edit's payload was loaded")
