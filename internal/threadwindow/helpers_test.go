@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -304,4 +305,14 @@ func now() int64 { return time.Now().Unix() - 600 }
 func hexBytes(s string) []byte {
 	b, _ := hex.DecodeString(s)
 	return b
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// tagsJSON is ev's tags as stored.
+func tagsJSON(t *testing.T, ev event.Event) string {
+	t.Helper()
+	b, err := json.Marshal(ev.Tags)
+	require.NoError(t, err)
+	return string(b)
 }
