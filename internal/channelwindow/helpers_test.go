@@ -167,9 +167,10 @@ func ids(evs []nostr.Event) []string {
 	return out
 }
 
-// window is a channel-mode filter of ch; extra adds or overrides fields.
+// window is a channel-mode filter of ch for kind 9 rows (a filter
+// without kinds meets the generic p-gate); extra adds or overrides fields.
 func window(ch string, extra map[string]any) map[string]any {
-	f := map[string]any{"top_level": true, "#h": []string{ch}}
+	f := map[string]any{"top_level": true, "#h": []string{ch}, "kinds": []int{9}}
 	for k, v := range extra {
 		f[k] = v
 	}
