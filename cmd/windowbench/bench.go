@@ -19,7 +19,7 @@ func benchmark(ctx context.Context, t *target, cfg config, p *progress) (*report
 		return nil, fmt.Errorf("open the relay's database: %w", err)
 	}
 	defer pool.Close()
-	rep := &report{Sizes: cfg.sizes, Failures: []string{}}
+	rep := &report{Sizes: cfg.sizes, Failures: []string{}, Load: map[string]string{"fixture": loadAverage()}}
 	if err := describe(ctx, pool, rep); err != nil {
 		return nil, err
 	}
@@ -43,17 +43,20 @@ func benchmark(ctx context.Context, t *target, cfg config, p *progress) (*report
 		rep.Failures = append(rep.Failures, "plan, R deep cursor, fresh statistics: "+sh.Why)
 	}
 
+	rep.Load["warm"] = loadAverage()
 	warm, failures, err := warmCase(ctx, cl, pool, fx, cfg, rng, p)
 	if err != nil {
 		return nil, err
 	}
 	rep.Warm, rep.Failures = warm, append(rep.Failures, failures...)
 
+	rep.Load["stale"] = loadAverage()
 	stale, plans, failures, err := staleCase(ctx, t, cl, pool, fx, cfg, rng, p)
 	if err != nil {
 		return nil, err
 	}
 	rep.Stale, rep.Plans, rep.Failures = stale, append(rep.Plans, plans...), append(rep.Failures, failures...)
+	rep.Load["end"] = loadAverage()
 	rep.Pass = len(rep.Failures) == 0
 	rep.Seconds = round3(time.Since(began).Seconds())
 	return rep, nil

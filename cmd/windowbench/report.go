@@ -21,7 +21,10 @@ import (
 
 // report is the run's result, printed as JSON and as a table.
 type report struct {
-	Commit   string            `json:"commit"`
+	Commit string `json:"commit"`
+	// Load is /proc/loadavg at the start of each phase: other work on the
+	// machine shows here.
+	Load     map[string]string `json:"load_average"`
 	Postgres string            `json:"postgres"`
 	Settings map[string]string `json:"postgres_settings"`
 	Machine  machine           `json:"machine"`
@@ -39,6 +42,30 @@ type report struct {
 type planReport struct {
 	Case string `json:"case"`
 	shape
+}
+
+// slowest names the slowest page of a case.
+type slowest struct {
+	Page string  `json:"page"`
+	Ms   float64 `json:"ms"`
+	// Load is /proc/loadavg when it was answered: the machine may be shared.
+	Load string `json:"load_average"`
+}
+
+func (s *slowest) note(took time.Duration, page string) {
+	if ms := msOf(took); ms > s.Ms || s.Page == "" {
+		*s = slowest{Page: page, Ms: ms, Load: loadAverage()}
+	}
+}
+
+// loadAverage is the first three fields of /proc/loadavg, or "".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // machine is what the run ran on.
@@ -196,6 +223,7 @@ func writeTable(w io.Writer, r *report) {
 		if !s.Burst.InTime {
 			late = fmt.Sprintf(" (not within %d s)", burstSeconds)
 		}
+		fmt.Fprintf(w, "stale %s: slowest page %.1f ms (%s; load average %s)\n", s.Root, s.Slowest.Ms, s.Slowest.Page, s.Slowest.Load)
 		fmt.Fprintf(w, "stale %s: %d replies through the relay in %.1f s%s, %.0f/s, %d refused; thread_metadata: %d rows changed since its last ANALYZE, analyzed during the case: %v; pages ≥ 100 ms: %d, ≥ 1 s: %d, 503: %d\n",
 			s.Root, s.Burst.Events, s.Burst.Seconds, late, s.Burst.PerSecond, s.Burst.Refused, s.ModsSinceAnalyze,
 			s.AnalyzedDuring, s.Over100ms, s.Over1s, s.Unavailable)

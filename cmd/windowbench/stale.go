@@ -37,9 +37,11 @@ type staleReport struct {
 	// selections, run after the pages.
 	DeepExecution dist `json:"deep_execution"`
 	DeepPlanning  dist `json:"deep_planning"`
-	Over100ms     int  `json:"pages_over_100ms"`
-	Over1s        int  `json:"pages_over_1s"`
-	Unavailable   int  `json:"status_503"`
+	// Slowest is the slowest page.
+	Slowest     slowest `json:"slowest_page"`
+	Over100ms   int     `json:"pages_over_100ms"`
+	Over1s      int     `json:"pages_over_1s"`
+	Unavailable int     `json:"status_503"`
 	// Stats are thread_metadata's statistics around the case: rows changed
 	// since the last ANALYZE right after the burst, and whether anything
 	// (the relay's own analyzer) analyzed it before the case ended.
@@ -196,6 +198,7 @@ func (s *staleRun) root(ctx context.Context, name string, root threadwindow.Curs
 	var lat, deepLat []time.Duration
 	count := func(pg page, what string) {
 		lat = append(lat, pg.Took)
+		rep.Slowest.note(pg.Took, what)
 		switch {
 		case pg.Status == http.StatusServiceUnavailable:
 			rep.Unavailable++

@@ -21,7 +21,8 @@ type warmReport struct {
 	Positions [2]int `json:"cursor_positions"`
 	Warmup    int    `json:"warmup_pages"`
 	// EndToEnd is POST /query on loopback, NIP-98 signed before the clock.
-	EndToEnd dist `json:"end_to_end"`
+	EndToEnd dist    `json:"end_to_end"`
+	Slowest  slowest `json:"slowest_page"`
 	// Execution and Planning sum the page's scan chunks and load, from
 	// EXPLAIN (ANALYZE, TIMING OFF) at sampled cursors.
 	Execution dist    `json:"execution"`
@@ -69,6 +70,7 @@ func warmCase(ctx context.Context, cl *windowClient, pool *pgxpool.Pool, fx *fix
 		}
 		if i >= cfg.warmup {
 			lat = append(lat, pg.Took)
+			w.Slowest.note(pg.Took, fmt.Sprintf("page %d at %d:%s", i-cfg.warmup+1, cur.CreatedAt, cur.ID))
 		}
 	}
 	w.EndToEnd = distOf(lat)
