@@ -38,7 +38,9 @@ type world struct {
 
 func setup(t *testing.T, env ...map[string]string) *world {
 	t.Helper()
-	vars := map[string]string{"BUZZ_RELAY_PRIVATE_KEY": hex.EncodeToString(event.GenerateKey())}
+	// The test's WebSocket answers pings only while it reads: no ping
+	// during a test, so a long fixture does not close it.
+	vars := map[string]string{"BUZZ_RELAY_PRIVATE_KEY": hex.EncodeToString(event.GenerateKey()), "TEST_HEARTBEAT": "1h"}
 	for _, e := range env {
 		for k, v := range e {
 			vars[k] = v
