@@ -49,6 +49,7 @@ func TestAuxClosure(t *testing.T) {
 	aux(7, ts+60, inCh, eventtest.Tag("e", sentinel.ID))                     // targets the sentinel
 	aux(7, ts+61, inCh, eventtest.Tag("e", strings.Repeat("0f", 32), r1.ID)) // ["e",B,X] targets B only
 	aux(7, ts+62, inCh, eventtest.Tag("x", "e", r1.ID))                      // ["x","e",X]
+	aux(7, ts+59, inCh, eventtest.Tag("x", r1.ID, "e"))                      // X second, but not under "e"
 	aux(7, ts+63, inCh, eventtest.Tag("E", r1.ID))                           // not "e"
 	aux(7, ts+64, eventtest.Channel(other), eventtest.Tag("e", r1.ID))       // inaccessible channel
 	aux(1, ts+65, eventtest.Tag("e", r1.ID))                                 // not an aux kind
