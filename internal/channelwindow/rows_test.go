@@ -84,6 +84,8 @@ func TestRowWalk(t *testing.T) {
 		own := fixture.Event(t, w.pool, w.cid, w.reader, 30300, eventtest.Channel(w.ch), eventtest.Tag("d", "mine"), eventtest.At(ts+13))
 		named := fixture.Event(t, w.pool, w.cid, stranger, 30622, eventtest.Channel(w.ch), eventtest.Tag("d", "n"), eventtest.Tag("p", w.reader.PubKey), eventtest.At(ts+12))
 		c := w.at(t, ts+11)
+		// A hidden row after the last visible one is no probe either.
+		fixture.Event(t, w.pool, w.cid, stranger, 30300, eventtest.Channel(w.ch), eventtest.Tag("d", "last"), eventtest.At(ts+10))
 
 		rows, b := split(t, w.window(t, w.scope(), channelwindow.Request{Channel: w.ch, Limit: 1}))
 		require.Equal(t, []string{a.ID}, evIDs(rows))
