@@ -128,3 +128,27 @@ func TestAuxPageCut(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(w.m.Window.AuxTruncated))
 	require.Contains(t, w.log.String(), `"level":"WARN","msg":"channel window aux closure cut at its page limit"`)
 }
+
+// TestAuxCorrupt covers §12's corrupt live aux row: a matched aux event
+// that cannot be reconstructed fails the window with 500 and the fixed
+// text, counted internal, the detail only in the log.
+func TestAuxCorrupt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	row := w.at(t, now()-60)
+	bad := w.author.Signed(t, 7, eventtest.Channel(w.ch), eventtest.At(now()-30))
+	w.rawRow(t, bad, &w.ch, `[["e","`+row.ID+`"],["n",1]]`)
+
+	r := channelwindow.Request{Channel: w.ch, Limit: 5, Kinds: []int{9}, IncludeAux: true}
+	_, err := w.engine.Window(context.Background(), w.scope(), r)
+	var ce *channelwindow.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, &channelwindow.Error{Status: 500, Text: "internal server error"}, ce)
+	require.Equal(t, 1.0, testutil.ToFloat64(w.m.Window.Requests.WithLabelValues("channel", "internal")))
+	require.Contains(t, w.log.String(), "aux event cannot be reconstructed: "+bad.ID)
+
+	r.IncludeAux = false
+	evs, _ := split(t, w.window(t, w.scope(), r))
+	require.Equal(t, []string{row.ID}, evIDs(evs), "without aux the page is served")
+	require.Equal(t, 1.0, testutil.ToFloat64(w.m.Window.Requests.WithLabelValues("channel", "ok")))
+}

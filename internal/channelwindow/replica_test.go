@@ -93,6 +93,14 @@ func TestReplicaCursorPage(t *testing.T) {
 	pair.PauseReplay(t)
 	t.Cleanup(func() { pair.ResumeReplay(t) })
 	imported := post(old + 5)
+	// An aux event and a reply the standby lacks too: the replica's page
+	// has neither the reaction nor a summary of r1.
+	fixture.Event(t, plain, cid, author, event.KindReaction, eventtest.Channel(ch), eventtest.Content("+"),
+		eventtest.Tag("e", r1.ID), eventtest.At(old+6))
+	late := post(old+7, eventtest.Tag("e", r1.ID, "", "root"), eventtest.Tag("e", r1.ID, "", "reply"))
+	require.NoError(t, store.New(plain).ThreadReplyAdd(ctx, plain, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
+		EventID: late.ID, CreatedAt: late.CreatedAt, ParentID: r1.ID, ParentCreatedAt: r1.CreatedAt,
+		RootID: r1.ID, RootCreatedAt: r1.CreatedAt, Depth: 1}))
 	zero := "0000000000000000000000000000000000000000000000000000000000000000"
 	cursor := &channelwindow.Cursor{CreatedAt: old + 10, ID: zero}
 	wantReplica := []string{r1.ID, r2.ID, react.ID, r2.ID + "@39005", ch + ":" + itoa64(old+10) + ":" + zero + "@39006"}
@@ -115,6 +123,9 @@ func TestReplicaCursorPage(t *testing.T) {
 		got := serve(channelwindow.Request{Channel: ch, Limit: 10, Kinds: []int{9}, Cursor: &channelwindow.Cursor{CreatedAt: time.Now().Unix(), ID: zero}})
 		require.Equal(t, []string{imported.ID, r1.ID, r2.ID}, got[:3])
 		require.Equal(t, 1.0, decided("channel_cursor", "writer", "bound"))
+		got = serve(channelwindow.Request{Channel: ch, Limit: 10, Kinds: []int{9}, IncludeAux: true, IncludeSummaries: true,
+			Cursor: &channelwindow.Cursor{CreatedAt: time.Now().Unix(), ID: zero}})
+		require.Len(t, got, 3+2+2+1, "the writer has both reactions and both summaries")
 	})
 
 	t.Run("NoReplica", func(t *testing.T) {
