@@ -144,8 +144,6 @@ func parseSearchOptions(f *event.Filter) searchOptions {
 	return opt
 }
 
-func hasExtra(f *event.Filter, name string) bool { _, ok := f.Extra[name]; return ok }
-
 func isJSONInteger(raw json.RawMessage) bool {
 	if raw == nil {
 		return false
