@@ -43,7 +43,7 @@ func (e *Engine) Window(ctx context.Context, sc Scope, r Request) ([]Item, error
 		e.count("channel", "ok")
 		return nil, nil
 	}
-	r.Limit = min(max(r.Limit, 1), maxLimit)
+	r.Limit = min(max(r.Limit, 1), maxLimit) // as Parse clamps it, for a Request built without Parse
 	p, err := e.route(ctx, sc, r)
 	if err != nil {
 		return nil, e.fail(ctx, "channel", "channel window", err, slog.String("channel", r.Channel))

@@ -53,6 +53,14 @@ func TestChannelWindow(t *testing.T) {
 		require.Equal(t, ch+":"+itoa64(r2.CreatedAt)+":"+r2.ID, bd.D, "the request cursor, lowercase")
 		require.False(t, bd.HasMore)
 		require.Nil(t, bd.NextCursor)
+
+		// limit is clamped into 1..200, never refused.
+		rows, bd = page(t, b.events(t, owner.key, window(ch, map[string]any{"limit": 0})), ch)
+		require.Equal(t, []string{r3.ID}, ids(rows))
+		require.True(t, bd.HasMore)
+		rows, bd = page(t, b.events(t, owner.key, window(ch, map[string]any{"limit": 500})), ch)
+		require.Equal(t, []string{r3.ID, r2.ID, r1.ID}, ids(rows))
+		require.False(t, bd.HasMore)
 	})
 
 	t.Run("Metrics", func(t *testing.T) {
