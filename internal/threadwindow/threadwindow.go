@@ -3,6 +3,24 @@
 // two-hop aux closure bounded by shared budgets, and one relay-signed
 // bounds event (kind 39007) bound to the request. The read door (package
 // read) recognises a thread-window batch and hands it here whole.
+//
+// It owns the strict parsing of thread-window filters (parse.go), the
+// request binding of the bounds (binding.go), and the batch (batch.go):
+// the reader's accessible channels read from the writer before and after
+// the windows are built (access.go), per window the root check and the
+// two-phase reply selection, sizes first and payloads only for rows
+// already charged (select.go, sql.go), the aux closure (aux.go), the
+// budgets every window of a batch shares (budget.go), where each page is
+// read (route.go: head pages on the writer, cursor pages on a proved
+// replica snapshot, the writer after the first doubt), the signing of
+// the bounds once the authorization is known unchanged (bounds.go), and
+// the mapping of every failure to its 400, 503 or 500 (failure.go).
+//
+// It does NOT route filters (the read door decides that a request is a
+// thread batch and refuses mixes), does NOT speak HTTP (the door answers
+// an *Error with its status and text), caches no authorization, writes
+// nothing, and does NOT prove replica snapshots (package replica does; a
+// window only runs inside the Session it is handed).
 package threadwindow
 
 import (
