@@ -47,6 +47,12 @@ func TestPagesNewestFirst(t *testing.T) {
 	require.False(t, pages[0].hasMore)
 	require.Nil(t, pages[0].next)
 
+	// Two head pages and a cursor page so far, each on the writer.
+	require.Equal(t, 2.0, w.r.Metric(t, `buzz_window_requests_total{mode="thread",outcome="ok"}`))
+	require.Equal(t, 2.0, w.r.Metric(t, `buzz_thread_window_response_bytes_count`))
+	require.Equal(t, 1.0, w.r.Metric(t, `buzz_db_route_decision{path="thread_window_head",reason="head_page",route="writer"}`))
+	require.Equal(t, 1.0, w.r.Metric(t, `buzz_db_route_decision{path="thread_window_cursor",reason="not_configured",route="writer"}`))
+
 	t.Run("DepthTwo", func(t *testing.T) {
 		r := req(ch, root)
 		r.Depth, r.Limit = 2, 1
@@ -60,6 +66,25 @@ func TestPagesNewestFirst(t *testing.T) {
 		require.Empty(t, pages[0].rows)
 		require.False(t, pages[0].hasMore)
 	})
+}
+
+// Check 28 without BUZZ_RELAY_PRIVATE_KEY: NIP-11 has no self, and the
+// bounds still carry valid signatures, all by the boot-time key.
+func TestBoundsWithBootKey(t *testing.T) {
+	t.Parallel()
+	w := start(t, false)
+	reader := eventtest.NewKey()
+	ch := w.channel(t)
+	base := now()
+	root := w.root(t, ch, base)
+	w.reply(t, ch, root, root, base+1, "reply")
+	r := req(ch, root)
+	first := w.windows(t, w.query(t, reader, filter(r)), reader, r)
+	again := w.windows(t, w.query(t, reader, filter(r), filter(r)), reader, r, r)
+	for _, p := range again {
+		require.Equal(t, first[0].bounds.PubKey, p.bounds.PubKey)
+	}
+	require.Equal(t, event.PubKey(w.r.App.RelayKey), first[0].bounds.PubKey)
 }
 
 // Check 10: a root that is missing, in another channel, in another
