@@ -47,14 +47,14 @@ func (e *Engine) Resolve(ctx context.Context, sc Scope, r ResolveRequest) ([]Ite
 		return err
 	})
 	if err != nil {
-		return nil, e.fail(ctx, "resolve_roots", "summary recovery", err, slog.String("channel", r.Channel))
+		return nil, e.fail(ctx, "resolve_roots", "summary recovery", err, slog.String("community", sc.CommunityID), slog.String("channel", r.Channel))
 	}
 	now := time.Now().Unix()
 	items := make([]Item, 0, len(sums))
 	for _, s := range sums {
 		it, err := e.signSummary(r.Channel, s, now)
 		if err != nil {
-			return nil, e.fail(ctx, "resolve_roots", "summary recovery", err, slog.String("channel", r.Channel))
+			return nil, e.fail(ctx, "resolve_roots", "summary recovery", err, slog.String("community", sc.CommunityID), slog.String("channel", r.Channel))
 		}
 		items = append(items, it)
 	}

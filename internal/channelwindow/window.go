@@ -46,16 +46,16 @@ func (e *Engine) Window(ctx context.Context, sc Scope, r Request) ([]Item, error
 	r.Limit = min(max(r.Limit, 1), maxLimit) // as Parse clamps it, for a Request built without Parse
 	p, err := e.route(ctx, sc, r)
 	if err != nil {
-		return nil, e.fail(ctx, "channel", "channel window", err, slog.String("channel", r.Channel))
+		return nil, e.fail(ctx, "channel", "channel window", err, slog.String("community", sc.CommunityID), slog.String("channel", r.Channel))
 	}
 	if p.auxCut {
 		e.cfg.Metrics.Window.AuxTruncated.Inc()
 		e.log.WarnContext(ctx, "channel window aux closure cut at its page limit",
-			slog.String("channel", r.Channel), slog.Int("pages_per_hop", auxMaxPages), slog.Int("aux", len(p.aux)))
+			slog.String("community", sc.CommunityID), slog.String("channel", r.Channel), slog.Int("pages_per_hop", auxMaxPages), slog.Int("aux", len(p.aux)))
 	}
 	items, err := e.assemble(r, p)
 	if err != nil {
-		return nil, e.fail(ctx, "channel", "channel window", err, slog.String("channel", r.Channel))
+		return nil, e.fail(ctx, "channel", "channel window", err, slog.String("community", sc.CommunityID), slog.String("channel", r.Channel))
 	}
 	e.count("channel", "ok")
 	return items, nil
