@@ -13,13 +13,15 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// series returns the value of one buzz_db_route_decision or
-// buzz_window_requests_total series of the relay.
+// routed returns the relay's buzz_db_route_decision series of a path,
+// route and reason; the series must exist.
 func (b *testBundle) routed(t *testing.T, path, route, reason string) float64 {
 	t.Helper()
 	return b.r.Metric(t, `buzz_db_route_decision{path="`+path+`",reason="`+reason+`",route="`+route+`"}`)
 }
 
+// requests returns the relay's buzz_window_requests_total series of a
+// mode and outcome.
 func (b *testBundle) requests(t *testing.T, mode, outcome string) float64 {
 	t.Helper()
 	return b.r.Metric(t, `buzz_window_requests_total{mode="`+mode+`",outcome="`+outcome+`"}`)
@@ -68,16 +70,21 @@ func TestChannelWindow(t *testing.T) {
 		owner := b.user(t)
 		ch := owner.channel(t)
 		ev := owner.post(t, ch)
-		// Other subtests run at the same time: counters only grow.
-		head, cursor := b.routed(t, "channel_head", "writer", "head_page"), b.routed(t, "channel_cursor", "writer", "not_configured")
+		head := window(ch, nil)
+		cursor := window(ch, map[string]any{"until": ev.CreatedAt, "before_id": ev.ID})
+		// A route series exists from its first decision on; other subtests
+		// run at the same time, so counters are compared as lower bounds.
+		page(t, b.events(t, owner.key, head), ch)
+		page(t, b.events(t, owner.key, cursor), ch)
+		heads, cursors := b.routed(t, "channel_head", "writer", "head_page"), b.routed(t, "channel_cursor", "writer", "not_configured")
 		ok := b.requests(t, "channel", "ok")
 		bad := b.requests(t, "channel", "bad_request")
-		page(t, b.events(t, owner.key, window(ch, map[string]any{"kinds": []int{9}})), ch)
-		page(t, b.events(t, owner.key, window(ch, map[string]any{"kinds": []int{9}, "until": ev.CreatedAt, "before_id": ev.ID})), ch)
+		page(t, b.events(t, owner.key, head), ch)
+		page(t, b.events(t, owner.key, cursor), ch)
 		status, _ := b.query(t, owner.key, window(ch, map[string]any{"until": ev.CreatedAt}))
 		require.Equal(t, http.StatusBadRequest, status)
-		require.GreaterOrEqual(t, b.routed(t, "channel_head", "writer", "head_page")-head, 1.0)
-		require.GreaterOrEqual(t, b.routed(t, "channel_cursor", "writer", "not_configured")-cursor, 1.0)
+		require.GreaterOrEqual(t, b.routed(t, "channel_head", "writer", "head_page")-heads, 1.0)
+		require.GreaterOrEqual(t, b.routed(t, "channel_cursor", "writer", "not_configured")-cursors, 1.0)
 		require.GreaterOrEqual(t, b.requests(t, "channel", "ok")-ok, 2.0)
 		require.GreaterOrEqual(t, b.requests(t, "channel", "bad_request")-bad, 1.0)
 	})
