@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,9 +140,25 @@ func describe(ctx context.Context, pool *pgxpool.Pool, r *report) error {
 	return rows.Err()
 }
 
-// commit is `git rev-parse HEAD`, with "-dirty" when the work tree has
-// changes, or "unknown" outside a checkout.
+// commit is the revision the binary was built from (its VCS stamp, with
+// "-dirty" when the tree had changes), or, for binaries without one (go
+// run, go test), `git rev-parse HEAD` with "-dirty" when the work tree has
+// changes; "unknown" outside a checkout.
 func commit() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", ""
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				rev = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "-dirty"
+			}
+		}
+		if rev != "" {
+			return rev + dirty
+		}
+	}
 	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		return "unknown"
