@@ -47,11 +47,19 @@ type closure struct {
 // auxClosure collects the aux of the delivered rows: hop 1 on their ids,
 // hop 2 on the hop-1 events it kept, in discovery order.
 func auxClosure(ctx context.Context, q pg.Querier, sc Scope, rows []row) (items []Item, cut bool, err error) {
-	c := &closure{sc: sc, q: q, seen: make(map[string]struct{}, len(rows))}
 	targets := make([]string, 0, len(rows))
 	for _, r := range rows {
-		c.seen[r.ev.ID] = struct{}{}
 		targets = append(targets, r.ev.ID)
+	}
+	return closeOver(ctx, q, sc, targets)
+}
+
+// closeOver is the two-hop closure over targets, which are in the answer
+// already and so never returned again.
+func closeOver(ctx context.Context, q pg.Querier, sc Scope, targets []string) (items []Item, cut bool, err error) {
+	c := &closure{sc: sc, q: q, seen: make(map[string]struct{}, len(targets))}
+	for _, id := range targets {
+		c.seen[id] = struct{}{}
 	}
 	hop1, err := c.hop(ctx, hop1Kinds, targets)
 	if err != nil {

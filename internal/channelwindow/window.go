@@ -165,3 +165,28 @@ func (e *Engine) fail(ctx context.Context, mode, what string, err error, attrs .
 	e.log.ErrorContext(ctx, what+" failed", append(attrs, slog.String("err", err.Error()))...)
 	return &Error{Status: http.StatusInternalServerError, Text: "internal server error"}
 }
+
+// Aux is the aux closure of the legacy oldest-first thread read
+// (50-windows.md §6) with include_aux: hop 1 on targets (the root and the
+// delivered replies), hop 2 on the hop-1 events it kept, under the rules
+// and page limits of a channel window's closure, on the writer. The
+// targets themselves are not returned. A cut closure is logged at warn.
+func (e *Engine) Aux(ctx context.Context, sc Scope, targets []string) ([]Item, error) {
+	var (
+		items []Item
+		cut   bool
+	)
+	err := e.onWriter(ctx, func(q pg.Querier) error {
+		var err error
+		items, cut, err = closeOver(ctx, q, sc, targets)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("legacy thread aux: %w", err)
+	}
+	if cut {
+		e.log.WarnContext(ctx, "legacy thread aux closure cut at its page limit",
+			slog.Int("pages_per_hop", auxMaxPages), slog.Int("aux", len(items)))
+	}
+	return items, nil
+}

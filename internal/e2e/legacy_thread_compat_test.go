@@ -86,4 +86,40 @@ func TestLegacyThreadBesideWindows(t *testing.T) {
 	snake := walk("thread_cursor", "thread_cursor_id")
 	require.Equal(t, want, snake, "every reply once, kinds [9] restricting nothing")
 	require.Equal(t, snake, walk("threadCursor", "threadCursorId"), "both spellings page identically")
+
+	t.Run("IncludeAux", func(t *testing.T) {
+		// 50-windows.md §6: the root and the delivered replies are hop-1
+		// targets, hop 2 the delivered hop-1 events; aux is not limited.
+		onReply := alice.Signed(t, event.KindReaction, eventtest.Channel(ch), eventtest.Content("+"), eventtest.Tag("e", replies[0].ID))
+		w.MustPublish(onReply)
+		rootEdit := alice.Signed(t, event.KindMessageEdit, eventtest.Channel(ch), eventtest.Content("edited"), eventtest.Tag("e", root.ID))
+		w.MustPublish(rootEdit)
+		removed := alice.Signed(t, event.KindReaction, eventtest.Channel(ch), eventtest.Content("-"), eventtest.Tag("e", replies[1].ID))
+		w.MustPublish(removed)
+		unreact := alice.Signed(t, event.KindDeletion, eventtest.Channel(ch), eventtest.Tag("e", removed.ID))
+		w.MustPublish(unreact)
+		beyond := alice.Signed(t, event.KindReaction, eventtest.Channel(ch), eventtest.Content("+"), eventtest.Tag("e", replies[24].ID))
+		w.MustPublish(beyond)
+
+		base := `[{"#e":["` + root.ID + `"],"depth_limit":2147483647,"limit":2,"thread_cursor":-1`
+		ids := func(evs []event.Event) map[string]bool {
+			out := map[string]bool{}
+			for _, ev := range evs {
+				out[ev.ID] = true
+			}
+			return out
+		}
+		plain := ids(query(base + `}]`))
+		require.Len(t, plain, 2, "without include_aux: the two replies only")
+		got := query(base + `,"include_aux":true}]`)
+		require.Equal(t, replies[0].ID, got[0].ID, "replies first")
+		require.Equal(t, replies[1].ID, got[1].ID)
+		all := ids(got)
+		require.True(t, all[onReply.ID], "a reaction to a delivered reply")
+		require.True(t, all[rootEdit.ID], "an edit of the root")
+		require.False(t, all[removed.ID], "a deleted reaction is not returned")
+		require.False(t, all[unreact.ID], "nor its deletion: hop 2 targets the delivered hop-1 events only")
+		require.False(t, all[beyond.ID], "aux of an undelivered reply is not")
+		require.Len(t, got, 4, "aux does not count against limit 2")
+	})
 }

@@ -75,7 +75,7 @@ func routeOf(f *event.Filter) route {
 // spellings). kinds does not restrict reply kinds on this path. channels
 // is the filter's channel scope (named: it has "#h").
 func parseLegacyThread(f *event.Filter, channels []string, named bool) (threadParams, error) {
-	p := threadParams{Root: strings.ToLower(f.Tags["e"][0])}
+	p := threadParams{Root: strings.ToLower(f.Tags["e"][0]), IncludeAux: isTrue(f.Extra["include_aux"])}
 	if named {
 		p.Channels = channels
 	}
@@ -142,6 +142,12 @@ func parseSearchOptions(f *event.Filter) searchOptions {
 		}
 	}
 	return opt
+}
+
+// isTrue reports whether raw is the JSON literal true.
+func isTrue(raw json.RawMessage) bool {
+	var b bool
+	return raw != nil && json.Unmarshal(raw, &b) == nil && b
 }
 
 func isJSONInteger(raw json.RawMessage) bool {

@@ -340,6 +340,9 @@ type threadParams struct {
 	// nil means every accessible channel.
 	Channels []string
 	Limit    int
+	// IncludeAux adds the aux closure of the root and the delivered
+	// replies (include_aux: true, 50-windows.md §6).
+	IncludeAux bool
 }
 
 // Legacy thread read limits.

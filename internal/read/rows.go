@@ -175,6 +175,11 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 			if rows, err = r.e.threadReplies(ctx, r.req.Scope, r.acc, tp); err != nil {
 				return fmt.Errorf("thread read filter %d: %w", i, err)
 			}
+			if tp.IncludeAux {
+				if rows, err = r.legacyAux(ctx, tp.Root, rows); err != nil {
+					return fmt.Errorf("thread read filter %d: %w", i, err)
+				}
+			}
 		default:
 			if rows, err = r.plain(ctx, f, r.opts[i].beforeID); err != nil {
 				return fmt.Errorf("query filter %d: %w", i, err)

@@ -156,3 +156,23 @@ func (r *Read) windowRows(ctx context.Context, w windowRequest) ([]Row, error) {
 	}
 	return rows, nil
 }
+
+// legacyAux appends the aux closure of a legacy thread read with
+// include_aux (§6): the root and the delivered replies are its hop-1
+// targets; aux does not count against the read's limit.
+func (r *Read) legacyAux(ctx context.Context, root string, replies []Row) ([]Row, error) {
+	targets := make([]string, 0, len(replies)+1)
+	targets = append(targets, root)
+	for i := range replies {
+		targets = append(targets, replies[i].Event.ID)
+	}
+	sc := channelwindow.Scope{CommunityID: r.req.CommunityID, Reader: r.req.Reader, Accessible: r.acc.Has}
+	items, err := r.e.channels.Aux(ctx, sc, targets)
+	if err != nil {
+		return nil, err
+	}
+	for i := range items {
+		replies = append(replies, Row{Event: items[i].Event, Channel: items[i].Channel, JSON: items[i].JSON})
+	}
+	return replies, nil
+}
