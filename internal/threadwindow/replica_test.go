@@ -263,7 +263,7 @@ func TestReplicaDoubtMidClosure(t *testing.T) {
 	w.reply(t, w.plain, heavy, old+11)
 	edits := make([]event.Event, 4950)
 	for i := range edits {
-		edits[i] = w.author.Signed(t, event.KindMessageEdit, eventtest.Channel(w.ch), eventtest.At(old+20+int64(i/10)),
+		edits[i] = unsigned(w.author, event.KindMessageEdit, eventtest.Channel(w.ch), eventtest.At(old+20+int64(i/10)),
 			eventtest.Content("e"), eventtest.Tag("e", heavy.ID), eventtest.Tag("n", itoa(i)))
 	}
 	b := &pgx.Batch{}
