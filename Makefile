@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help run build test fuzz bench bench-1m bench-scale lint
+.PHONY: help run build test fuzz bench bench-1m bench-windows bench-scale lint
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-10s %s\n",$$1,$$2}'
@@ -17,16 +17,19 @@ test: ## the whole suite against a real PostgreSQL, plus a short fuzz run
 fuzz: ## explore each fuzzer for longer (FUZZTIME=2m)
 	@FUZZTIME=$${FUZZTIME:-2m} scripts/test.sh
 
-# The 1M-event search benchmarks load their dataset first (tens of minutes on
-# a 2-core machine): bench leaves them out, bench-1m runs them with a timeout
-# that fits.
-LONG_BENCH := SearchP4|SearchZipf
+# The 1M-event search benchmarks and the thread-window benchmark load their
+# dataset first (tens of minutes on a 2-core machine): bench leaves them out,
+# bench-1m and bench-windows run them with a timeout that fits.
+LONG_BENCH := SearchP4|SearchZipf|ThreadWindow
 
 bench: ## the quick benchmarks (no tests; the 1M-event ones are bench-1m)
 	go test -run='^$$' -bench=. -skip='$(LONG_BENCH)' -benchmem ./...
 
 bench-1m: ## the 1M-event search benchmarks (P4, Zipf), timeout 120m
 	go test -run='^$$' -bench='$(LONG_BENCH)' -benchtime=1x -timeout=120m ./internal/search
+
+bench-windows: ## P7, 50-windows.md §11: thread windows on 1.1M replies (about 15 min)
+	go test -run='^$$' -bench=ThreadWindow -benchtime=1x -timeout=90m ./cmd/windowbench
 
 bench-scale: ## spec 70 checks 20-21: ingest on 1/2/4 processes, fan-out single vs cross-process
 	@scripts/bench-scale.sh 3 --events 20000 --subscribers 1000 --rate 100 --fanout-seconds 10 --fanout-drain 30s
