@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
 // TestLegacyThreadBesideWindows is 50-windows.md check 23: with NIP-CW
@@ -23,12 +19,7 @@ import (
 // restrict the replies.
 func TestLegacyThreadBesideWindows(t *testing.T) {
 	t.Parallel()
-	r := relaytest.Start(t, nil)
-	alice := eventtest.NewKey()
-	w := r.Dial(t, "")
-	w.Auth(alice)
-	ch := uuid.NewString()
-	w.MustPublish(alice.Signed(t, event.KindCreateGroup, eventtest.Tag("h", ch), eventtest.Tag("name", "legacy")))
+	r, alice, w, ch := windowRelay(t, "legacy")
 	base := time.Now().Unix() - 600
 	root := alice.Signed(t, 9, eventtest.Channel(ch), eventtest.At(base))
 	w.MustPublish(root)
@@ -52,14 +43,7 @@ func TestLegacyThreadBesideWindows(t *testing.T) {
 	for i := range replies {
 		want[i] = replies[i].ID
 	}
-	query := func(body string) []event.Event {
-		t.Helper()
-		status, resp := r.HTTP(t, "", http.MethodPost, "/query", &alice, []byte(body))
-		require.Equal(t, http.StatusOK, status, string(resp))
-		var evs []event.Event
-		require.NoError(t, json.Unmarshal(resp, &evs))
-		return evs
-	}
+	query := func(body string) []event.Event { return queryEvents(t, r, alice, body) }
 	walk := func(cursorField, idField string) []string {
 		t.Helper()
 		var got []string

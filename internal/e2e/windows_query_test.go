@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"encoding/json"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
 // TestWindowsKeepTheirEvents is 50-windows.md §3 step 7: the removal of
@@ -21,12 +17,7 @@ import (
 // themselves.
 func TestWindowsKeepTheirEvents(t *testing.T) {
 	t.Parallel()
-	r := relaytest.Start(t, nil)
-	alice := eventtest.NewKey()
-	w := r.Dial(t, "")
-	w.Auth(alice)
-	ch := uuid.NewString()
-	w.MustPublish(alice.Signed(t, event.KindCreateGroup, eventtest.Tag("h", ch), eventtest.Tag("name", "overlap")))
+	r, alice, w, ch := windowRelay(t, "overlap")
 	base := time.Now().Unix() - 60
 	var msgs []event.Event
 	for i := range 3 {
@@ -37,12 +28,8 @@ func TestWindowsKeepTheirEvents(t *testing.T) {
 	window := `{"top_level":true,"#h":["` + ch + `"],"kinds":[9],"limit":2}`
 	plain := `{"#h":["` + ch + `"],"kinds":[9],"limit":2}`
 	body := `[` + window + `,` + window + `,` + plain + `,` + plain + `]`
-	status, resp := r.HTTP(t, "", http.MethodPost, "/query", &alice, []byte(body))
-	require.Equal(t, http.StatusOK, status, string(resp))
-	var evs []event.Event
-	require.NoError(t, json.Unmarshal(resp, &evs))
 	var got []string
-	for _, ev := range evs {
+	for _, ev := range queryEvents(t, r, alice, body) {
 		if ev.Kind == 39006 {
 			got = append(got, "bounds")
 			continue

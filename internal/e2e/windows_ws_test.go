@@ -5,25 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
 // TestWindowFieldsOverWebSocket is 50-windows.md §1: the WebSocket has no
 // window modes. A REQ carrying the NIP-CW fields is served as the plain
-// filter that remains: its rows, live delivery, and never an overlay.
+// filter that remains: its stored rows, never an overlay.
 func TestWindowFieldsOverWebSocket(t *testing.T) {
 	t.Parallel()
-	r := relaytest.Start(t, nil)
-	alice := eventtest.NewKey()
-	w := r.Dial(t, "")
-	w.Auth(alice)
-	ch := uuid.NewString()
-	w.MustPublish(alice.Signed(t, event.KindCreateGroup, eventtest.Tag("h", ch), eventtest.Tag("name", "ws")))
+	_, alice, w, ch := windowRelay(t, "ws")
 	base := time.Now().Unix() - 60
 	root := alice.Signed(t, 9, eventtest.Channel(ch), eventtest.At(base))
 	w.MustPublish(root)
