@@ -58,6 +58,11 @@ var rowKinds = []int{9, 40002, 45001, 45003}
 // OptedIn reports whether a raw /query filter opts in to thread mode: an
 // object whose thread_window key is present and not false (§3 step 3).
 func OptedIn(raw json.RawMessage) bool {
+	// Most filters never name the key: without it, and without an escape
+	// that could spell it, nothing needs decoding.
+	if !bytes.Contains(raw, []byte("thread_window")) && bytes.IndexByte(raw, '\\') < 0 {
+		return false
+	}
 	obj, ok := object(raw)
 	if !ok {
 		return false
@@ -72,16 +77,17 @@ func OptedIn(raw json.RawMessage) bool {
 // answer (a 400 *Error). reqs holds the opted-in filters' requests in
 // order; opted is their number.
 func ParseBatch(raws []json.RawMessage) (reqs []Request, opted int, err error) {
-	for _, raw := range raws {
-		if OptedIn(raw) {
+	in := make([]bool, len(raws))
+	for i, raw := range raws {
+		if in[i] = OptedIn(raw); in[i] {
 			opted++
 		}
 	}
 	if opted > maxWindows {
 		return nil, opted, badRequest(msgTooManyWindows)
 	}
-	for _, raw := range raws {
-		if !OptedIn(raw) {
+	for i, raw := range raws {
+		if !in[i] {
 			continue
 		}
 		r, err := parse(raw)

@@ -234,3 +234,13 @@ func FuzzParseBatch(f *testing.F) {
 		}
 	})
 }
+
+// OptedIn skips decoding filters that cannot name thread_window, but a key
+// spelled with an escape still opts in.
+func TestOptedInEscapedKey(t *testing.T) {
+	t.Parallel()
+	require.True(t, threadwindow.OptedIn(json.RawMessage(`{"thread_window":true}`)))
+	require.True(t, threadwindow.OptedIn(json.RawMessage(`{"thread\u005fwindow":true}`)))
+	require.False(t, threadwindow.OptedIn(json.RawMessage(`{"kinds":[9],"#h":["x"]}`)))
+	require.False(t, threadwindow.OptedIn(json.RawMessage(`{"thread_window":false}`)))
+}
