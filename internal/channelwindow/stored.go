@@ -2,7 +2,6 @@ package channelwindow
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -82,7 +81,8 @@ func (s *stored) channelID() string {
 // as far as the row allows even when it is not, so visibility can still
 // be judged; signatures are not re-verified.
 func (s *stored) event() (event.Event, bool) {
-	tags, tagsOK := decodeTags(s.tags)
+	tags, err := event.DecodeStoredTags(s.tags)
+	tagsOK := err == nil
 	ev := event.Event{
 		ID:        hex.EncodeToString(s.id),
 		PubKey:    hex.EncodeToString(s.pubkey),
@@ -94,37 +94,6 @@ func (s *stored) event() (event.Event, bool) {
 	}
 	ok := tagsOK && len(s.id) == 32 && len(s.pubkey) == 32 && len(s.sig) == 64 && s.kind >= 0 && s.kind <= 65535
 	return ev, ok
-}
-
-// decodeTags decodes stored tags strictly: an array whose every element is
-// an array of strings. null, an object, a null tag or a non-string value
-// fails.
-func decodeTags(b []byte) (event.Tags, bool) {
-	var raw any
-	if json.Unmarshal(b, &raw) != nil {
-		return nil, false
-	}
-	list, ok := raw.([]any)
-	if !ok {
-		return nil, false
-	}
-	tags := make(event.Tags, 0, len(list))
-	for _, t := range list {
-		vals, ok := t.([]any)
-		if !ok {
-			return nil, false
-		}
-		tag := make(event.Tag, 0, len(vals))
-		for _, v := range vals {
-			s, ok := v.(string)
-			if !ok {
-				return nil, false
-			}
-			tag = append(tag, s)
-		}
-		tags = append(tags, tag)
-	}
-	return tags, true
 }
 
 // item is the answer's form of a delivered event.

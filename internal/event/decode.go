@@ -117,3 +117,35 @@ func jsonDetail(err error) string {
 	}
 	return err.Error()
 }
+
+// errStoredTags is DecodeStoredTags's answer for anything but an array of
+// arrays of strings.
+var errStoredTags = errors.New("stored tags are not an array of arrays of strings")
+
+// DecodeStoredTags decodes a stored tags column strictly: an array whose
+// every element is an array of strings. null (outer, a tag or an
+// element), an object or a number fails, where plain unmarshalling into
+// Tags would accept a null element as "". Reads use it to decide whether
+// a stored row can be reconstructed into an event.
+func DecodeStoredTags(b []byte) (Tags, error) {
+	var raw []json.RawMessage
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) || json.Unmarshal(b, &raw) != nil {
+		return nil, errStoredTags
+	}
+	tags := make(Tags, 0, len(raw))
+	for _, t := range raw {
+		var vals []*string
+		if bytes.Equal(bytes.TrimSpace(t), []byte("null")) || json.Unmarshal(t, &vals) != nil {
+			return nil, errStoredTags
+		}
+		tag := make(Tag, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				return nil, errStoredTags
+			}
+			tag[i] = *v
+		}
+		tags = append(tags, tag)
+	}
+	return tags, nil
+}

@@ -3,7 +3,6 @@ package threadwindow
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -67,7 +66,7 @@ func reconstruct(id, pub, sig []byte, at time.Time, kind int64, tags []byte, con
 	case kind < 0 || kind > 65535:
 		return stored{bad: fmt.Sprintf("kind %d", kind)}
 	}
-	ts, err := decodeTags(tags)
+	ts, err := event.DecodeStoredTags(tags)
 	if err != nil {
 		return stored{bad: err.Error()}
 	}
@@ -78,30 +77,4 @@ func reconstruct(id, pub, sig []byte, at time.Time, kind int64, tags []byte, con
 		it.Channel = *channel
 	}
 	return stored{item: it}
-}
-
-// decodeTags decodes stored tags that must be an array of arrays of
-// strings; null anywhere, numbers or objects fail.
-func decodeTags(b []byte) (event.Tags, error) {
-	outer, ok := array(b)
-	if !ok {
-		return nil, errors.New("tags are not an array")
-	}
-	tags := make(event.Tags, 0, len(outer))
-	for _, raw := range outer {
-		inner, ok := array(raw)
-		if !ok {
-			return nil, errors.New("a tag is not an array")
-		}
-		tag := make(event.Tag, 0, len(inner))
-		for _, v := range inner {
-			s, ok := str(v)
-			if !ok {
-				return nil, errors.New("a tag element is not a string")
-			}
-			tag = append(tag, s)
-		}
-		tags = append(tags, tag)
-	}
-	return tags, nil
 }
