@@ -68,26 +68,42 @@ func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertPara
 // EventInsertCounted is EventInsert that also reports how many
 // operator-listener outbox rows the statement wrote.
 func (s *Store) EventInsertCounted(ctx context.Context, q pg.Querier, p EventInsertParams) (EventInsertResult, error) {
+	st, err := insertStatement(p)
+	if err != nil {
+		return EventInsertResult{}, err
+	}
+	return st.scan(q.QueryRow(ctx, st.sql, st.args...))
+}
+
+// eventStatement is one event's insert statement, ready to run alone or
+// queued in a batch.
+type eventStatement struct {
+	sql       string
+	args      []any
+	listeners bool // the statement also counts operator-listener rows
+}
+
+// insertStatement builds the statement of EventInsert for p.
+func insertStatement(p EventInsertParams) (eventStatement, error) {
 	ev := p.Event
 	id, pub, sig, err := decodeIDs(ev)
 	if err != nil {
-		return EventInsertResult{}, err
+		return eventStatement{}, err
 	}
 	var targets [][]byte
 	if len(p.ListenerTargets) > 0 {
 		if targets, err = pubkeyList(p.ListenerTargets); err != nil {
-			return EventInsertResult{}, fmt.Errorf("insert event: listener target: %w", err)
+			return eventStatement{}, fmt.Errorf("insert event: listener target: %w", err)
 		}
 	}
 	tags := []byte("[]")
 	if len(ev.Tags) > 0 {
 		if tags, err = json.Marshal(ev.Tags); err != nil {
-			return EventInsertResult{}, fmt.Errorf("encode tags: %w", err)
+			return eventStatement{}, fmt.Errorf("encode tags: %w", err)
 		}
 	}
 	mentions := Mentions(ev)
 	var (
-		n                             int
 		auditKey, auditAction, detail *string
 		auditActor                    []byte
 		auditObject                   *string
@@ -98,11 +114,23 @@ func (s *Store) EventInsertCounted(ctx context.Context, q pg.Querier, p EventIns
 	}
 	args := []any{p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions,
 		auditKey, auditAction, auditActor, auditObject, detail}
-	var res EventInsertResult
 	if len(targets) == 0 {
-		err = q.QueryRow(ctx, eventInsertSQL, args...).Scan(&n)
+		return eventStatement{sql: eventInsertSQL, args: args}, nil
+	}
+	return eventStatement{sql: eventInsertListenersSQL, args: append(args, targets), listeners: true}, nil
+}
+
+// scan reads the statement's one result row.
+func (st eventStatement) scan(row pgx.Row) (EventInsertResult, error) {
+	var (
+		n   int
+		res EventInsertResult
+		err error
+	)
+	if st.listeners {
+		err = row.Scan(&n, &res.ListenerRows)
 	} else {
-		err = q.QueryRow(ctx, eventInsertListenersSQL, append(args, targets)...).Scan(&n, &res.ListenerRows)
+		err = row.Scan(&n)
 	}
 	if err != nil {
 		return EventInsertResult{}, fmt.Errorf("insert event: %w", pg.MapError(err))

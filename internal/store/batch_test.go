@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+func TestEventInsertBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupPool(t)
+	pool := b.s.Pool()
+	cid := b.community(t)
+	author, mentioned := eventtest.NewKey(), eventtest.NewKey()
+	ch := fixture.Channel(t, pool, cid, author)
+	params := func(ev *event.Event) store.EventInsertParams {
+		obj := ev.ID
+		return store.EventInsertParams{CommunityID: cid, Event: ev, Channel: ch,
+			Audit: &store.OutboxIntent{DedupeKey: "event_created:" + ev.ID, Action: "event_created",
+				Actor: unhex(t, author.PubKey), ObjectID: &obj, Detail: []byte(`{"event_kind":9}`)}}
+	}
+	stored := func(ev *event.Event) (events, mentions, intents int) {
+		id := unhex(t, ev.ID)
+		return count(t, pool, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`, cid, id),
+			count(t, pool, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, cid, id),
+			count(t, pool, `SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND dedupe_key = $2`, cid, "event_created:"+ev.ID)
+	}
+
+	t.Run("EachElementItsOwnOutcome", func(t *testing.T) {
+		old := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 1"))
+		_, err := b.s.EventInsert(ctx, pool, params(&old))
+		require.NoError(t, err)
+		e1 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", mentioned.PubKey), eventtest.Content("batch 2"))
+		e2 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 3"))
+		res, err := b.s.EventInsertBatch(ctx, pool, []store.EventInsertParams{params(&e1), params(&old), params(&e2), params(&e1)})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false, true, false}, []bool{res[0].Inserted, res[1].Inserted, res[2].Inserted, res[3].Inserted},
+			"an event stored before, or earlier in the batch, is not inserted again")
+		ev, men, in := stored(&e1)
+		require.Equal(t, [3]int{1, 1, 1}, [3]int{ev, men, in}, "the row, its mention and its intent")
+		ev, _, in = stored(&e2)
+		require.Equal(t, [2]int{1, 1}, [2]int{ev, in})
+	})
+
+	t.Run("OneFailureStoresNothing", func(t *testing.T) {
+		good := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", mentioned.PubKey), eventtest.Content("batch 4"))
+		bad := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 5"))
+		bp := params(&bad)
+		bp.CommunityID = "00000000-0000-0000-0000-000000000000" // no such community: a foreign-key violation
+		_, err := b.s.EventInsertBatch(ctx, pool, []store.EventInsertParams{params(&good), bp})
+		require.Error(t, err)
+		ev, men, in := stored(&good)
+		require.Equal(t, [3]int{0, 0, 0}, [3]int{ev, men, in}, "the batch is one transaction")
+	})
+
+	t.Run("CommitTimeRefusalStoresNothing", func(t *testing.T) {
+		conn, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		_, err = conn.Exec(ctx, `SET buzz.created_at_floor = '960'`)
+		require.NoError(t, err)
+		defer conn.Exec(ctx, `RESET buzz.created_at_floor`) //nolint:errcheck // the connection is dropped with the pool
+		good := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 6"))
+		late := author.Signed(t, 9, eventtest.Channel(ch), eventtest.At(time.Now().Add(-time.Hour).Unix()), eventtest.Content("batch 7"))
+		_, err = b.s.EventInsertBatch(ctx, conn, []store.EventInsertParams{params(&good), params(&late)})
+		require.True(t, pg.IsCreatedAtFloor(err), "the deferred floor fires at the batch's commit: %v", err)
+		ev, _, in := stored(&good)
+		require.Equal(t, [2]int{0, 0}, [2]int{ev, in})
+	})
+}
