@@ -160,6 +160,9 @@ type writer struct {
 	p   *Pipeline
 	req *Request
 	q   pg.Querier
+	// group, when set, is where a oneStatement change's insert goes: the
+	// group commit, instead of its own statement on q.
+	group *groupCommit
 }
 
 func (w writer) store() *store.Store { return w.p.cfg.Store }
@@ -176,7 +179,15 @@ func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) e
 	if store.IsMentionKind(ev.Kind) { // the kind test first: other kinds pay nothing (spec 60 §6)
 		p.ListenerTargets = store.MentionTargets(ev)
 	}
-	res, err := w.store().EventInsertCounted(ctx, w.q, p)
+	var (
+		res store.EventInsertResult
+		err error
+	)
+	if w.group != nil {
+		res, err = w.group.insert(p)
+	} else {
+		res, err = w.store().EventInsertCounted(ctx, w.q, p)
+	}
 	if err != nil {
 		return fmt.Errorf("store event: %w", err)
 	}
@@ -199,7 +210,9 @@ func (p *Pipeline) commit(ctx context.Context, req *Request, reg *registration, 
 	w := writer{p: p, req: req, q: p.cfg.Pool}
 	if _, ok := c.(oneStatement); ok {
 		// The hot path: the event row, its mentions and its audit intent
-		// are one statement, so it commits atomically in one round trip.
+		// are one statement, so it commits atomically; the group commit
+		// sends it with the other connections' (groupcommit.go).
+		w.group = p.group
 		out, err := c.apply(ctx, w)
 		return out, during("apply", reg.name, err)
 	}

@@ -55,12 +55,17 @@ type Config struct {
 	// AuditWakeFunc, when set, is called after each commit that wrote
 	// intents: the local chainer's Wake. It must not block.
 	AuditWakeFunc func()
+	// GroupCommitMax is the most one-statement inserts committed together
+	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
+	// alone.
+	GroupCommitMax int
 }
 
 // Pipeline is the transport-neutral EVENT pipeline. It is safe for concurrent use.
 type Pipeline struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	group *groupCommit // nil when GroupCommitMax is 1
 }
 
 // New returns a Pipeline.
@@ -78,7 +83,14 @@ func New(cfg Config) *Pipeline {
 		key := cfg.RelayKey
 		cfg.SignFunc = func(ev *event.Event) error { return ev.Sign(key) }
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
+	if cfg.GroupCommitMax == 0 {
+		cfg.GroupCommitMax = DefaultGroupCommitMax
+	}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
+	if cfg.GroupCommitMax > 1 {
+		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax}
+	}
+	return p
 }
 
 // outOfScopeEphemeral are kinds of the ephemeral range that the product

@@ -69,6 +69,13 @@ type Metrics struct {
 	// FanoutRecipients is buzz_fanout_recipients (histogram): subscriptions
 	// an event was sent to.
 	FanoutRecipients prometheus.Histogram
+	// GroupCommitEvents is buzz_ingest_group_commit_events (histogram): the
+	// events of each group commit (spec 80 P1; an extension of 10 §11.2).
+	GroupCommitEvents prometheus.Histogram
+	// GroupCommitRetries is buzz_ingest_group_commit_retries_total
+	// (counter): group commits that failed and whose events were retried
+	// one by one.
+	GroupCommitRetries prometheus.Counter
 	// PostCommitDispatchErrors is buzz_post_commit_dispatch_errors_total
 	// (counter): dispatch failures after commit.
 	PostCommitDispatchErrors prometheus.Counter
@@ -175,6 +182,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Subscriptions an event was sent to.",
 			Buckets: FanoutBuckets,
 		}),
+		GroupCommitEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "buzz_ingest_group_commit_events",
+			Help:    "Events per group commit of one-statement inserts.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
+		GroupCommitRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ingest_group_commit_retries_total",
+			Help: "Group commits that failed and were retried event by event.",
+		}),
 		PostCommitDispatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_post_commit_dispatch_errors_total",
 			Help: "Dispatch failures after commit.",
@@ -241,6 +257,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.PostCommitDispatchErrors,
+		m.GroupCommitEvents, m.GroupCommitRetries,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
 		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.CountFallbackRejections,
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,

@@ -29,6 +29,8 @@ var specNames = map[string]dto.MetricType{
 	"buzz_event_processing_seconds":               dto.MetricType_HISTOGRAM,
 	"buzz_fanout_recipients":                      dto.MetricType_HISTOGRAM,
 	"buzz_post_commit_dispatch_errors_total":      dto.MetricType_COUNTER,
+	"buzz_ingest_group_commit_events":             dto.MetricType_HISTOGRAM,
+	"buzz_ingest_group_commit_retries_total":      dto.MetricType_COUNTER,
 	"buzz_auth_attempts_total":                    dto.MetricType_COUNTER,
 	"buzz_auth_failures_total":                    dto.MetricType_COUNTER,
 	"buzz_membership_cache_hits_total":            dto.MetricType_COUNTER,
@@ -139,7 +141,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, and the group commit of 80 P1")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

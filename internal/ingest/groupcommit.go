@@ -1,0 +1,139 @@
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// Group commit (spec 80 P1). The one-statement changes of every connection
+// (plain kinds, top-level channel messages, edits, votes: whatever a family
+// answers with a plainChange) are not committed one by one: a submitter
+// queues its event's insert and waits; a flusher takes everything queued,
+// up to DefaultGroupCommitMax events, and stores it with
+// store.EventInsertBatch, one round trip and one commit for all of them.
+// Each event keeps its own outcome (inserted or duplicate: from ON CONFLICT,
+// its own listener rows) and its own answer, given only after the commit.
+//
+// There is no timer: a batch is whatever queued while the previous batches
+// were on their way, so an idle relay commits a lone event at once and a
+// busy one commits in groups as large as its load. At most groupFlushers
+// batches are in flight; the flushers are goroutines that exist only while
+// the queue is not empty.
+//
+// When a batch fails, nothing of it is assumed stored and every element is
+// retried alone, as if there were no grouping: one bad event (a refused
+// created_at floor, a constraint) gets its own error and never fails the
+// others, and an element whose batch did commit before the failure was
+// reported is answered duplicate: by its retry.
+
+// DefaultGroupCommitMax is the most events one group commit holds.
+const DefaultGroupCommitMax = 128
+
+// groupFlushers is the most batches in flight at once: one can wait for
+// its commit's WAL flush while the next is sent.
+const groupFlushers = 2
+
+// groupTimeout bounds one batch; its elements' own contexts do not, so one
+// closed connection cannot abort the others' commit.
+const groupTimeout = 30 * time.Second
+
+// groupCommit queues one-statement inserts and commits them in batches.
+type groupCommit struct {
+	p   *Pipeline
+	max int
+
+	mu       sync.Mutex
+	queue    []*groupItem
+	flushers int
+}
+
+// groupItem is one queued insert and, once done is closed, its result.
+type groupItem struct {
+	params store.EventInsertParams
+	res    store.EventInsertResult
+	err    error
+	done   chan struct{}
+}
+
+// insert stores p through the next batch and returns its own result.
+func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult, error) {
+	it := &groupItem{params: p, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, it)
+	start := g.flushers < groupFlushers
+	if start {
+		g.flushers++
+	}
+	g.mu.Unlock()
+	if start {
+		go g.flush()
+	}
+	// The answer waits for the commit even when the submitter's connection
+	// has gone: the event may already be in a batch on its way.
+	<-it.done
+	return it.res, it.err
+}
+
+// flush commits batches until the queue is empty.
+func (g *groupCommit) flush() {
+	for {
+		g.mu.Lock()
+		n := min(len(g.queue), g.max)
+		if n == 0 {
+			g.flushers--
+			g.mu.Unlock()
+			return
+		}
+		batch := make([]*groupItem, n)
+		copy(batch, g.queue)
+		g.queue = append(g.queue[:0], g.queue[n:]...)
+		g.mu.Unlock()
+		g.commit(batch)
+	}
+}
+
+// commit stores one batch, or each of its elements alone when the batch
+// failed, and wakes their submitters.
+func (g *groupCommit) commit(batch []*groupItem) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	st := g.p.cfg.Store
+	q := g.p.cfg.Pool
+	m := g.p.cfg.Metrics
+	m.GroupCommitEvents.Observe(float64(len(batch)))
+	if len(batch) > 1 {
+		// One order for every batch, the primary key's: two batches that
+		// hold the same events (copies in flight) wait for each other
+		// instead of deadlocking.
+		slices.SortFunc(batch, func(a, b *groupItem) int {
+			x, y := a.params, b.params
+			return cmp.Or(strings.Compare(x.CommunityID, y.CommunityID),
+				cmp.Compare(x.Event.CreatedAt, y.Event.CreatedAt), strings.Compare(x.Event.ID, y.Event.ID))
+		})
+		ps := make([]store.EventInsertParams, len(batch))
+		for i, it := range batch {
+			ps[i] = it.params
+		}
+		res, err := st.EventInsertBatch(ctx, q, ps)
+		if err == nil {
+			for i, it := range batch {
+				it.res = res[i]
+				close(it.done)
+			}
+			return
+		}
+		m.GroupCommitRetries.Inc()
+		g.p.log.Debug("group commit failed; retrying its events one by one",
+			"events", len(batch), "err", err.Error())
+	}
+	for _, it := range batch {
+		it.res, it.err = st.EventInsertCounted(ctx, q, it.params)
+		close(it.done)
+	}
+}
