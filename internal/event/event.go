@@ -120,27 +120,12 @@ func (e *Event) CheckID() (computed string, ok bool) {
 // VerifySignature reports whether e.Sig is a valid BIP-340 signature of e.ID
 // by e.PubKey. It does not recompute the id; call CheckID first.
 func (e *Event) VerifySignature() bool {
-	pk, err := hex.DecodeString(e.PubKey)
-	if err != nil || len(pk) != 32 {
+	var pk, id [32]byte
+	var sig [64]byte
+	if !decodeHexInto(pk[:], e.PubKey) || !decodeHexInto(sig[:], e.Sig) || !decodeHexInto(id[:], e.ID) {
 		return false
 	}
-	sig, err := hex.DecodeString(e.Sig)
-	if err != nil || len(sig) != 64 {
-		return false
-	}
-	id, err := hex.DecodeString(e.ID)
-	if err != nil || len(id) != 32 {
-		return false
-	}
-	pub, err := schnorr.ParsePubKey(pk)
-	if err != nil {
-		return false
-	}
-	s, err := schnorr.ParseSignature(sig)
-	if err != nil {
-		return false
-	}
-	return s.Verify(id, pub)
+	return verifySchnorr(&pk, &id, &sig)
 }
 
 // Sign fills PubKey, ID and Sig using the 32-byte secret key sk.

@@ -1,0 +1,62 @@
+package event
+
+import "github.com/btcsuite/btcd/btcec/v2/schnorr"
+
+// Signature verification has two implementations behind one function,
+// verifySchnorr, chosen when the package is built:
+//
+//   - verify_cgo.go (cgo on, tag purego_secp256k1 absent) calls
+//     libsecp256k1 (Debian libsecp256k1-dev) through cgo, several times
+//     faster per verification than the pure-Go code;
+//   - verify_purego.go (CGO_ENABLED=0, or -tags purego_secp256k1) uses
+//     btcec's schnorr package, pure Go.
+//
+// SignatureVerifier names the one that was built. Both take the decoded
+// x-only public key, the 32-byte event id (the BIP-340 message) and the
+// 64-byte signature, and report whether the signature is valid.
+//
+// The tag purego_secp256k1 is for a machine with cgo but without the
+// library's headers, and for comparing the two.
+
+// verifyBtcec is the pure-Go BIP-340 verification. It is the verifier of
+// the pure-Go build and the reference the cgo build is checked against.
+func verifyBtcec(pk *[32]byte, msg *[32]byte, sig *[64]byte) bool {
+	pub, err := schnorr.ParsePubKey(pk[:])
+	if err != nil {
+		return false
+	}
+	s, err := schnorr.ParseSignature(sig[:])
+	if err != nil {
+		return false
+	}
+	return s.Verify(msg[:], pub)
+}
+
+// decodeHexInto decodes s, hex of either case, into dst. It reports false
+// unless s is exactly 2*len(dst) hex digits. It does not allocate.
+func decodeHexInto(dst []byte, s string) bool {
+	if len(s) != 2*len(dst) {
+		return false
+	}
+	for i := range dst {
+		hi, ok1 := fromHexDigit(s[2*i])
+		lo, ok2 := fromHexDigit(s[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func fromHexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
