@@ -4,6 +4,7 @@
 # BUZZ_DATA_DIR (default ./buzz-data).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/ensure-secp256k1.sh
 scripts/ensure-postgres.sh
 mkdir -p bin
 go build -o bin/buzz-relay ./cmd/buzz-relay

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 ours() { ls -1 /tmp | grep '^buzz-' | sort || true; }
 tmp_before=$(ours)
 
+scripts/ensure-secp256k1.sh
 scripts/lint.sh
 scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
