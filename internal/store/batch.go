@@ -2,47 +2,169 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// EventInsertBatch runs EventInsert for every element of ps in one round
-// trip and one transaction: the statements are sent as one pipeline that
-// PostgreSQL runs as an implicit transaction, so they commit together, with
-// one commit record, or none of them does. results[i] is ps[i]'s. An event
-// already stored, or repeated in ps, reports Inserted false, as alone.
+// EventInsertBatch is EventInsert for every element of ps as one
+// statement: the event rows, their event_mentions rows, their audit
+// intents and their operator-listener outbox rows are written by one
+// multi-row INSERT per table, so they commit together, with one commit
+// record, or none of them does. results[i] is ps[i]'s: Inserted is false
+// for an event already stored or repeated earlier in ps, and then nothing
+// of that element is written, as alone.
 //
-// On error nothing can be assumed about any element: the caller retries
-// each alone, where ON CONFLICT turns one that did commit (a lost answer
-// to COMMIT) into a duplicate. q must not be inside a transaction that
-// outlives the call when the caller needs that guarantee; on a pool it is
-// the batch's own.
+// On error nothing of ps is stored, unless the error is the lost answer to
+// a commit that did happen: the caller retries each element alone, where
+// ON CONFLICT answers one that did commit as not inserted.
 func (s *Store) EventInsertBatch(ctx context.Context, q pg.Querier, ps []EventInsertParams) ([]EventInsertResult, error) {
-	sts := make([]eventStatement, len(ps))
-	b := &pgx.Batch{}
+	var b batchArgs
+	key := func(p EventInsertParams) string { return p.CommunityID + p.Event.ID }
+	first := make(map[string]int, len(ps))
 	for i, p := range ps {
-		st, err := insertStatement(p)
-		if err != nil {
+		if _, dup := first[key(p)]; dup {
+			continue // a copy of an earlier element: not inserted
+		}
+		first[key(p)] = i
+		if err := b.add(p); err != nil {
 			return nil, fmt.Errorf("batch element %d: %w", i, err)
 		}
-		sts[i] = st
-		b.Queue(st.sql, st.args...)
 	}
-	br := q.SendBatch(ctx, b)
+	rows, err := q.Query(ctx, eventBatchSQL, b.values()...)
+	if err != nil {
+		return nil, fmt.Errorf("insert batch: %w", pg.MapError(err))
+	}
+	defer rows.Close()
 	out := make([]EventInsertResult, len(ps))
-	for i, st := range sts {
-		res, err := st.scan(br.QueryRow())
-		if err != nil {
-			br.Close()
-			return nil, fmt.Errorf("batch element %d: %w", i, err)
+	for rows.Next() {
+		var (
+			cid       string
+			id        []byte
+			listeners int64
+		)
+		if err := rows.Scan(&cid, &id, &listeners); err != nil {
+			return nil, fmt.Errorf("insert batch: %w", err)
 		}
-		out[i] = res
+		i, ok := first[cid+hex.EncodeToString(id)]
+		if !ok {
+			return nil, fmt.Errorf("insert batch: returned an event it was not given")
+		}
+		out[i] = EventInsertResult{Inserted: true, ListenerRows: listeners}
 	}
-	if err := br.Close(); err != nil { // the implicit COMMIT, and its deferred triggers
-		return nil, fmt.Errorf("commit batch: %w", pg.MapError(err))
+	if err := rows.Err(); err != nil { // the statement's own failures and its commit's (deferred triggers)
+		return nil, fmt.Errorf("insert batch: %w", pg.MapError(err))
 	}
 	return out, nil
 }
+
+// batchArgs are the column arrays of eventBatchSQL: one element per event
+// for the event columns and the audit intent, one per row for mentions and
+// listener targets.
+type batchArgs struct {
+	community, channel, dTag           []*string
+	id, pubkey, sig                    [][]byte
+	createdAt                          []int64
+	kind                               []int32
+	tags, content                      []string
+	auditKey, auditAction, auditObject []*string
+	auditActor                         [][]byte
+	auditDetail                        []*string
+	mCommunity                         []string
+	mID                                [][]byte
+	mPubkey                            []string
+	lCommunity                         []string
+	lID, lTarget                       [][]byte
+}
+
+func (b *batchArgs) add(p EventInsertParams) error {
+	ev := p.Event
+	id, pub, sig, err := decodeIDs(ev)
+	if err != nil {
+		return err
+	}
+	var targets [][]byte
+	if len(p.ListenerTargets) > 0 {
+		if targets, err = pubkeyList(p.ListenerTargets); err != nil {
+			return fmt.Errorf("insert event: listener target: %w", err)
+		}
+	}
+	tags := "[]"
+	if len(ev.Tags) > 0 {
+		raw, err := json.Marshal(ev.Tags)
+		if err != nil {
+			return fmt.Errorf("encode tags: %w", err)
+		}
+		tags = string(raw)
+	}
+	cid := p.CommunityID
+	b.community = append(b.community, &cid)
+	b.id, b.pubkey, b.sig = append(b.id, id), append(b.pubkey, pub), append(b.sig, sig)
+	b.createdAt, b.kind = append(b.createdAt, ev.CreatedAt), append(b.kind, int32(ev.Kind))
+	b.tags, b.content = append(b.tags, tags), append(b.content, ev.Content)
+	b.channel, b.dTag = append(b.channel, nullUUID(p.Channel)), append(b.dTag, p.DTag)
+	if a := p.Audit; a != nil {
+		d := string(a.Detail)
+		b.auditKey, b.auditAction = append(b.auditKey, &a.DedupeKey), append(b.auditAction, &a.Action)
+		b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, a.Actor), append(b.auditObject, a.ObjectID), append(b.auditDetail, &d)
+	} else {
+		b.auditKey, b.auditAction = append(b.auditKey, nil), append(b.auditAction, nil)
+		b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, nil), append(b.auditObject, nil), append(b.auditDetail, nil)
+	}
+	for _, m := range Mentions(ev) {
+		b.mCommunity, b.mID, b.mPubkey = append(b.mCommunity, cid), append(b.mID, id), append(b.mPubkey, m)
+	}
+	for _, tg := range targets {
+		b.lCommunity, b.lID, b.lTarget = append(b.lCommunity, cid), append(b.lID, id), append(b.lTarget, tg)
+	}
+	return nil
+}
+
+func (b *batchArgs) values() []any {
+	return []any{b.community, b.id, b.pubkey, b.createdAt, b.kind, b.tags, b.content, b.sig, b.channel, b.dTag,
+		b.auditKey, b.auditAction, b.auditActor, b.auditObject, b.auditDetail,
+		b.mCommunity, b.mID, b.mPubkey, b.lCommunity, b.lID, b.lTarget}
+}
+
+// eventBatchSQL is EventInsert's statement for many events: each CTE
+// writes its table's rows for the events ins created (an event already
+// stored creates nothing, as alone), and the result is one row per created
+// event with its listener rows.
+const eventBatchSQL = `
+		WITH v AS (
+			SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[],
+				$8::bytea[], $9::uuid[], $10::text[], $11::text[], $12::text[], $13::bytea[], $14::text[], $15::text[])
+				AS v(community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag,
+				     audit_key, audit_action, audit_actor, audit_object, audit_detail)
+		), ins AS (
+			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
+			SELECT community_id, id, pubkey, to_timestamp(created_at), kind, tags::jsonb, content, sig, channel_id, d_tag FROM v
+			ON CONFLICT DO NOTHING
+			RETURNING community_id, id
+		), m AS (
+			INSERT INTO event_mentions (community_id, pubkey_hex, event_id, event_created_at, channel_id, event_kind)
+			SELECT v.community_id, mm.pubkey, v.id, to_timestamp(v.created_at), v.channel_id, v.kind
+			FROM unnest($16::uuid[], $17::bytea[], $18::text[]) AS mm(community_id, id, pubkey)
+			JOIN ins USING (community_id, id) JOIN v USING (community_id, id)
+			ON CONFLICT DO NOTHING
+		), a AS (
+			INSERT INTO audit_outbox (community_id, dedupe_key, action, actor_pubkey, object_id, detail)
+			SELECT v.community_id, v.audit_key, v.audit_action, v.audit_actor, v.audit_object, v.audit_detail::jsonb
+			FROM v JOIN ins USING (community_id, id)
+			WHERE v.audit_key IS NOT NULL
+			ON CONFLICT (community_id, dedupe_key) DO NOTHING
+		), l AS (
+			INSERT INTO operator_listener_outbox
+			  (listener_pubkey, target_pubkey, community_id, event_id, event_kind, event_created_at)
+			SELECT r.listener_pubkey, r.target_pubkey, v.community_id, v.id, v.kind, to_timestamp(v.created_at)
+			FROM unnest($19::uuid[], $20::bytea[], $21::bytea[]) AS lt(community_id, id, target)
+			JOIN ins USING (community_id, id) JOIN v USING (community_id, id)
+			JOIN operator_listener_pubkeys r ON r.target_pubkey = lt.target
+			ON CONFLICT DO NOTHING
+			RETURNING community_id, event_id
+		)
+		SELECT ins.community_id::text, ins.id,
+			(SELECT count(*) FROM l WHERE l.community_id = ins.community_id AND l.event_id = ins.id)
+		FROM ins`

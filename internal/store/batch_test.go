@@ -51,6 +51,45 @@ func TestEventInsertBatch(t *testing.T) {
 		require.Equal(t, [2]int{1, 1}, [2]int{ev, in})
 	})
 
+	t.Run("SameAsAlone", func(t *testing.T) {
+		// Listener rows per element, two communities, an addressable d, an
+		// element without intent: each element stores what EventInsert
+		// would have stored for it alone.
+		other := b.community(t)
+		l1, l2, target, plain := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
+		for _, l := range []eventtest.Key{l1, l2} {
+			_, err := pool.Exec(ctx, `INSERT INTO operator_listener_pubkeys (listener_pubkey, target_pubkey) VALUES ($1, $2)`,
+				unhex(t, l.PubKey), unhex(t, target.PubKey))
+			require.NoError(t, err)
+		}
+		both := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", target.PubKey), eventtest.Tag("p", plain.PubKey),
+			eventtest.Content("batch 8"))
+		none := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", plain.PubKey), eventtest.Content("batch 9"))
+		d := "slug"
+		addr := author.Signed(t, 30023, eventtest.Tag("d", d), eventtest.Content("batch 10"))
+		pb, pn := params(&both), params(&none)
+		pb.ListenerTargets, pn.ListenerTargets = []string{target.PubKey}, []string{plain.PubKey}
+		elsewhere := store.EventInsertParams{CommunityID: other, Event: &both, ListenerTargets: []string{target.PubKey}}
+		res, err := b.s.EventInsertBatch(ctx, pool, []store.EventInsertParams{pb, pn, elsewhere,
+			{CommunityID: cid, Event: &addr, DTag: &d}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{{Inserted: true, ListenerRows: 2}, {Inserted: true}, {Inserted: true, ListenerRows: 2},
+			{Inserted: true}}, res)
+		require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, cid, unhex(t, both.ID)))
+		require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, other, unhex(t, both.ID)))
+		require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2
+			AND target_pubkey = $3 AND event_kind = 9`, other, unhex(t, both.ID), unhex(t, target.PubKey)))
+		require.Zero(t, count(t, pool, `SELECT count(*) FROM audit_outbox WHERE community_id = $1`, other), "no intent given, none written")
+		require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2 AND d_tag = 'slug'
+			AND channel_id IS NULL AND kind = 30023`, cid, unhex(t, addr.ID)))
+		var tags, content string
+		var created int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT tags::text, content, extract(epoch FROM created_at)::bigint FROM events
+			WHERE community_id = $1 AND id = $2`, cid, unhex(t, both.ID)).Scan(&tags, &content, &created))
+		require.Equal(t, [3]any{`[["h", "` + ch + `"], ["p", "` + target.PubKey + `"], ["p", "` + plain.PubKey + `"]]`, "batch 8", both.CreatedAt},
+			[3]any{tags, content, created})
+	})
+
 	t.Run("OneFailureStoresNothing", func(t *testing.T) {
 		good := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", mentioned.PubKey), eventtest.Content("batch 4"))
 		bad := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 5"))
