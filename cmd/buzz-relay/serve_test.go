@@ -264,6 +264,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"AutoMigrateNotBoolean", "BUZZ_AUTO_MIGRATE", "maybe"},
 		{"RelayPrivateKeyNotHex", "BUZZ_RELAY_PRIVATE_KEY", "xyz"},
 		{"RelayURLNotWebSocket", "RELAY_URL", "http://x"},
+		{"SearchRankWindowTooSmall", "BUZZ_SEARCH_RANK_WINDOW", "99"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,7 @@ type testBundle struct {
 	tr        *tracer
 	s         *Searcher
 	community string
+	other     string // a second community, made on first use
 }
 
 // setup gives a test its own migrated database, a traced pool and a community.

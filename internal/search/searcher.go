@@ -32,12 +32,19 @@ type Config struct {
 	StatementTimeout time.Duration
 	// MaxConcurrent caps the search statements running at once. Default:
 	// the machine's CPU count, at most half the pool's connections, at
-	// least one. A search statement is CPU-bound (a word in most rows ranks
-	// every one of them), so a burst of expensive searches then neither
-	// takes the connections nor all the cores that the relay's other reads
-	// and writes need. A search waits for a slot under its caller's context
-	// (the WebSocket REQ deadline).
+	// least one. A search statement is CPU-bound (it ranks up to RankWindow
+	// matches, and a one-letter prefix still probes much of the index), so
+	// a burst of expensive searches then neither takes the connections nor
+	// all the cores that the relay's other reads and writes need. A search
+	// waits for a slot under its caller's context (the WebSocket REQ
+	// deadline).
 	MaxConcurrent int
+	// RankWindow is how many matches a statement ranks: the newest
+	// RankWindow matches of the query's predicates (spec 20 §3.4). 0 means
+	// the process default (BUZZ_SEARCH_RANK_WINDOW through Configure, else
+	// DefaultRankWindow); other values are clamped to
+	// MinRankWindow..MaxRankWindow.
+	RankWindow int
 }
 
 // Searcher runs search statements. It is safe for concurrent use.
@@ -60,6 +67,7 @@ func New(cfg Config) *Searcher {
 		}
 		cfg.MaxConcurrent = max(1, cfg.MaxConcurrent)
 	}
+	cfg.RankWindow = clampRankWindow(cfg.RankWindow)
 	return &Searcher{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent),
 		begin: fmt.Sprintf("BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL statement_timeout = %d",
 			cfg.StatementTimeout.Milliseconds())}
@@ -85,7 +93,12 @@ type Result struct {
 	Page int64
 }
 
-// Search runs one page of q. Empty text (after NormalizeText) returns no
+// RankWindow returns the number of matches each statement ranks.
+func (s *Searcher) RankWindow() int { return s.cfg.RankWindow }
+
+// Search runs one page of q: the page of the newest RankWindow matches,
+// ordered by rank, then newest, then id; a page past the window is empty
+// and older matches are reached with Until. Empty text (after NormalizeText) returns no
 // hits and issues no SQL; the clamped page is reported either way. The
 // statement runs in a read-only transaction with custom plans and the
 // statement timeout. Database failures are "database error: {cause}".
@@ -111,7 +124,7 @@ func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context
 	if text == "" {
 		return res, nil
 	}
-	st := build(&q, text, page, perPage)
+	st := build(&q, text, page, perPage, s.cfg.RankWindow)
 	hits, err := run(ctx, st)
 	if err != nil {
 		var lenErr *columnLengthError
@@ -357,7 +370,7 @@ func (s *Searcher) Explain(ctx context.Context, q Query) (string, error) {
 	if q.Community == "" || text == "" {
 		return "", ErrNoCommunity
 	}
-	st := build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage))
+	st := build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage), s.cfg.RankWindow)
 	var out []string
 	err := pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {

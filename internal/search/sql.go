@@ -29,9 +29,16 @@ type statement struct {
 }
 
 // build returns the statement of a normalised query (spec 20 §3.4). text is
-// already normalised and non-empty; page and perPage already clamped.
-// community_id = $1 is always the first predicate.
-func build(q *Query, text string, page, perPage int64) statement {
+// already normalised and non-empty; page and perPage already clamped;
+// window is the rank window. community_id = $1 is always the first
+// predicate.
+//
+// The inner query takes the newest window matches under every predicate
+// (community, deleted, scope, kinds, authors, since, until) and computes no
+// rank; its LIMIT is a barrier the planner cannot flatten, so ts_rank_cd
+// runs on at most window rows, however common the word. The outer query
+// orders that window and cuts the page from it.
+func build(q *Query, text string, page, perPage int64, window int) statement {
 	st := statement{args: []any{q.Community, text}}
 	arg := func(v any) string {
 		st.args = append(st.args, v)
@@ -44,7 +51,8 @@ func build(q *Query, text string, page, perPage int64) statement {
 	var b strings.Builder
 	b.WriteString(`SELECT id, kind, pubkey, channel_id::text,
        EXTRACT(EPOCH FROM created_at)::bigint AS created_at_s,
-       ts_rank_cd(search_tsv, search_query.query) AS rank
+       ts_rank_cd(search_tsv, query) AS rank
+FROM (SELECT id, kind, pubkey, channel_id, created_at, search_tsv, search_query.query
 FROM events CROSS JOIN LATERAL (SELECT `)
 	b.WriteString(tsq)
 	b.WriteString(` AS query) AS search_query
@@ -66,6 +74,7 @@ WHERE community_id = $1
 	if q.Until != nil {
 		b.WriteString("\n  AND created_at <= " + arg(time.Unix(*q.Until, 0).UTC()))
 	}
+	b.WriteString("\nORDER BY created_at DESC, id\nLIMIT " + arg(int64(window)) + ") AS candidates")
 	b.WriteString("\nORDER BY ")
 	if exactPriority(q, text) {
 		b.WriteString("search_tsv @@ websearch_to_tsquery('simple', $2) DESC, ")
