@@ -142,7 +142,15 @@ type summaryLine struct {
 	Ingest      map[string]float64 `json:"events_per_sec,omitempty"`
 	ReqQPS      map[string]float64 `json:"req_qps,omitempty"`
 	Fanout      *fanoutSummary     `json:"fanout,omitempty"`
+	Idle        *idleSummary       `json:"idle,omitempty"`
 	Truncated   bool               `json:"truncated,omitempty"`
+}
+
+// idleSummary is the idle phase's headline in the summary line.
+type idleSummary struct {
+	Connected int     `json:"connected"`
+	RSSMiB    float64 `json:"rss_after_mib,omitempty"`
+	PerConn   float64 `json:"kib_per_conn,omitempty"`
 }
 
 // fanoutSummary is the fanout phase's headline in the summary line.
@@ -155,7 +163,7 @@ type fanoutSummary struct {
 // needsFleet reports whether a phase uses the ingest sockets and workload.
 func needsFleet(phases []string) bool {
 	for _, p := range phases {
-		if p != "fanout" {
+		if p != "fanout" && p != "idle" {
 			return true
 		}
 	}
@@ -164,7 +172,7 @@ func needsFleet(phases []string) bool {
 
 // bench runs the phases in order. The ingest sockets and their workload
 // are set up (and reported in the setup line) only when an ingest or REQ
-// phase runs; the fanout phase brings its own sockets and channel.
+// phase runs; the fanout and idle phases bring their own sockets.
 func bench(ctx context.Context, cfg config, out io.Writer) error {
 	start := time.Now()
 	sum := summaryLine{Phase: "summary", Kind: event.KindStreamMessage, Ingest: map[string]float64{}, ReqQPS: map[string]float64{}}
@@ -197,8 +205,12 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 			if eIDs == nil {
 				eIDs = referencedIDs(run.sets)
 			}
+			t := cfg.targets
+			if t == nil {
+				t = &reqTargets{Kind: run.wl.kind, Authors: run.wl.pubkeys, E: eIDs, P: run.wl.pubkeys}
+			}
 			for _, shape := range []string{"kinds", "authors", "#e", "#p"} {
-				line := runReq(ctx, cfg, run.f, shape, filterFor(shape, run.wl, eIDs))
+				line := runReq(ctx, cfg, run.f, shape, filterFor(shape, t))
 				sum.ReqQPS[shape] = line.QPS
 				writeLine(out, line)
 			}
@@ -208,6 +220,14 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 				return err
 			}
 			sum.Fanout = &fanoutSummary{P50: line.P50, P99: line.P99, Missing: line.Missing}
+			sum.Truncated = sum.Truncated || line.Truncated
+			writeLine(out, line)
+		case "idle":
+			line, err := runIdle(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			sum.Idle = &idleSummary{Connected: line.Connected, RSSMiB: line.RSSAfterMiB, PerConn: line.PerConn}
 			sum.Truncated = sum.Truncated || line.Truncated
 			writeLine(out, line)
 		}
@@ -403,24 +423,25 @@ func referencedIDs(sets map[string][]job) []string {
 // reqLimit is the limit of every REQ shape (spec 80 P3).
 const reqLimit = 50
 
-// filterFor returns a generator of the shape's filters. Every shape names
-// the workload's kind, so the relay's p-gate lets it through.
-func filterFor(shape string, wl *workload, eIDs []string) func(rng *rand.Rand) event.Filter {
+// filterFor returns a generator of the shape's filters, drawing values from
+// t. Every shape names t's kind, so the relay's p-gate lets it through.
+func filterFor(shape string, t *reqTargets) func(rng *rand.Rand) event.Filter {
 	limit := reqLimit
-	base := func() event.Filter { return event.Filter{Kinds: []int{wl.kind}, Limit: &limit} }
+	pick := func(rng *rand.Rand, vs []string) string {
+		if len(vs) == 0 {
+			return strings.Repeat("0", 64) // matches nothing
+		}
+		return vs[rng.IntN(len(vs))]
+	}
 	return func(rng *rand.Rand) event.Filter {
-		f := base()
+		f := event.Filter{Kinds: []int{t.Kind}, Limit: &limit}
 		switch shape {
 		case "authors":
-			f.Authors = []string{wl.pubkeys[rng.IntN(len(wl.pubkeys))]}
+			f.Authors = []string{pick(rng, t.Authors)}
 		case "#e":
-			id := strings.Repeat("0", 64)
-			if len(eIDs) > 0 {
-				id = eIDs[rng.IntN(len(eIDs))]
-			}
-			f.Tags = map[string][]string{"e": {id}}
+			f.Tags = map[string][]string{"e": {pick(rng, t.E)}}
 		case "#p":
-			f.Tags = map[string][]string{"p": {wl.pubkeys[rng.IntN(len(wl.pubkeys))]}}
+			f.Tags = map[string][]string{"p": {pick(rng, t.P)}}
 		}
 		return f
 	}

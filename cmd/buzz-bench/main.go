@@ -1,8 +1,14 @@
 // Command buzz-bench is the load tool of spec 80 §1 and §3 and of spec 70
 // checks 20–21: it pre-signs a workload, then measures ingest (WebSocket
 // EVENT→OK or POST /events), the REQ shapes kinds, authors, #e and #p
-// (REQ→EOSE) and live fan-out (publisher's OK → subscriber's EVENT),
-// printing one JSON object per line per phase and a summary line.
+// (REQ→EOSE), live fan-out (publisher's OK → subscriber's EVENT) and idle
+// authenticated connections (the relay's RSS around N idle sockets, and
+// its heap profile when --pprof is given), printing one JSON object per
+// line per phase and a summary line.
+//
+// The REQ shapes draw their authors, e and p values from the run's own
+// ingest phases, or, with --req-targets, from a file that describes a
+// dataset loaded beforehand (cmd/buzz-fixture writes one).
 //
 // --relay takes one relay URL or a comma-separated list of processes that
 // serve the same community: publishing connections are spread round-robin
@@ -46,6 +52,10 @@ type config struct {
 	// (a note, which the search column leaves NULL).
 	kind   int
 	fanout fanoutConfig
+	idle   idleConfig
+	// targets, when set (--req-targets), are the values the REQ shapes
+	// draw from instead of the run's own workload: a preloaded dataset's.
+	targets *reqTargets
 }
 
 // fanoutConfig is the fanout phase's shape (spec 80 P5).
@@ -65,7 +75,7 @@ type fanoutConfig struct {
 	drain time.Duration
 }
 
-var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true}
+var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true, "idle": true}
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -77,7 +87,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.events, "events", 20000, "events per ingest phase")
 	fs.IntVar(&c.authors, "authors", 64, "distinct authors")
 	fs.DurationVar(&c.duration, "duration", 120*time.Second, "cap on the whole run")
-	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req, fanout")
+	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req, fanout, idle")
 	reqSecs := fs.Float64("req-seconds", 10, "seconds per REQ shape")
 	fs.IntVar(&c.kind, "kind", 9, "event kind: 9 (channel message, indexed for search) or 1 (note, not indexed)")
 	pids := fs.String("pids", "", "CPU to report: name=PID[+PID…],… e.g. relay=123,postgres=456")
@@ -87,6 +97,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.fanout.rate, "rate", 100, "fanout: events per second, all publishers together")
 	fanSecs := fs.Float64("fanout-seconds", 10, "fanout: seconds of publishing")
 	fs.DurationVar(&c.fanout.drain, "fanout-drain", 5*time.Second, "fanout: wait after the last OK for deliveries still on their way")
+	fs.IntVar(&c.idle.conns, "idle-conns", 10000, "idle: authenticated sockets held open on the first --relay")
+	idleSecs := fs.Float64("idle-seconds", 5, "idle: seconds the sockets stay idle once all are open")
+	fs.StringVar(&c.idle.pprof, "pprof", "", "idle: the relay's heap profile URL (loopback), e.g. http://127.0.0.1:9102/debug/pprof/heap")
+	fs.StringVar(&c.idle.heapProfile, "heap-profile", "", "idle: file the --pprof profile is saved to, for go tool pprof")
+	targets := fs.String("req-targets", "", "req: JSON file of a preloaded dataset's authors, e and p values (cmd/buzz-fixture --targets)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -100,6 +115,14 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if err := parseFanout(&c.fanout, c.relays, *fanSecs); err != nil {
 		return c, err
 	}
+	if err := parseIdle(&c.idle, *idleSecs); err != nil {
+		return c, err
+	}
+	if *targets != "" {
+		if c.targets, err = loadTargets(*targets); err != nil {
+			return c, err
+		}
+	}
 	if c.conns < 1 || c.inflight < 1 || c.events < 1 || c.authors < 1 || c.duration <= 0 || *reqSecs <= 0 {
 		return c, errf("--conns, --inflight, --events, --authors, --duration and --req-seconds must be positive")
 	}
@@ -109,7 +132,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	c.reqDuration = time.Duration(*reqSecs * float64(time.Second))
 	for p := range strings.SplitSeq(*phases, ",") {
 		if !knownPhases[p] {
-			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req, fanout)", p)
+			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req, fanout, idle)", p)
 		}
 		c.phases = append(c.phases, p)
 	}

@@ -314,12 +314,19 @@ func startPair(t *testing.T, env map[string]string) (a, b *relaytest.Relay) {
 // events that process committed itself.
 func storedOn(t *testing.T, r *relaytest.Relay, kind int) int {
 	t.Helper()
+	return metricOn(t, r, `buzz_events_stored_total{kind="`+strconv.Itoa(kind)+`"}`)
+}
+
+// metricOn reads one series (name and labels as /metrics prints them)
+// from r's /metrics, 0 when it is absent.
+func metricOn(t *testing.T, r *relaytest.Relay, series string) int {
+	t.Helper()
 	resp, err := http.Get(r.MetricsURL + "/metrics")
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	prefix := `buzz_events_stored_total{kind="` + strconv.Itoa(kind) + `"} `
+	prefix := series + " "
 	for l := range strings.Lines(string(body)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), prefix); ok {
 			n, err := strconv.ParseFloat(v, 64)
@@ -412,4 +419,86 @@ func parseLines(t *testing.T, out string) []map[string]any {
 		lines = append(lines, m)
 	}
 	return lines
+}
+
+func TestVMRSS(t *testing.T) {
+	t.Parallel()
+	v, err := vmRSS("Name:\tbuzz-relay\nVmPeak:\t  900 kB\nVmRSS:\t   12345 kB\nRssAnon:\t 1 kB\n")
+	require.NoError(t, err)
+	require.EqualValues(t, 12345, v)
+	_, err = vmRSS("Name:\tx\n")
+	require.ErrorContains(t, err, "no VmRSS")
+	_, err = vmRSS("VmRSS:\t12 MB\n")
+	require.ErrorContains(t, err, "unexpected VmRSS")
+	own, err := rssKiB([]int{os.Getpid()})
+	require.NoError(t, err)
+	require.Positive(t, own)
+}
+
+func TestParseIdle(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig([]string{"--phase", "idle"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, idleConfig{conns: 10000, hold: 5 * time.Second}, c.idle)
+	_, err = parseConfig([]string{"--pprof", "http://127.0.0.1:9102/debug/pprof/heap"}, io.Discard)
+	require.ErrorContains(t, err, "go together")
+	_, err = parseConfig([]string{"--pprof", "http://10.0.0.1:9102/debug/pprof/heap", "--heap-profile", "x"}, io.Discard)
+	require.ErrorContains(t, err, "loopback")
+	_, err = parseConfig([]string{"--pprof", "ftp://localhost/heap", "--heap-profile", "x"}, io.Discard)
+	require.ErrorContains(t, err, "not an http(s) URL")
+	_, err = parseConfig([]string{"--idle-conns", "0"}, io.Discard)
+	require.ErrorContains(t, err, "must be positive")
+}
+
+// TestBenchIdle holds authenticated idle sockets on a relay with pprof on
+// and checks the RSS figures (the relay runs in this process) and the heap
+// profile saved from its metrics port.
+func TestBenchIdle(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, map[string]string{"BUZZ_PPROF_ENABLED": "true"})
+	profile := t.TempDir() + "/heap.pb.gz"
+	lines := benchLines(t, r, "--phase", "idle", "--idle-conns", "60", "--idle-seconds", "0.5",
+		"--pids", "relay="+strconv.Itoa(os.Getpid()), "--pprof", r.MetricsURL+"/debug/pprof/heap", "--heap-profile", profile)
+	require.Len(t, lines, 2, lines) // idle, summary: no ingest sockets
+	line := lines[0]
+	require.Equal(t, "idle", line["phase"], line)
+	require.EqualValues(t, 60, line["connected"], line)
+	require.EqualValues(t, 0, line["failed"], line)
+	require.EqualValues(t, 0, line["ended"], line)
+	require.GreaterOrEqual(t, line["hold_seconds"], 0.5, line)
+	for _, k := range []string{"rss_before_kib", "rss_connected_kib", "rss_after_kib", "rss_closed_kib", "rss_after_mib"} {
+		require.Positive(t, line[k], k)
+	}
+	require.Nil(t, line["rss_error"], line)
+	require.Equal(t, profile, line["heap_profile"])
+	b, err := os.ReadFile(profile)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), "\x1f\x8b"), "a gzipped pprof profile")
+	require.Equal(t, "summary", lines[1]["phase"])
+	require.EqualValues(t, 60, lines[1]["idle"].(map[string]any)["connected"])
+	require.Equal(t, 60, metricOn(t, r, `buzz_auth_attempts_total{method="nip42"}`), "every socket authenticated")
+	require.Eventually(t, func() bool { return metricOn(t, r, `buzz_ws_connections_active`) == 0 },
+		10*time.Second, 50*time.Millisecond, "every socket closed")
+}
+
+// TestBenchIdleLimits checks that sockets over the relay's connection
+// limit are counted as failed, and that a relay without
+// BUZZ_PPROF_ENABLED serves no profile.
+func TestBenchIdleLimits(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, map[string]string{"BUZZ_MAX_CONNECTIONS": "10"})
+	lines := benchLines(t, r, "--phase", "idle", "--idle-conns", "15", "--idle-seconds", "0.2")
+	line := lines[0]
+	require.EqualValues(t, 10, line["connected"], line)
+	require.EqualValues(t, 5, line["failed"], line)
+	require.NotEmpty(t, line["first_error"], line)
+	require.Nil(t, line["rss_before_kib"], "no relay pid, no RSS")
+
+	var out, errb strings.Builder
+	profile := t.TempDir() + "/heap.pb.gz"
+	args := []string{"--relay", "ws://" + r.Host, "--phase", "idle", "--idle-conns", "2", "--idle-seconds", "0.1",
+		"--pprof", r.MetricsURL + "/debug/pprof/heap", "--heap-profile", profile}
+	require.Equal(t, 2, run(t.Context(), args, &out, &errb))
+	require.Contains(t, errb.String(), "404 Not Found")
+	require.NoFileExists(t, profile)
 }

@@ -61,6 +61,23 @@ func dialSubscriber(ctx context.Context, url string, sk []byte, channel string, 
 
 // handshake answers the AUTH challenge, then subscribes and waits for EOSE.
 func (s *subscriber) handshake(ctx context.Context, url string, sk []byte, channel string) error {
+	if err := s.authenticate(ctx, url, sk); err != nil {
+		return err
+	}
+	filter := event.Filter{Kinds: []int{event.KindStreamMessage}, Tags: map[string][]string{"h": {channel}}}
+	req := append(append([]byte(`["REQ","`+subID+`",`), filter.AppendJSON(nil)...), ']')
+	if err := s.ws.Write(ctx, websocket.MessageText, req); err != nil {
+		return fmt.Errorf("send REQ: %w", err)
+	}
+	if err := s.await(ctx, "EOSE", subID); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	return nil
+}
+
+// authenticate waits for the relay's AUTH challenge and answers it as sk
+// (NIP-42), returning once the relay said OK true.
+func (s *subscriber) authenticate(ctx context.Context, url string, sk []byte) error {
 	challenge := ""
 	for challenge == "" {
 		f, err := s.frame(ctx)
@@ -81,14 +98,6 @@ func (s *subscriber) handshake(ctx context.Context, url string, sk []byte, chann
 	}
 	if err := s.await(ctx, "OK", auth.ID); err != nil {
 		return fmt.Errorf("auth: %w", err)
-	}
-	filter := event.Filter{Kinds: []int{event.KindStreamMessage}, Tags: map[string][]string{"h": {channel}}}
-	req := append(append([]byte(`["REQ","`+subID+`",`), filter.AppendJSON(nil)...), ']')
-	if err := s.ws.Write(ctx, websocket.MessageText, req); err != nil {
-		return fmt.Errorf("send REQ: %w", err)
-	}
-	if err := s.await(ctx, "EOSE", subID); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
 	}
 	return nil
 }

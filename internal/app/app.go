@@ -255,7 +255,7 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 	}
 	a.appSrv = &http.Server{Handler: a.HTTP.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	a.healthSrv = &http.Server{Handler: a.Health.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	a.metricSrv = &http.Server{Handler: health.MetricsHandler(a.Registry), ReadHeaderTimeout: 10 * time.Second}
+	a.metricSrv = &http.Server{Handler: health.MetricsHandlerWith(a.Registry, health.MetricsOptions{Pprof: a.Config.PprofEnabled}), ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g, gctx := errgroup.WithContext(runCtx)

@@ -60,6 +60,10 @@ type Config struct {
 	// MetricsPort is the port of /metrics (BUZZ_METRICS_PORT), 1–65535.
 	// Default 9102.
 	MetricsPort int
+	// PprofEnabled mounts net/http/pprof under /debug/pprof/ on the metrics
+	// port (BUZZ_PPROF_ENABLED). Default false: profiles expose internals
+	// and cost CPU, so they are served only when asked for.
+	PprofEnabled bool
 	// AutoMigrate applies pending migrations at start (BUZZ_AUTO_MIGRATE).
 	// Default false. Load does not know whether the private cluster will run:
 	// the caller forces it on for the private cluster.
@@ -203,6 +207,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	}
 	c.RelayScheme, c.RelayHost = l.relayURL("RELAY_URL", c.RelayURL)
 	c.AutoMigrate, c.AutoMigrateSet = l.boolean("BUZZ_AUTO_MIGRATE", false)
+	c.PprofEnabled, _ = l.boolean("BUZZ_PPROF_ENABLED", false)
 	c.RelayPrivateKey = l.privateKey("BUZZ_RELAY_PRIVATE_KEY")
 	c.RequireAuthToken, _ = l.boolean("BUZZ_REQUIRE_AUTH_TOKEN", true)
 	c.RequireRelayMembership, _ = l.boolean("BUZZ_REQUIRE_RELAY_MEMBERSHIP", false)
@@ -266,6 +271,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("bind_addr", c.BindAddr),
 		slog.Int("health_port", c.HealthPort),
 		slog.Int("metrics_port", c.MetricsPort),
+		slog.Bool("pprof_enabled", c.PprofEnabled),
 		slog.Bool("auto_migrate", c.AutoMigrate),
 		slog.String("relay_private_key", key),
 		slog.Bool("require_auth_token", c.RequireAuthToken),
@@ -309,7 +315,7 @@ func formatListeners(ls []OperatorListener) string {
 // knownVariables are the BUZZ_ variables read by this package or by the
 // client CLI (BUZZ_PRIVATE_KEY, which often shares the operator's shell).
 var knownVariables = []string{
-	"BUZZ_DATA_DIR", "BUZZ_BIND_ADDR", "BUZZ_HEALTH_PORT", "BUZZ_METRICS_PORT",
+	"BUZZ_DATA_DIR", "BUZZ_BIND_ADDR", "BUZZ_HEALTH_PORT", "BUZZ_METRICS_PORT", "BUZZ_PPROF_ENABLED",
 	"BUZZ_AUTO_MIGRATE", "BUZZ_RELAY_PRIVATE_KEY", "BUZZ_REQUIRE_AUTH_TOKEN",
 	"BUZZ_REQUIRE_RELAY_MEMBERSHIP", "BUZZ_MAX_CONNECTIONS", "BUZZ_MAX_CONCURRENT_HANDLERS",
 	"BUZZ_SEND_BUFFER", "BUZZ_MAX_FRAME_BYTES", "BUZZ_SLOW_CLIENT_GRACE_LIMIT",

@@ -93,6 +93,7 @@ func TestLoad(t *testing.T) {
 			"BUZZ_BIND_ADDR", "127.0.0.1:4000",
 			"BUZZ_HEALTH_PORT", "18080",
 			"BUZZ_METRICS_PORT", "19102",
+			"BUZZ_PPROF_ENABLED", "true",
 			"BUZZ_AUTO_MIGRATE", "YES",
 			"BUZZ_RELAY_PRIVATE_KEY", testKey,
 			"BUZZ_REQUIRE_AUTH_TOKEN", "off",
@@ -128,6 +129,7 @@ func TestLoad(t *testing.T) {
 			BindAddr:               "127.0.0.1:4000",
 			HealthPort:             18080,
 			MetricsPort:            19102,
+			PprofEnabled:           true,
 			AutoMigrate:            true,
 			AutoMigrateSet:         true,
 			RelayPrivateKey:        wantKey,
@@ -250,6 +252,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"DBReadPoolSizeFloat", []string{"BUZZ_DB_READ_POOL_SIZE", "1.5"}, "BUZZ_DB_READ_POOL_SIZE", ""},
 		{"AutoMigrateMaybe", []string{"BUZZ_AUTO_MIGRATE", "maybe"}, "BUZZ_AUTO_MIGRATE",
 			`invalid BUZZ_AUTO_MIGRATE: must be one of true, false, 1, 0, yes, no, on, off (got "maybe")`},
+		{"PprofEnabledMaybe", []string{"BUZZ_PPROF_ENABLED", "debug"}, "BUZZ_PPROF_ENABLED", ""},
 		{"RequireAuthTokenMaybe", []string{"BUZZ_REQUIRE_AUTH_TOKEN", "y"}, "BUZZ_REQUIRE_AUTH_TOKEN", ""},
 		{"RequireRelayMembershipMaybe", []string{"BUZZ_REQUIRE_RELAY_MEMBERSHIP", "2"}, "BUZZ_REQUIRE_RELAY_MEMBERSHIP", ""},
 		{"AuditEnabledMaybe", []string{"BUZZ_AUDIT_ENABLED", "enabled"}, "BUZZ_AUDIT_ENABLED", ""},
@@ -392,6 +395,7 @@ func TestLogValue(t *testing.T) {
 	require.Contains(t, out, `"relay_private_key":"REDACTED"`)
 	require.Contains(t, out, `"send_buffer":1000`)
 	require.Contains(t, out, `"relay_host":"localhost:3000"`)
+	require.Contains(t, out, `"pprof_enabled":false`)
 }
 
 func TestRedactURL(t *testing.T) {

@@ -9,6 +9,9 @@
 // It does NOT open listeners or own goroutines (cmd/buzz-relay serves the
 // handlers), know how PostgreSQL or Redis are reached (the caller passes
 // functions), or create a metrics registry (the caller passes a Gatherer).
+// The pprof endpoints are mounted on the metrics listener only when the
+// caller asks (MetricsOptions.Pprof); importing net/http/pprof also
+// registers them on http.DefaultServeMux, which the relay never serves.
 package health
 
 import (
@@ -16,6 +19,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -238,11 +242,33 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // MetricsHandler serves GET /metrics from g in the Prometheus text format
 // for the metrics listener; other paths get 404. A collector that fails is
-// left out of the scrape instead of failing it.
+// left out of the scrape instead of failing it. It is
+// MetricsHandlerWith(g, MetricsOptions{}): no profiling endpoints.
 func MetricsHandler(g prometheus.Gatherer) http.Handler {
+	return MetricsHandlerWith(g, MetricsOptions{})
+}
+
+// MetricsOptions are the optional endpoints of the metrics listener.
+type MetricsOptions struct {
+	// Pprof mounts the net/http/pprof handlers under /debug/pprof/
+	// (BUZZ_PPROF_ENABLED): the index, every named profile (heap,
+	// goroutine, allocs, …), cmdline, profile (CPU), symbol and trace.
+	// Off, /debug/pprof/ is 404 like any other unknown path.
+	Pprof bool
+}
+
+// MetricsHandlerWith is MetricsHandler plus the endpoints opts asks for.
+func MetricsHandlerWith(g prometheus.Gatherer, opts MetricsOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	if opts.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // the index and the named profiles
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

@@ -316,3 +316,39 @@ func TestMetricsHandler(t *testing.T) {
 	code, _, _ = b.get(t, "/")
 	require.Equal(t, http.StatusNotFound, code)
 }
+
+// TestMetricsPprof checks over real HTTP that the profiling endpoints are
+// served only when asked for.
+func TestMetricsPprof(t *testing.T) {
+	t.Parallel()
+	serve := func(opts MetricsOptions) *testBundle {
+		srv := httptest.NewServer(MetricsHandlerWith(prometheus.NewRegistry(), opts))
+		t.Cleanup(srv.Close)
+		return &testBundle{url: srv.URL, client: srv.Client()}
+	}
+	off := serve(MetricsOptions{})
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		code, _, _ := off.get(t, path)
+		require.Equal(t, http.StatusNotFound, code, path)
+	}
+	code, _, _ := off.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	code, _, _ = serve(MetricsOptions{Pprof: false}).get(t, "/debug/pprof/heap")
+	require.Equal(t, http.StatusNotFound, code, "MetricsHandlerWith without Pprof")
+
+	on := serve(MetricsOptions{Pprof: true})
+	code, _, body := on.get(t, "/debug/pprof/heap?debug=1")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "heap profile:")
+	code, ctype, body := on.get(t, "/debug/pprof/heap")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "application/octet-stream", ctype)
+	require.True(t, strings.HasPrefix(body, "\x1f\x8b"), "a gzipped protobuf profile")
+	code, _, body = on.get(t, "/debug/pprof/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "goroutine")
+	code, _, _ = on.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, code, "metrics stay served")
+	code, _, _ = on.get(t, "/")
+	require.Equal(t, http.StatusNotFound, code)
+}
