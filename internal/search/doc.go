@@ -5,9 +5,12 @@
 // It owns SearchQuery normalisation and clamps, the four channel scopes, the
 // FullText and Prefix tsqueries (user text is always a bound parameter, and
 // Prefix re-parses every token and quotes each lexeme, so punctuation never
-// becomes tsquery syntax), ts_rank_cd ordering with its tie-breaks, OFFSET
-// paging, batched hydration of hits, and the search_tsv catalog functions
-// used by `buzz-relay maintenance search-kinds`.
+// becomes tsquery syntax), the rank window (only the newest
+// BUZZ_SEARCH_RANK_WINDOW matches of a query are ranked; the package reads
+// and validates its BUZZ_SEARCH_ variables itself), ts_rank_cd ordering
+// with its tie-breaks, OFFSET paging over the window, batched hydration of
+// hits, and the search_tsv catalog functions used by `buzz-relay
+// maintenance search-kinds`.
 //
 // It does NOT decide who may read what: it returns candidates, and the read
 // engine re-authorises every one (search is never the access boundary). It
