@@ -26,6 +26,9 @@ type Scope struct {
 
 // Row is one stored event returned by a read.
 type Row struct {
+	// Event is the event; on a plain history read (REQ, /query) its Tags
+	// are nil unless the post-filter decoded them: the tags a consumer
+	// sends are in JSON.
 	Event event.Event
 	// Channel is the stored channel_id, "" for a global event.
 	Channel string

@@ -184,10 +184,12 @@ func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
 // means MaxLimit, 0 means nothing), kinds [] matches nothing, newest first
 // with ties by ascending id, the channel scope pushed into SQL, then the
 // post-filter on every row (exact NIP-01 match, accessible channel,
-// per-event visibility). channels and named are the filter's channel scope
-// (Read.channelScope). The statement runs in on, a proved replica
-// snapshot, or on the writer when on is nil. The caller has skipped a
-// filter that yields nothing (Read.yieldsNothing).
+// per-event visibility) on the rows' raw tags (rowFilter). Each row's
+// JSON is the store's, built without decoding the tags, which stay nil in
+// Row.Event unless the post-filter needed them. channels and named are
+// the filter's channel scope (Read.channelScope). The statement runs in
+// on, a proved replica snapshot, or on the writer when on is nil. The
+// caller has skipped a filter that yields nothing (Read.yieldsNothing).
 func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
@@ -201,23 +203,27 @@ func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *
 			return nil, err
 		}
 	}
-	var rows []store.StoredEvent
+	var rows []store.EventRow
 	var err error
 	if on != nil {
-		rows, err = e.cfg.Store.EventQueryOn(ctx, on.Querier(), p)
+		rows, err = e.cfg.Store.EventRowsOn(ctx, on.Querier(), p)
 	} else {
-		rows, err = e.cfg.Store.EventQuery(ctx, p)
+		rows, err = e.cfg.Store.EventRows(ctx, p)
 	}
 	if err != nil {
 		return nil, err
 	}
+	rf := newRowFilter(f)
 	out := make([]Row, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		if !visible(sc, acc, f, &r.Event, r.Channel) {
-			continue
+		ok, err := rf.visible(sc, acc, r)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, Row{Event: r.Event, Channel: r.Channel, JSON: r.Event.AppendJSON(nil)})
+		if ok {
+			out = append(out, Row{Event: r.Event, Channel: r.Channel, JSON: r.JSON})
+		}
 	}
 	return out, nil
 }

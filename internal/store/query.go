@@ -49,9 +49,7 @@ func (s *Store) EventQuery(ctx context.Context, p EventQueryParams) ([]StoredEve
 // the read replica's proved snapshot.
 func (s *Store) EventQueryOn(ctx context.Context, q pg.Querier, p EventQueryParams) ([]StoredEvent, error) {
 	b := buildQuery(p)
-	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text " + b.fromWhere() +
-		" ORDER BY " + b.order() + " LIMIT " + strconv.Itoa(p.Limit)
-	rows, err := q.Query(ctx, sql, b.args...)
+	rows, err := q.Query(ctx, b.selectSQL(p.Limit), b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("query events: %w", err)
 	}
@@ -82,6 +80,12 @@ type queryBuilder struct {
 	// served through it (joinMention).
 	mention     []string
 	joinMention bool
+}
+
+// selectSQL is the statement of a filter's rows: one round trip.
+func (b *queryBuilder) selectSQL(limit int) string {
+	return "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text " + b.fromWhere() +
+		" ORDER BY " + b.order() + " LIMIT " + strconv.Itoa(limit)
 }
 
 func (b *queryBuilder) arg(v any) string {

@@ -1,0 +1,96 @@
+package read_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// statements records the SQL of every statement a pool runs.
+type statements struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, d.SQL)
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sql
+	s.sql = nil
+	return out
+}
+
+// TestHistoryOneStatementPerFilter: a REQ's history costs one statement
+// per filter and nothing else once the reader's accessible channels are
+// cached: the gates read no table, "#h" channels found in the cached set
+// are not confirmed again, a "#p" read is one statement through
+// event_mentions, and each row's JSON comes with it.
+func TestHistoryOneStatementPerFilter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	reader, other := eventtest.NewKey(), eventtest.NewKey()
+	cid := fixture.Community(t, pool).ID
+	open := fixture.Channel(t, pool, cid, other)
+	fixture.Event(t, pool, cid, other, 1, eventtest.Tag("p", reader.PubKey), eventtest.Tag("t", "x"))
+	fixture.Event(t, pool, cid, other, 9, eventtest.Channel(open), eventtest.Tag("e", strings.Repeat("ab", 32)))
+
+	rec := &statements{}
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.Tracer = rec
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(traced.Close)
+	engine := read.New(read.Config{Store: store.New(traced)})
+
+	raw := []string{
+		`{"kinds":[1],"limit":5}`,
+		`{"kinds":[1],"authors":["` + other.PubKey + `"],"limit":5}`,
+		`{"kinds":[1],"#p":["` + reader.PubKey + `"],"limit":5}`,
+		`{"kinds":[1],"#t":["x"],"limit":5}`,
+		`{"kinds":[9],"#h":["` + open + `"],"#e":["` + strings.Repeat("ab", 32) + `"],"limit":5}`,
+	}
+	filters := make([]event.Filter, len(raw))
+	for i, r := range raw {
+		filters[i], err = event.ParseFilter([]byte(r))
+		require.NoError(t, err)
+	}
+	req := func() (rows int) {
+		rd, err := engine.Open(ctx, read.Request{Scope: read.Scope{CommunityID: cid, Reader: reader.PubKey},
+			Surface: read.SurfaceREQ, Filters: filters})
+		require.NoError(t, err)
+		require.NoError(t, rd.Rows(ctx, func(read.Row) bool { rows++; return true }))
+		return rows
+	}
+	require.Equal(t, 2, req(), "the kind-1 event for the first four filters, the kind 9 once")
+	first := rec.take()
+	require.Len(t, first, 1+len(filters), "the accessible channels, then one statement per filter: %q", first)
+
+	require.Equal(t, 2, req())
+	again := rec.take()
+	require.Len(t, again, len(filters), "cached channels: one statement per filter: %q", again)
+	for _, sql := range again {
+		require.True(t, strings.HasPrefix(sql, "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags"), sql)
+	}
+}

@@ -1,0 +1,285 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/pg"
+)
+
+// EventRow is a stored event read for the wire: its JSON is built straight
+// from the columns, the tags copied from the jsonb text with the spaces
+// PostgreSQL prints after ',' removed, so they are never decoded and
+// encoded again. JSON is byte for byte what Event.AppendJSON gives for the
+// decoded event.
+type EventRow struct {
+	// Event holds every field, but Tags stays nil until DecodeTags.
+	Event event.Event
+	// Channel is the stored channel_id, "" for a global event.
+	Channel string
+	// JSON is the event's NIP-01 object.
+	JSON []byte
+	// RawTags is the tags array inside JSON: compact, every element an
+	// array of strings, each string escaped as event.AppendString does.
+	RawTags []byte
+}
+
+// DecodeTags fills Event.Tags from RawTags, once.
+func (r *EventRow) DecodeTags() error {
+	if r.Event.Tags != nil {
+		return nil
+	}
+	tags := event.Tags{}
+	if err := json.Unmarshal(r.RawTags, &tags); err != nil {
+		return fmt.Errorf("decode tags of %s: %w", r.Event.ID, err)
+	}
+	r.Event.Tags = tags
+	return nil
+}
+
+// EventRowsOn is EventQueryOn for the wire: the same statement, one round
+// trip, each row as an EventRow.
+func (s *Store) EventRowsOn(ctx context.Context, q pg.Querier, p EventQueryParams) ([]EventRow, error) {
+	b := buildQuery(p)
+	rows, err := q.Query(ctx, b.selectSQL(p.Limit), b.args...)
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	out, err := scanEventRows(rows, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	return out, nil
+}
+
+// EventRows is EventRowsOn on the Store's pool.
+func (s *Store) EventRows(ctx context.Context, p EventQueryParams) ([]EventRow, error) {
+	return s.EventRowsOn(ctx, s.pool, p)
+}
+
+// scanEventRows reads rows of (id, pubkey, created_at, kind, tags, content,
+// sig, channel_id::text). The byte columns are read in place (they are
+// valid until the next row) and appended to the row's JSON.
+func scanEventRows(rows pgx.Rows, hint int) ([]EventRow, error) {
+	defer rows.Close()
+	out := make([]EventRow, 0, min(max(hint, 0), 1024))
+	for rows.Next() {
+		var (
+			id, pub, sig, tags pgtype.DriverBytes
+			ts                 time.Time
+			channel            pgtype.Text
+			r                  EventRow
+		)
+		if err := rows.Scan(&id, &pub, &ts, &r.Event.Kind, &tags, &r.Event.Content, &sig, &channel); err != nil {
+			return nil, err
+		}
+		r.Event.CreatedAt = ts.Unix()
+		r.Channel = channel.String
+		if err := r.build(id, pub, sig, tags); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// build sets the row's hex fields, JSON and RawTags. Tags that are not a
+// well-formed array of arrays of strings in the form PostgreSQL prints
+// (never expected) are decoded and encoded the long way, which gives the
+// same bytes or the same error as before this path existed.
+func (r *EventRow) build(id, pub, sig, tags []byte) error {
+	e := &r.Event
+	n := len(`{"id":"","pubkey":"","created_at":,"kind":,"tags":,"content":,"sig":""}`) +
+		2*(len(id)+len(pub)+len(sig)) + 20 + 6 + len(tags) + len(e.Content) + len(e.Content)/8 + 2
+	b := make([]byte, 0, n)
+	b = append(b, `{"id":"`...)
+	b = hex.AppendEncode(b, id)
+	e.ID = string(b[len(`{"id":"`):])
+	b = append(b, `","pubkey":"`...)
+	at := len(b)
+	b = hex.AppendEncode(b, pub)
+	e.PubKey = string(b[at:])
+	b = append(b, `","created_at":`...)
+	b = strconv.AppendInt(b, e.CreatedAt, 10)
+	b = append(b, `,"kind":`...)
+	b = strconv.AppendInt(b, int64(e.Kind), 10)
+	b = append(b, `,"tags":`...)
+	tagsAt := len(b)
+	b, ok := AppendCompactTags(b, tags)
+	if !ok {
+		b = b[:tagsAt]
+		if err := json.Unmarshal(tags, &e.Tags); err != nil {
+			return fmt.Errorf("decode tags of %s: %w", e.ID, err)
+		}
+		b = appendTagsJSON(b, e.Tags)
+	}
+	tagsEnd := len(b)
+	b = append(b, `,"content":`...)
+	b = event.AppendString(b, e.Content)
+	b = append(b, `,"sig":"`...)
+	at = len(b)
+	b = hex.AppendEncode(b, sig)
+	e.Sig = string(b[at:])
+	b = append(b, `"}`...)
+	r.JSON = b
+	r.RawTags = b[tagsAt:tagsEnd:tagsEnd]
+	return nil
+}
+
+// appendTagsJSON encodes tags as event.Event.AppendJSON does.
+func appendTagsJSON(b []byte, tags event.Tags) []byte {
+	b = append(b, '[')
+	for i, t := range tags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		for j, v := range t {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = event.AppendString(b, v)
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
+
+// AppendCompactTags appends src, a jsonb tags value as PostgreSQL prints
+// it, to dst without the whitespace between tokens, and reports whether
+// src was an array of arrays of strings. PostgreSQL prints a string with
+// the escapes of event.AppendString (the short ones for '"', '\\', \b,
+// \f, \n, \r, \t, \u00XX for the other control characters, all else
+// verbatim), so the strings are copied as they are. On false dst holds a
+// partial copy; the caller truncates it.
+func AppendCompactTags(dst, src []byte) ([]byte, bool) {
+	i := skipSpace(src, 0)
+	if i >= len(src) || src[i] != '[' {
+		return dst, false
+	}
+	dst = append(dst, '[')
+	i = skipSpace(src, i+1)
+	if i < len(src) && src[i] == ']' {
+		return append(dst, ']'), skipSpace(src, i+1) == len(src)
+	}
+	for {
+		if i >= len(src) || src[i] != '[' {
+			return dst, false
+		}
+		dst = append(dst, '[')
+		i = skipSpace(src, i+1)
+		if i < len(src) && src[i] == ']' {
+			dst = append(dst, ']')
+			i++
+		} else {
+			for {
+				j, ok := stringEnd(src, i)
+				if !ok {
+					return dst, false
+				}
+				dst = append(dst, src[i:j]...)
+				if i = skipSpace(src, j); i >= len(src) {
+					return dst, false
+				}
+				if src[i] == ']' {
+					dst = append(dst, ']')
+					i++
+					break
+				}
+				if src[i] != ',' {
+					return dst, false
+				}
+				dst = append(dst, ',')
+				i = skipSpace(src, i+1)
+			}
+		}
+		if i = skipSpace(src, i); i >= len(src) {
+			return dst, false
+		}
+		if src[i] == ']' {
+			return append(dst, ']'), skipSpace(src, i+1) == len(src)
+		}
+		if src[i] != ',' {
+			return dst, false
+		}
+		dst = append(dst, ',')
+		i = skipSpace(src, i+1)
+	}
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string that starts at i,
+// and false when there is none, when it holds a raw control character or
+// invalid UTF-8, or uses an escape event.AppendString never writes
+// (\/, \uXXXX other than a control character): such a string would not
+// come back in the same bytes from a decode and encode.
+func stringEnd(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false
+	}
+	ascii := true
+	for k := i + 1; k < len(b); k++ {
+		switch c := b[k]; {
+		case c == '"':
+			if !ascii && !utf8.Valid(b[i+1:k]) {
+				return 0, false
+			}
+			return k + 1, true
+		case c == '\\':
+			if k+1 >= len(b) {
+				return 0, false
+			}
+			switch b[k+1] {
+			case '"', '\\', 'b', 'f', 'n', 'r', 't':
+				k++
+			case 'u':
+				// Only \u00XX of a control character without a short
+				// escape, lowercase hex: what AppendString writes.
+				if k+5 >= len(b) || b[k+2] != '0' || b[k+3] != '0' || (b[k+4] != '0' && b[k+4] != '1') ||
+					!isLowerHexDigit(b[k+5]) || isShortEscaped(b[k+4], b[k+5]) {
+					return 0, false
+				}
+				k += 5
+			default:
+				return 0, false
+			}
+		case c < 0x20:
+			return 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return 0, false
+}
+
+func isLowerHexDigit(c byte) bool { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') }
+
+// isShortEscaped reports whether \u00<hi><lo> is a control character
+// AppendString writes with a short escape instead.
+func isShortEscaped(hi, lo byte) bool {
+	if hi != '0' {
+		return false
+	}
+	switch lo {
+	case '8', '9', 'a', 'c', 'd': // \b \t \n \f \r
+		return true
+	}
+	return false
+}
