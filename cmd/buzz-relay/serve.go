@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/app"
 	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/event"
 )
 
 // serveCmd runs the relay until SIGINT/SIGTERM. stopSignals releases the
@@ -46,7 +47,7 @@ func serve(ctx context.Context, stopSignals context.CancelFunc, stdout io.Writer
 		return err
 	}
 	log := newLogger(cfg, stdout)
-	log.Info("relay starting", slog.String("version", app.Version))
+	log.Info("relay starting", slog.String("version", app.Version), slog.String("signature_verifier", event.SignatureVerifier))
 	for _, w := range warnings {
 		log.Warn(w)
 	}

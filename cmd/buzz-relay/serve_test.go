@@ -95,6 +95,13 @@ func TestFirstStart(t *testing.T) {
 	t.Parallel()
 	env := privateEnv(t)
 	p := startReady(t, env)
+	var verifier any
+	for _, rec := range p.logRecords() {
+		if rec["msg"] == "relay starting" {
+			verifier = rec["signature_verifier"]
+		}
+	}
+	require.Equal(t, event.SignatureVerifier, verifier, "the start line names the signature verifier built in")
 
 	// The operator command finds the running cluster through BUZZ_DATA_DIR.
 	cli := baseEnv()
