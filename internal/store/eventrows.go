@@ -68,10 +68,12 @@ func (s *Store) EventRows(ctx context.Context, p EventQueryParams) ([]EventRow, 
 
 // scanEventRows reads rows of (id, pubkey, created_at, kind, tags, content,
 // sig, channel_id::text). The byte columns are read in place (they are
-// valid until the next row) and appended to the row's JSON.
-func scanEventRows(rows pgx.Rows, hint int) ([]EventRow, error) {
+// valid until the next row) and appended to the row's JSON. limit sizes
+// the slice up to a page of 64: a REQ without a limit asks for 1,000 and
+// usually gets far fewer.
+func scanEventRows(rows pgx.Rows, limit int) ([]EventRow, error) {
 	defer rows.Close()
-	out := make([]EventRow, 0, min(max(hint, 0), 1024))
+	out := make([]EventRow, 0, min(max(limit, 0), 64))
 	for rows.Next() {
 		var (
 			id, pub, sig, tags pgtype.DriverBytes
