@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help run build test fuzz bench bench-1m bench-windows bench-scale lint
+.PHONY: help run build test fuzz bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle lint
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-10s %s\n",$$1,$$2}'
@@ -34,6 +34,17 @@ bench-windows: ## P7, 50-windows.md §11: thread windows on 1.1M replies (about 
 
 bench-scale: ## spec 70 checks 20-21: ingest on 1/2/4 processes, fan-out single vs cross-process
 	@scripts/bench-scale.sh 3 --events 20000 --subscribers 1000 --rate 100 --fanout-seconds 10 --fanout-drain 30s
+
+bench-req-1m: ## P3: REQ shapes on 1M fixture events, 3 runs (BENCH_1M_CACHE=dir keeps the load)
+	@scripts/bench-1m.sh 3
+
+bench-fanout: ## P5: fan-out, 1,000 subscribers x 100 ev/s for 10 s, 3 runs
+	@scripts/bench.sh 3 --phase fanout --subscribers 1000 --rate 100 --fanout-seconds 10
+
+bench-idle: ## P6: 10,000 idle authenticated sockets, relay RSS; heap profile in bin/heap-idle.pb.gz
+	@mkdir -p bin
+	@BENCH_ENV="BUZZ_PPROF_ENABLED=true $(BENCH_ENV)" scripts/bench.sh 1 --phase idle --idle-conns 10000 \
+		--pprof http://127.0.0.1:3392/debug/pprof/heap --heap-profile $(CURDIR)/bin/heap-idle.pb.gz
 
 lint: ## gofmt check, go vet, golangci-lint (pinned; installed into .bin/ on first use)
 	@scripts/lint.sh
