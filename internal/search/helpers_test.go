@@ -31,6 +31,20 @@ func (tr *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 
 func (tr *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+func (tr *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery records each statement of a batch (the search statement
+// and its COMMIT are sent as one).
+func (tr *tracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	tr.mu.Lock()
+	tr.sql = append(tr.sql, d.SQL)
+	tr.mu.Unlock()
+}
+
+func (tr *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (tr *tracer) count() int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

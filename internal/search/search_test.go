@@ -30,7 +30,7 @@ func TestBuildStartsWithCommunity(t *testing.T) { // check 12 (unit)
 				if mask&8 != 0 {
 					q.Until = ptr(int64(2))
 				}
-				st := build(&q, "jm", 1, 100, DefaultRankWindow)
+				st := build(&q, "jm", 1, 100, DefaultRankWindow, nil)
 				_, where, ok := strings.Cut(st.sql, "\nWHERE ")
 				require.True(t, ok, st.sql)
 				require.True(t, strings.HasPrefix(where, "community_id = $1\n"), st.sql)

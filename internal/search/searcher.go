@@ -124,8 +124,20 @@ func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context
 	if text == "" {
 		return res, nil
 	}
-	st := build(&q, text, page, perPage, s.cfg.RankWindow)
-	hits, err := run(ctx, st)
+	var hits []Hit
+	var err error
+	if from, ok := recentFrom(&q, time.Now()); ok {
+		// Fast path: the window of the recent span alone. When it is full,
+		// it is the window of the whole filter (the W newest matches are
+		// all at least that recent) and the answer is the same.
+		st := build(&q, text, page, perPage, s.cfg.RankWindow, &from)
+		if hits, err = run(ctx, st); err == nil && *st.candidates < int64(s.cfg.RankWindow) {
+			hits = nil
+		}
+	}
+	if hits == nil && err == nil {
+		hits, err = run(ctx, build(&q, text, page, perPage, s.cfg.RankWindow, nil))
+	}
 	if err != nil {
 		var lenErr *columnLengthError
 		if errors.As(err, &lenErr) {
@@ -183,7 +195,7 @@ func (s *Searcher) runIn(ctx context.Context, tx pg.Querier, st statement) ([]Hi
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			hits, err = scanHits(rows)
+			hits, err = scanHits(rows, st.candidates)
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -200,19 +212,19 @@ func (s *Searcher) runOn(ctx context.Context, conn *pgx.Conn, st statement) ([]H
 	b.Queue(st.sql, st.args...)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
-	hits, err := readBatch(br)
+	hits, err := readBatch(br, st.candidates)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return hits, err
 }
 
-func readBatch(br pgx.BatchResults) ([]Hit, error) {
+func readBatch(br pgx.BatchResults, candidates *int64) ([]Hit, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
-	hits, err := scanHits(rows)
+	hits, err := scanHits(rows, candidates)
 	if err != nil {
 		return nil, err
 	}
@@ -231,16 +243,19 @@ func (e *columnLengthError) Error() string {
 	return fmt.Sprintf("%s column is %d bytes, expected 32", e.column, e.n)
 }
 
-func scanHits(rows pgx.Rows) ([]Hit, error) {
+// scanHits reads a page of hits and stores the size of the statement's
+// window (the candidates it ranked; 0 for an empty page) in *candidates.
+func scanHits(rows pgx.Rows, candidates *int64) ([]Hit, error) {
 	defer rows.Close()
 	hits := []Hit{}
+	*candidates = 0
 	for rows.Next() {
 		var (
 			id, pub []byte
 			channel *string
 			h       Hit
 		)
-		if err := rows.Scan(&id, &h.Kind, &pub, &channel, &h.CreatedAt, &h.Rank); err != nil {
+		if err := rows.Scan(&id, &h.Kind, &pub, &channel, &h.CreatedAt, &h.Rank, candidates); err != nil {
 			return nil, err
 		}
 		if len(id) != 32 {
@@ -363,14 +378,18 @@ func (s *Searcher) LiveIDsOn(ctx context.Context, q pg.Querier, community string
 	return out, nil
 }
 
-// Explain returns the EXPLAIN (ANALYZE, BUFFERS) output of q's statement,
-// run with the same settings as Search. For plan checks and operators.
+// Explain returns the EXPLAIN (ANALYZE, BUFFERS) output of the first
+// statement Search runs for q (the recent span's when there is one), with
+// the same settings as Search. For plan checks and operators.
 func (s *Searcher) Explain(ctx context.Context, q Query) (string, error) {
 	text := NormalizeText(q.Text)
 	if q.Community == "" || text == "" {
 		return "", ErrNoCommunity
 	}
-	st := build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage), s.cfg.RankWindow)
+	st := build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage), s.cfg.RankWindow, nil)
+	if from, ok := recentFrom(&q, time.Now()); ok {
+		st = build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage), s.cfg.RankWindow, &from)
+	}
 	var out []string
 	err := pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {

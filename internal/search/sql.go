@@ -26,20 +26,43 @@ const prefixQuery = `(SELECT COALESCE(string_agg(quote_literal(lx.lexeme)
 type statement struct {
 	sql  string
 	args []any
+	// candidates receives the size of the window, read from every row.
+	candidates *int64
+}
+
+// RecentSpan is the first span a search tries (spec 20 §3.4 leaves the
+// plan to the implementation): the window of [until-or-now − RecentSpan,
+// until] alone. When that window is full it equals the window of the whole
+// filter, and the statement plans and scans only the partitions of the
+// span; otherwise the search runs again without the bound.
+const RecentSpan = 62 * 24 * time.Hour
+
+// recentFrom returns the lower bound of q's recent span, and false when
+// the filter's own since already bounds it as tightly.
+func recentFrom(q *Query, now time.Time) (time.Time, bool) {
+	end := now
+	if q.Until != nil {
+		end = time.Unix(*q.Until, 0)
+	}
+	from := end.Add(-RecentSpan).UTC().Truncate(time.Second)
+	if q.Since != nil && *q.Since >= from.Unix() {
+		return time.Time{}, false
+	}
+	return from, true
 }
 
 // build returns the statement of a normalised query (spec 20 §3.4). text is
 // already normalised and non-empty; page and perPage already clamped;
-// window is the rank window. community_id = $1 is always the first
-// predicate.
+// window is the rank window; from, when set, is the recent span's lower
+// bound (recentFrom). community_id = $1 is always the first predicate.
 //
 // The inner query takes the newest window matches under every predicate
 // (community, deleted, scope, kinds, authors, since, until) and computes no
 // rank; its LIMIT is a barrier the planner cannot flatten, so ts_rank_cd
 // runs on at most window rows, however common the word. The outer query
 // orders that window and cuts the page from it.
-func build(q *Query, text string, page, perPage int64, window int) statement {
-	st := statement{args: []any{q.Community, text}}
+func build(q *Query, text string, page, perPage int64, window int, from *time.Time) statement {
+	st := statement{args: []any{q.Community, text}, candidates: new(int64)}
 	arg := func(v any) string {
 		st.args = append(st.args, v)
 		return "$" + strconv.Itoa(len(st.args))
@@ -51,7 +74,7 @@ func build(q *Query, text string, page, perPage int64, window int) statement {
 	var b strings.Builder
 	b.WriteString(`SELECT id, kind, pubkey, channel_id::text,
        EXTRACT(EPOCH FROM created_at)::bigint AS created_at_s,
-       ts_rank_cd(search_tsv, query) AS rank
+       ts_rank_cd(search_tsv, query) AS rank, count(*) OVER () AS candidates
 FROM (SELECT id, kind, pubkey, channel_id, created_at, search_tsv, search_query.query
 FROM events CROSS JOIN LATERAL (SELECT `)
 	b.WriteString(tsq)
@@ -73,6 +96,9 @@ WHERE community_id = $1
 	}
 	if q.Until != nil {
 		b.WriteString("\n  AND created_at <= " + arg(time.Unix(*q.Until, 0).UTC()))
+	}
+	if from != nil {
+		b.WriteString("\n  AND created_at >= " + arg(*from))
 	}
 	b.WriteString("\nORDER BY created_at DESC, id\nLIMIT " + arg(int64(window)) + ") AS candidates")
 	b.WriteString("\nORDER BY ")

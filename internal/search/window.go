@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"github.com/buzz-relay/buzz/internal/config"
 )
 
 // Bounds of the rank window (spec 20 §3.4): a statement ranks only the
@@ -20,6 +18,15 @@ const (
 // EnvRankWindow is the variable that sets the rank window of the process.
 const EnvRankWindow = "BUZZ_SEARCH_RANK_WINDOW"
 
+// SettingsError is an invalid BUZZ_SEARCH_ variable, worded like the
+// errors of package config: "invalid <VARIABLE>: <reason>".
+type SettingsError struct {
+	Variable string
+	Reason   string
+}
+
+func (e *SettingsError) Error() string { return "invalid " + e.Variable + ": " + e.Reason }
+
 // Settings are the BUZZ_SEARCH_ variables of the relay.
 type Settings struct {
 	// RankWindow is BUZZ_SEARCH_RANK_WINDOW: DefaultRankWindow when unset.
@@ -28,7 +35,7 @@ type Settings struct {
 
 // LoadSettings reads the BUZZ_SEARCH_ variables through getenv (nil reads
 // nothing). Empty or blank values mean unset; an invalid value is a
-// *config.Error ("invalid BUZZ_SEARCH_RANK_WINDOW: …"), never a fallback.
+// *SettingsError ("invalid BUZZ_SEARCH_RANK_WINDOW: …"), never a fallback.
 func LoadSettings(getenv func(string) string) (Settings, error) {
 	s := Settings{RankWindow: DefaultRankWindow}
 	if getenv == nil {
@@ -40,7 +47,7 @@ func LoadSettings(getenv func(string) string) (Settings, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < MinRankWindow || n > MaxRankWindow {
-		return s, &config.Error{Variable: EnvRankWindow, Reason: "must be an integer in " +
+		return s, &SettingsError{Variable: EnvRankWindow, Reason: "must be an integer in " +
 			strconv.Itoa(MinRankWindow) + "..=" + strconv.Itoa(MaxRankWindow) + " (matches ranked per search)"}
 	}
 	s.RankWindow = n

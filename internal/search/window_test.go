@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -144,6 +145,34 @@ func TestRankWindow(t *testing.T) {
 		require.Equal(t, rankOrder(rows), hitIDs(res.Hits))
 	})
 
+	t.Run("OlderThanTheRecentSpan", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := New(Config{Pool: b.s.cfg.Pool, RankWindow: 100}) // traced
+		chanA := randUUID(t, b.pool)
+		old := time.Now().Add(-RecentSpan - 40*24*time.Hour).Unix()
+		oldRows := insertWindowRows(t, b, chanA, 90, old)
+		q := Query{Text: "common", Scope: Channels([]string{chanA}), PerPage: 500}
+		before := b.tr.fts()
+		require.Equal(t, rankOrder(oldRows), b.searchWith(t, s, q), "nothing in the recent span: the whole filter")
+		require.Equal(t, 2, b.tr.fts()-before, "the recent span, then the whole filter")
+
+		recent := insertWindowRows(t, b, chanA, 60, baseTime-500)
+		window := append(slices.Clone(recent), newestFirst(oldRows)[:40]...)
+		require.Equal(t, rankOrder(window), b.searchWith(t, s, q), "a recent span short of W is not the window")
+
+		more := insertWindowRows(t, b, chanA, 40, baseTime-200)
+		before = b.tr.fts()
+		require.Equal(t, rankOrder(append(recent, more...)), b.searchWith(t, s, q), "a full recent span is the window")
+		require.Equal(t, 1, b.tr.fts()-before, "one statement when the recent span fills the window")
+
+		// A since inside the recent span needs no second bound.
+		before = b.tr.fts()
+		q.Since = ptr(baseTime - 300)
+		require.Equal(t, rankOrder(more), b.searchWith(t, s, q))
+		require.Equal(t, 1, b.tr.fts()-before)
+	})
+
 	t.Run("EqualSecondsCutByID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -233,4 +262,17 @@ func TestConfigure(t *testing.T) {
 	}))
 	require.Equal(t, 300, New(Config{}).RankWindow())
 	require.Equal(t, 100, New(Config{RankWindow: 100}).RankWindow(), "an explicit window wins")
+}
+
+// fts counts the search statements the tracer has seen.
+func (tr *tracer) fts() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, q := range tr.sql {
+		if strings.Contains(q, "ts_rank_cd(") {
+			n++
+		}
+	}
+	return n
 }
