@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
@@ -501,4 +502,37 @@ func TestBenchIdleLimits(t *testing.T) {
 	require.Equal(t, 2, run(t.Context(), args, &out, &errb))
 	require.Contains(t, errb.String(), "404 Not Found")
 	require.NoFileExists(t, profile)
+}
+
+func TestReqTargets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := dir + "/" + name
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		return p
+	}
+	a, e, p := strings.Repeat("a", 64), strings.Repeat("e", 64), strings.Repeat("b", 64)
+	good := write("good.json", `{"kind":9,"authors":["`+a+`"],"e":["`+e+`"],"p":["`+p+`"]}`)
+	c, err := parseConfig([]string{"--phase", "req", "--req-targets", good}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, &reqTargets{Kind: 9, Authors: []string{a}, E: []string{e}, P: []string{p}}, c.targets)
+	rng := rand.New(rand.NewPCG(1, 2))
+	require.Equal(t, []string{a}, filterFor("authors", c.targets)(rng).Authors)
+	require.Equal(t, map[string][]string{"e": {e}}, filterFor("#e", c.targets)(rng).Tags)
+	require.Equal(t, map[string][]string{"p": {p}}, filterFor("#p", c.targets)(rng).Tags)
+	f := filterFor("kinds", c.targets)(rng)
+	require.Equal(t, []int{9}, f.Kinds)
+	require.Equal(t, reqLimit, *f.Limit)
+
+	for name, body := range map[string]string{
+		"empty.json":  `{"kind":9,"authors":["` + a + `"],"e":[],"p":["` + p + `"]}`,
+		"upper.json":  `{"kind":9,"authors":["` + strings.Repeat("A", 64) + `"],"e":["` + e + `"],"p":["` + p + `"]}`,
+		"broken.json": `{"kind":`,
+	} {
+		_, err := parseConfig([]string{"--req-targets", write(name, body)}, io.Discard)
+		require.ErrorContains(t, err, "--req-targets", name)
+	}
+	_, err = parseConfig([]string{"--req-targets", dir + "/missing.json"}, io.Discard)
+	require.ErrorContains(t, err, "--req-targets")
 }
