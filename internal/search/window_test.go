@@ -276,3 +276,20 @@ func (tr *tracer) fts() int {
 	}
 	return n
 }
+
+func TestRecentFrom(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	from, ok := recentFrom(&Query{}, now)
+	require.True(t, ok)
+	require.Equal(t, now.Add(-RecentSpan).Unix(), from.Unix())
+	from, ok = recentFrom(&Query{Until: ptr(int64(1_700_000_000))}, now)
+	require.True(t, ok)
+	require.Equal(t, int64(1_700_000_000)-int64(RecentSpan/time.Second), from.Unix(), "the span ends at until")
+	_, ok = recentFrom(&Query{Since: ptr(now.Add(-time.Hour).Unix())}, now)
+	require.False(t, ok, "a since inside the span bounds it already")
+	_, ok = recentFrom(&Query{Since: ptr(now.Add(-RecentSpan - time.Hour).Unix())}, now)
+	require.True(t, ok)
+	st := build(&Query{Community: "c", Scope: Any()}, "x", 1, 100, 100, &from)
+	require.Contains(t, st.sql, "\n  AND created_at >= $3\nORDER BY created_at DESC, id\nLIMIT $4) AS candidates")
+}
