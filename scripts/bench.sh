@@ -22,9 +22,13 @@ cd "$(dirname "$0")/.."
 runs=${1:-3}
 shift || true
 scripts/ensure-postgres.sh
+if [ -n "${BENCH_RELAY_BIN:-}" ] && [ ! -x "$BENCH_RELAY_BIN" ]; then
+  echo "BENCH_RELAY_BIN=$BENCH_RELAY_BIN is not an executable" >&2
+  exit 2
+fi
 bin=$(mktemp -d /tmp/buzz-bench.XXXXXX)
+trap 'rm -rf "$bin"' EXIT
 if [ -n "${BENCH_RELAY_BIN:-}" ]; then
-  [ -x "$BENCH_RELAY_BIN" ] || { echo "BENCH_RELAY_BIN=$BENCH_RELAY_BIN is not an executable" >&2; exit 2; }
   go build -o "$bin/" ./cmd/buzz-bench
   relay_bin=$(realpath "$BENCH_RELAY_BIN")
 else
