@@ -40,7 +40,7 @@ type closeReq struct {
 // conn is one WebSocket. The read loop runs on the ServeHTTP goroutine;
 // writeLoop is the only goroutine writing data frames (ping and pong control
 // frames are written by the library between data frames, so they never wait
-// behind the queue); heartbeat pings.
+// behind the queue); the heartbeat timer pings.
 type conn struct {
 	srv       *Server
 	ws        *websocket.Conn
@@ -51,11 +51,12 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	send       chan []byte
+	send       sendQueue
 	ctrl       chan closeReq
 	closing    atomic.Bool
 	writerDone chan struct{}
-	background sync.WaitGroup // heartbeat and handlers
+	background sync.WaitGroup // handlers
+	hb         heartbeat
 
 	// counted is set by the writer once the challenge is written; read
 	// after writerDone.
@@ -78,7 +79,7 @@ func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 		challenge:  auth.NewChallenge(),
 		ctx:        ctx,
 		cancel:     cancel,
-		send:       make(chan []byte, s.cfg.SendBuffer),
+		send:       sendQueue{max: s.cfg.SendBuffer, ready: make(chan struct{}, 1)},
 		ctrl:       make(chan closeReq, 1),
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
@@ -98,10 +99,9 @@ func newConnID() string {
 
 // serve runs the connection until it closes, then tears it down.
 func (c *conn) serve() {
-	c.send <- wire.AuthChallenge(c.challenge) // first frame; the queue is empty
+	c.send.push(wire.AuthChallenge(c.challenge)) // first frame; the queue is empty
 	go c.writeLoop()
-	c.background.Add(1)
-	go c.heartbeat()
+	c.startHeartbeat()
 	c.log.Debug("websocket connected")
 
 	c.readLoop()
@@ -109,6 +109,7 @@ func (c *conn) serve() {
 	c.closeWith(websocket.StatusNormalClosure, "", nil, false)
 	<-c.writerDone
 	c.cancel()
+	c.stopHeartbeat()
 	c.background.Wait()
 
 	c.mu.Lock()
@@ -222,11 +223,9 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 	if c.closing.Load() {
 		return false
 	}
-	select {
-	case c.send <- msg:
+	if c.send.push(msg) {
 		c.strikes = 0
 		return true
-	default:
 	}
 	if ephemeral {
 		c.strikes++
@@ -239,6 +238,54 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 		c.log.Info("slow client closed", slog.Int("strikes", c.strikes))
 	}
 	return false
+}
+
+// sendQueue is a connection's outbound queue of at most max messages. It
+// holds memory only while it holds messages, so an idle connection costs
+// no buffer (spec 80 P6); ready is signalled after each push.
+type sendQueue struct {
+	mu    sync.Mutex
+	items [][]byte
+	head  int
+	max   int
+	ready chan struct{}
+}
+
+// push queues msg unless the queue is full; it never blocks.
+func (q *sendQueue) push(msg []byte) bool {
+	q.mu.Lock()
+	if len(q.items)-q.head >= q.max {
+		q.mu.Unlock()
+		return false
+	}
+	if q.head > 0 && q.head >= len(q.items)/2 { // drop the written half before growing
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, msg)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pop returns the oldest queued message, if any.
+func (q *sendQueue) pop() ([]byte, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.items) {
+		return nil, false
+	}
+	msg := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = nil, 0 // empty: give the backing array back
+	}
+	return msg, true
 }
 
 // closeWith asks the writer to close the connection. Only the first request
@@ -262,11 +309,8 @@ func (c *conn) writeLoop() {
 			return
 		default:
 		}
-		select {
-		case req := <-c.ctrl:
-			c.finish(req)
-			return
-		case msg := <-c.send:
+		msg, ok := c.send.pop()
+		if ok {
 			if err := c.write(msg); err != nil {
 				c.closing.Store(true)
 				_ = c.ws.CloseNow()
@@ -276,6 +320,13 @@ func (c *conn) writeLoop() {
 				c.counted = true
 				c.challengeWritten()
 			}
+			continue
+		}
+		select {
+		case req := <-c.ctrl:
+			c.finish(req)
+			return
+		case <-c.send.ready:
 		case <-c.ctx.Done():
 			c.closing.Store(true)
 			_ = c.ws.CloseNow()
@@ -292,15 +343,10 @@ func (c *conn) write(msg []byte) error {
 
 func (c *conn) finish(req closeReq) {
 	if req.flush {
-	drain:
 		for {
-			select {
-			case msg := <-c.send:
-				if c.write(msg) != nil {
-					break drain
-				}
-			default:
-				break drain
+			msg, ok := c.send.pop()
+			if !ok || c.write(msg) != nil {
+				break
 			}
 		}
 	}
@@ -335,37 +381,77 @@ func (c *conn) authTimeout() {
 }
 
 // heartbeat pings every HeartbeatInterval; missedPongLimit consecutive
-// pings without a pong within the interval close the connection.
-func (c *conn) heartbeat() {
-	defer c.background.Done()
+// pings without a pong within the interval close the connection. It is a
+// timer, not a goroutine: between pings a connection holds no stack for it
+// (spec 80 P6), and a goroutine exists only while a ping waits for its pong.
+type heartbeat struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	running sync.WaitGroup // the ping in flight
+	missed  int            // read and written by one beat at a time
+}
+
+func (c *conn) startHeartbeat() {
+	c.hb.mu.Lock()
+	defer c.hb.mu.Unlock()
+	c.hb.timer = time.AfterFunc(c.srv.cfg.HeartbeatInterval, c.beat)
+}
+
+// stopHeartbeat stops the timer and waits for a ping in flight, which
+// c.cancel has already cut short.
+func (c *conn) stopHeartbeat() {
+	c.hb.mu.Lock()
+	c.hb.stopped = true
+	if c.hb.timer != nil {
+		c.hb.timer.Stop()
+	}
+	c.hb.mu.Unlock()
+	c.hb.running.Wait()
+}
+
+// beat sends one ping and arms the next; it runs on the timer's goroutine.
+func (c *conn) beat() {
+	c.hb.mu.Lock()
+	if c.hb.stopped {
+		c.hb.mu.Unlock()
+		return
+	}
+	c.hb.running.Add(1)
+	c.hb.mu.Unlock()
+	defer c.hb.running.Done()
+	next, again := c.ping()
+	if !again {
+		return
+	}
+	c.hb.mu.Lock()
+	if !c.hb.stopped {
+		c.hb.timer.Reset(next)
+	}
+	c.hb.mu.Unlock()
+}
+
+// ping sends one ping and returns when the next is due, or false when the
+// heartbeat ends.
+func (c *conn) ping() (next time.Duration, again bool) {
 	interval := c.srv.cfg.HeartbeatInterval
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	missed := 0
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(c.ctx, interval)
+	err := c.ws.Ping(ctx)
+	cancel()
+	switch {
+	case err == nil:
+		c.hb.missed = 0
+		return interval - time.Since(start), true
+	case c.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		c.hb.missed++
+		if c.hb.missed >= missedPongLimit {
+			c.log.Debug("heartbeat missed", slog.Int("pings", c.hb.missed))
+			c.closeWith(websocket.StatusPolicyViolation, "heartbeat timeout", nil, false)
+			return 0, false
 		}
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(c.ctx, interval)
-		err := c.ws.Ping(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			missed = 0
-			t.Reset(interval - time.Since(start))
-		case c.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-			missed++
-			if missed >= missedPongLimit {
-				c.log.Debug("heartbeat missed", slog.Int("pings", missed))
-				c.closeWith(websocket.StatusPolicyViolation, "heartbeat timeout", nil, false)
-				return
-			}
-			t.Reset(0)
-		default:
-			return
-		}
+		return 0, true
+	default:
+		return 0, false
 	}
 }

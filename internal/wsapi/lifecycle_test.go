@@ -112,7 +112,7 @@ func TestSlowClient(t *testing.T) {
 	t.Run("EphemeralStrikes", func(t *testing.T) {
 		t.Parallel()
 		srv := New(Config{SendBuffer: 1})
-		c := &conn{srv: srv, send: make(chan []byte, 1), ctrl: make(chan closeReq, 1), log: srv.log}
+		c := &conn{srv: srv, send: sendQueue{max: 1, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		require.True(t, c.enqueueLocked([]byte("typing"), true))
@@ -120,7 +120,8 @@ func TestSlowClient(t *testing.T) {
 			require.False(t, c.enqueueLocked([]byte("typing"), true))
 			require.False(t, c.closing.Load())
 		}
-		<-c.send
+		_, popped := c.send.pop()
+		require.True(t, popped)
 		require.True(t, c.enqueueLocked([]byte("typing"), true), "a successful enqueue resets the strikes")
 		for range DefaultSlowClientGraceLimit - 1 {
 			require.False(t, c.enqueueLocked([]byte("typing"), true))
@@ -136,7 +137,7 @@ func TestSlowClient(t *testing.T) {
 	t.Run("StoredOnFullQueue", func(t *testing.T) {
 		t.Parallel()
 		srv := New(Config{SendBuffer: 1})
-		c := &conn{srv: srv, send: make(chan []byte, 1), ctrl: make(chan closeReq, 1), log: srv.log}
+		c := &conn{srv: srv, send: sendQueue{max: 1, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		require.True(t, c.enqueueLocked([]byte("a"), false))
@@ -195,4 +196,32 @@ func TestHeartbeat(t *testing.T) {
 	eventually(t, func() bool { return pings.Load() >= 8 }, "the answering client keeps being pinged")
 	alive.send(t, "CLOSE", "still-here")
 	alive.expect(t, "CLOSED", "still-here", "")
+}
+
+// The send queue keeps order, refuses beyond its bound, and gives its
+// memory back once empty (spec 80 P6: an idle connection holds no buffer).
+func TestSendQueue(t *testing.T) {
+	t.Parallel()
+	q := sendQueue{max: 3, ready: make(chan struct{}, 1)}
+	require.Nil(t, q.items, "a new queue holds no buffer")
+	for i := range 3 {
+		require.True(t, q.push([]byte{byte(i)}))
+	}
+	require.False(t, q.push([]byte{9}), "full at max")
+	<-q.ready
+	for round := range 100 { // a writer that keeps up with one message in hand
+		msg, ok := q.pop()
+		require.True(t, ok)
+		require.Equal(t, []byte{byte(round)}, msg, "first in, first out")
+		require.True(t, q.push([]byte{byte(round + 3)}))
+		require.LessOrEqual(t, len(q.items), 6, "the written part is dropped before the queue grows")
+	}
+	for i := range 3 {
+		msg, ok := q.pop()
+		require.True(t, ok)
+		require.Equal(t, []byte{byte(100 + i)}, msg)
+	}
+	_, ok := q.pop()
+	require.False(t, ok)
+	require.Nil(t, q.items, "empty again: the backing array is released")
 }
