@@ -98,7 +98,7 @@ func (e *Event) Serialize() []byte {
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(e.Kind), 10)
 	b = append(b, ',')
-	b = appendTags(b, e.Tags)
+	b = AppendTags(b, e.Tags)
 	b = append(b, ',')
 	b = AppendString(b, e.Content)
 	b = append(b, ']')
@@ -164,7 +164,7 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `,"kind":`...)
 	b = strconv.AppendInt(b, int64(e.Kind), 10)
 	b = append(b, `,"tags":`...)
-	b = appendTags(b, e.Tags)
+	b = AppendTags(b, e.Tags)
 	b = append(b, `,"content":`...)
 	b = AppendString(b, e.Content)
 	b = append(b, `,"sig":"`...)
@@ -173,7 +173,9 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	return b
 }
 
-func appendTags(b []byte, tags Tags) []byte {
+// AppendTags appends tags as the JSON array of arrays that AppendJSON and
+// Serialize write.
+func AppendTags(b []byte, tags Tags) []byte {
 	b = append(b, '[')
 	for i, t := range tags {
 		if i > 0 {

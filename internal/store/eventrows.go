@@ -122,7 +122,7 @@ func (r *EventRow) build(id, pub, sig, tags []byte) error {
 		if err := json.Unmarshal(tags, &e.Tags); err != nil {
 			return fmt.Errorf("decode tags of %s: %w", e.ID, err)
 		}
-		b = appendTagsJSON(b, e.Tags)
+		b = event.AppendTags(b, e.Tags)
 	}
 	tagsEnd := len(b)
 	b = append(b, `,"content":`...)
@@ -135,25 +135,6 @@ func (r *EventRow) build(id, pub, sig, tags []byte) error {
 	r.JSON = b
 	r.RawTags = b[tagsAt:tagsEnd:tagsEnd]
 	return nil
-}
-
-// appendTagsJSON encodes tags as event.Event.AppendJSON does.
-func appendTagsJSON(b []byte, tags event.Tags) []byte {
-	b = append(b, '[')
-	for i, t := range tags {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '[')
-		for j, v := range t {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = event.AppendString(b, v)
-		}
-		b = append(b, ']')
-	}
-	return append(b, ']')
 }
 
 // AppendCompactTags appends src, a jsonb tags value as PostgreSQL prints
