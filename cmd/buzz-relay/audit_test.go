@@ -391,6 +391,21 @@ func auditState(t *testing.T, pool *pgxpool.Pool) (created map[string]int, pendi
 	return created, pending
 }
 
+// auditDrained waits up to d for the audit outbox to drain and returns
+// auditState's event_created objects.
+func auditDrained(t *testing.T, pool *pgxpool.Pool, d time.Duration) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		created, pending := auditState(t, pool)
+		if pending == 0 {
+			return created
+		}
+		require.True(t, time.Now().Before(deadline), "the outbox drains within %s of the restart (%d pending)", d, pending)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // The crash test and check 26: kill -9 while 8 connections publish; after
 // restart every OK-true event has exactly one event_created entry, seq is
 // contiguous and verify passes.
@@ -427,17 +442,7 @@ func TestAuditSurvivesKill(t *testing.T) {
 	require.GreaterOrEqual(t, len(accepted), 500)
 
 	restarted := startReady(t, env)
-	deadline := time.Now().Add(5 * time.Second)
-	var created map[string]int
-	for {
-		var pending int
-		created, pending = auditState(t, b.pool)
-		if pending == 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the outbox drains within 5 s of the restart (%d pending)", pending)
-		time.Sleep(50 * time.Millisecond)
-	}
+	created := auditDrained(t, b.pool, 5*time.Second)
 	for _, id := range accepted {
 		require.Equal(t, 1, created[id], "event %s", id)
 	}

@@ -185,17 +185,7 @@ func TestGroupedIngestSurvivesKill(t *testing.T) {
 	t.Logf("%d sent, %d OK true, %d OK false, %d unanswered (%d of them stored whole)", len(sent), accepted, refused, unanswer+storedUnanswered, storedUnanswered)
 
 	restarted := startReady(t, env)
-	deadline = time.Now().Add(30 * time.Second)
-	var created map[string]int
-	for {
-		var pending int
-		created, pending = auditState(t, b.pool)
-		if pending == 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the outbox drains within 30 s of the restart (%d pending)", pending)
-		time.Sleep(50 * time.Millisecond)
-	}
+	created := auditDrained(t, b.pool, 30*time.Second)
 	for id, a := range sent {
 		if _, ok := stored[id]; ok || a == okTrue {
 			require.Equal(t, 1, created[id], "event %s has one chain entry", id)
