@@ -3,11 +3,8 @@ package read_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -17,29 +14,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/store"
 )
-
-// statements records the SQL of every statement a pool runs.
-type statements struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sql = append(s.sql, d.SQL)
-	return ctx
-}
-
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *statements) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sql
-	s.sql = nil
-	return out
-}
 
 // TestHistoryOneStatementPerFilter: a REQ's history costs one statement
 // per filter and nothing else once the reader's accessible channels are
@@ -56,12 +30,8 @@ func TestHistoryOneStatementPerFilter(t *testing.T) {
 	fixture.Event(t, pool, cid, other, 1, eventtest.Tag("p", reader.PubKey), eventtest.Tag("t", "x"))
 	fixture.Event(t, pool, cid, other, 9, eventtest.Channel(open), eventtest.Tag("e", strings.Repeat("ab", 32)))
 
-	rec := &statements{}
-	cfg := pool.Config().Copy()
-	cfg.ConnConfig.Tracer = rec
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(traced.Close)
+	rec := &dbtest.SQLRecorder{}
+	traced := dbtest.TracedPool(t, pool, rec, 4)
 	engine := read.New(read.Config{Store: store.New(traced)})
 
 	raw := []string{
@@ -73,6 +43,7 @@ func TestHistoryOneStatementPerFilter(t *testing.T) {
 	}
 	filters := make([]event.Filter, len(raw))
 	for i, r := range raw {
+		var err error
 		filters[i], err = event.ParseFilter([]byte(r))
 		require.NoError(t, err)
 	}
@@ -84,11 +55,11 @@ func TestHistoryOneStatementPerFilter(t *testing.T) {
 		return rows
 	}
 	require.Equal(t, 2, req(), "the kind-1 event for the first four filters, the kind 9 once")
-	first := rec.take()
+	first := rec.Take()
 	require.Len(t, first, 1+len(filters), "the accessible channels, then one statement per filter: %q", first)
 
 	require.Equal(t, 2, req())
-	again := rec.take()
+	again := rec.Take()
 	require.Len(t, again, len(filters), "cached channels: one statement per filter: %q", again)
 	for _, sql := range again {
 		require.True(t, strings.HasPrefix(sql, "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags"), sql)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -239,46 +238,6 @@ func TestEventInsertListeners(t *testing.T) {
 	})
 }
 
-// sqlRecorder is a pgx query tracer that records the SQL of every statement
-// its pool runs.
-type sqlRecorder struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (r *sqlRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sql = append(r.sql, data.SQL)
-	return ctx
-}
-
-func (r *sqlRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *sqlRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.sql
-	r.sql = nil
-	return out
-}
-
-// tracedPool opens a second pool of one connection on pool's database whose
-// statements rec records, from after the connection's own set-up on.
-func tracedPool(t *testing.T, pool *pgxpool.Pool, rec *sqlRecorder) *pgxpool.Pool {
-	t.Helper()
-	cfg := pool.Config().Copy()
-	cfg.ConnConfig.Tracer = rec
-	cfg.MaxConns, cfg.MinConns = 1, 0
-	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(traced.Close)
-	_, err = traced.Exec(context.Background(), "SELECT 1")
-	require.NoError(t, err)
-	rec.take()
-	return traced
-}
-
 // eventInsertStatement is EventInsert's statement as it was before operator
 // listeners existed: an event without listener targets must still run
 // exactly this text.
@@ -305,8 +264,8 @@ func TestEventInsertListenerStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	rec := &sqlRecorder{}
-	traced := tracedPool(t, pool, rec)
+	rec := &dbtest.SQLRecorder{}
+	traced := dbtest.TracedPool(t, pool, rec, 1)
 	s := store.New(pool)
 	cid := fixture.Community(t, pool).ID
 	target := pubkey()
@@ -319,7 +278,7 @@ func TestEventInsertListenerStatement(t *testing.T) {
 		inserted, err := s.EventInsert(ctx, traced, store.EventInsertParams{CommunityID: cid, Event: &ev})
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.Equal(t, []string{eventInsertStatement}, rec.take(), "kind %d", kind)
+		require.Equal(t, []string{eventInsertStatement}, rec.Take(), "kind %d", kind)
 	}
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM operator_listener_outbox`))
 
@@ -329,7 +288,7 @@ func TestEventInsertListenerStatement(t *testing.T) {
 		ListenerTargets: store.MentionTargets(&ev)})
 	require.NoError(t, err)
 	require.True(t, inserted)
-	got := rec.take()
+	got := rec.Take()
 	require.Len(t, got, 1)
 	require.Contains(t, got[0], "INSERT INTO operator_listener_outbox")
 	require.Len(t, outboxRows(t, pool, ev.ID), 1, "committed on its own: the statement autocommits")

@@ -1,0 +1,57 @@
+package dbtest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SQLRecorder is a pgx query tracer that records the SQL text of every
+// statement its pool runs, for tests that count or compare statements.
+type SQLRecorder struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+// TraceQueryStart records the statement's SQL.
+func (r *SQLRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sql = append(r.sql, data.SQL)
+	return ctx
+}
+
+// TraceQueryEnd does nothing.
+func (r *SQLRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Take returns the statements recorded since the last Take.
+func (r *SQLRecorder) Take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.sql
+	r.sql = nil
+	return out
+}
+
+// TracedPool opens a second pool of maxConns connections on pool's
+// database whose statements rec records, from after the connections' own
+// set-up on. It is closed when the test ends.
+func TracedPool(t testing.TB, pool *pgxpool.Pool, rec *SQLRecorder, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.Tracer = rec
+	cfg.MaxConns, cfg.MinConns = maxConns, 0
+	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("dbtest: traced pool: %v", err)
+	}
+	t.Cleanup(traced.Close)
+	if _, err := traced.Exec(context.Background(), "SELECT 1"); err != nil {
+		t.Fatalf("dbtest: traced pool: %v", err)
+	}
+	rec.Take()
+	return traced
+}
