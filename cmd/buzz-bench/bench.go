@@ -209,7 +209,11 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 			if t == nil {
 				t = &reqTargets{Kind: run.wl.kind, Authors: run.wl.pubkeys, E: eIDs, P: run.wl.pubkeys}
 			}
-			for _, shape := range []string{"kinds", "authors", "#e", "#p"} {
+			shapes := []string{"kinds", "authors", "#e", "#p"}
+			for _, w := range cfg.searchWords {
+				shapes = append(shapes, "search:"+w)
+			}
+			for _, shape := range shapes {
 				line := runReq(ctx, cfg, run.f, shape, filterFor(shape, t))
 				sum.ReqQPS[shape] = line.QPS
 				writeLine(out, line)
@@ -442,6 +446,10 @@ func filterFor(shape string, t *reqTargets) func(rng *rand.Rand) event.Filter {
 			f.Tags = map[string][]string{"e": {pick(rng, t.E)}}
 		case "#p":
 			f.Tags = map[string][]string{"p": {pick(rng, t.P)}}
+		default:
+			if w, ok := strings.CutPrefix(shape, "search:"); ok {
+				f.Search = &w // NIP-50, ranked by the relay's window
+			}
 		}
 		return f
 	}

@@ -56,6 +56,9 @@ type config struct {
 	// targets, when set (--req-targets), are the values the REQ shapes
 	// draw from instead of the run's own workload: a preloaded dataset's.
 	targets *reqTargets
+	// searchWords, when set (--search-words), add one NIP-50 REQ shape per
+	// word to the req phase ("search:<word>").
+	searchWords []string
 }
 
 // fanoutConfig is the fanout phase's shape (spec 80 P5).
@@ -101,6 +104,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	idleSecs := fs.Float64("idle-seconds", 5, "idle: seconds the sockets stay idle once all are open")
 	fs.StringVar(&c.idle.pprof, "pprof", "", "idle: the relay's heap profile URL (loopback), e.g. http://127.0.0.1:9102/debug/pprof/heap")
 	fs.StringVar(&c.idle.heapProfile, "heap-profile", "", "idle: file the --pprof profile is saved to, for go tool pprof")
+	searchWords := fs.String("search-words", "", "req: comma-separated words, each measured as a NIP-50 search shape after the four REQ shapes")
 	targets := fs.String("req-targets", "", "req: JSON file of a preloaded dataset's authors, e and p values (cmd/buzz-fixture --targets)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -117,6 +121,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := parseIdle(&c.idle, *idleSecs); err != nil {
 		return c, err
+	}
+	for _, w := range strings.Split(*searchWords, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			c.searchWords = append(c.searchWords, w)
+		}
 	}
 	if *targets != "" {
 		if c.targets, err = loadTargets(*targets); err != nil {

@@ -113,6 +113,16 @@ func TestParseConfig(t *testing.T) {
 	require.Equal(t, 1, c.kind)
 	_, err = parseConfig([]string{"--kind", "40002"}, io.Discard)
 	require.ErrorContains(t, err, "--kind must be 9 or 1")
+
+	// --search-words adds one NIP-50 shape per word to the req phase.
+	c, err = parseConfig([]string{"--search-words", "kanom, quixotically,"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"kanom", "quixotically"}, c.searchWords)
+	f := filterFor("search:kanom", &reqTargets{Kind: 9})(rand.New(rand.NewPCG(1, 2)))
+	require.NotNil(t, f.Search)
+	require.Equal(t, "kanom", *f.Search)
+	require.Equal(t, []int{9}, f.Kinds)
+	require.Equal(t, reqLimit, *f.Limit)
 }
 
 func TestWorkload(t *testing.T) {
