@@ -242,21 +242,33 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 
 // sendQueue is a connection's outbound queue of at most max messages. It
 // holds memory only while it holds messages, so an idle connection costs
-// no buffer (spec 80 P6); ready is signalled after each push.
+// no buffer (spec 80 P6); ready is signalled after each push. Like a
+// channel whose receiver is waiting, a message pushed while the writer is
+// parked is handed to the writer rather than counted against max: the
+// writer takes one message out of the queue before it writes it.
 type sendQueue struct {
-	mu    sync.Mutex
-	items [][]byte
-	head  int
-	max   int
-	ready chan struct{}
+	mu     sync.Mutex
+	items  [][]byte
+	head   int
+	max    int
+	parked bool // the writer found the queue empty and waits for ready
+	handed bool // items[head] was pushed to the parked writer: not counted
+	ready  chan struct{}
 }
 
 // push queues msg unless the queue is full; it never blocks.
 func (q *sendQueue) push(msg []byte) bool {
 	q.mu.Lock()
-	if len(q.items)-q.head >= q.max {
+	queued := len(q.items) - q.head
+	if q.handed {
+		queued--
+	}
+	if queued >= q.max && !q.parked {
 		q.mu.Unlock()
 		return false
+	}
+	if q.parked {
+		q.parked, q.handed = false, true
 	}
 	if q.head > 0 && q.head >= len(q.items)/2 { // drop the written half before growing
 		n := copy(q.items, q.items[q.head:])
@@ -272,16 +284,19 @@ func (q *sendQueue) push(msg []byte) bool {
 	return true
 }
 
-// pop returns the oldest queued message, if any.
+// pop returns the oldest queued message, if any. Finding none, the caller
+// parks until ready.
 func (q *sendQueue) pop() ([]byte, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.head == len(q.items) {
+		q.parked = true
 		return nil, false
 	}
 	msg := q.items[q.head]
 	q.items[q.head] = nil
 	q.head++
+	q.handed = false
 	if q.head == len(q.items) {
 		q.items, q.head = nil, 0 // empty: give the backing array back
 	}

@@ -224,4 +224,17 @@ func TestSendQueue(t *testing.T) {
 	_, ok := q.pop()
 	require.False(t, ok)
 	require.Nil(t, q.items, "empty again: the backing array is released")
+
+	// The writer is parked: as with a channel whose receiver waits, the
+	// first message is handed to it, and max more fit behind it.
+	for i := range 4 {
+		require.True(t, q.push([]byte{byte(i)}), "message %d", i)
+	}
+	require.False(t, q.push([]byte{9}), "full: one in the writer's hands, max queued")
+	msg, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, []byte{0}, msg)
+	require.False(t, q.push([]byte{9}), "max queued while the writer writes")
+	q.pop()
+	require.True(t, q.push([]byte{4}))
 }
