@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/buzz-relay/buzz/internal/pg"
@@ -80,44 +79,23 @@ type batchArgs struct {
 }
 
 func (b *batchArgs) add(p EventInsertParams) error {
-	ev := p.Event
-	id, pub, sig, err := decodeIDs(ev)
+	r, err := decodeInsert(p)
 	if err != nil {
 		return err
 	}
-	var targets [][]byte
-	if len(p.ListenerTargets) > 0 {
-		if targets, err = pubkeyList(p.ListenerTargets); err != nil {
-			return fmt.Errorf("insert event: listener target: %w", err)
-		}
-	}
-	tags := "[]"
-	if len(ev.Tags) > 0 {
-		raw, err := json.Marshal(ev.Tags)
-		if err != nil {
-			return fmt.Errorf("encode tags: %w", err)
-		}
-		tags = string(raw)
-	}
-	cid := p.CommunityID
+	ev, cid := p.Event, p.CommunityID
 	b.community = append(b.community, &cid)
-	b.id, b.pubkey, b.sig = append(b.id, id), append(b.pubkey, pub), append(b.sig, sig)
+	b.id, b.pubkey, b.sig = append(b.id, r.id), append(b.pubkey, r.pub), append(b.sig, r.sig)
 	b.createdAt, b.kind = append(b.createdAt, ev.CreatedAt), append(b.kind, int32(ev.Kind))
-	b.tags, b.content = append(b.tags, tags), append(b.content, ev.Content)
+	b.tags, b.content = append(b.tags, string(r.tags)), append(b.content, ev.Content)
 	b.channel, b.dTag = append(b.channel, nullUUID(p.Channel)), append(b.dTag, p.DTag)
-	if a := p.Audit; a != nil {
-		d := string(a.Detail)
-		b.auditKey, b.auditAction = append(b.auditKey, &a.DedupeKey), append(b.auditAction, &a.Action)
-		b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, a.Actor), append(b.auditObject, a.ObjectID), append(b.auditDetail, &d)
-	} else {
-		b.auditKey, b.auditAction = append(b.auditKey, nil), append(b.auditAction, nil)
-		b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, nil), append(b.auditObject, nil), append(b.auditDetail, nil)
+	b.auditKey, b.auditAction = append(b.auditKey, r.auditKey), append(b.auditAction, r.auditAction)
+	b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, r.auditActor), append(b.auditObject, r.auditObject), append(b.auditDetail, r.auditDetail)
+	for _, m := range r.mentions {
+		b.mCommunity, b.mID, b.mPubkey = append(b.mCommunity, cid), append(b.mID, r.id), append(b.mPubkey, m)
 	}
-	for _, m := range Mentions(ev) {
-		b.mCommunity, b.mID, b.mPubkey = append(b.mCommunity, cid), append(b.mID, id), append(b.mPubkey, m)
-	}
-	for _, tg := range targets {
-		b.lCommunity, b.lID, b.lTarget = append(b.lCommunity, cid), append(b.lID, id), append(b.lTarget, tg)
+	for _, tg := range r.targets {
+		b.lCommunity, b.lID, b.lTarget = append(b.lCommunity, cid), append(b.lID, r.id), append(b.lTarget, tg)
 	}
 	return nil
 }

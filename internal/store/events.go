@@ -85,39 +85,57 @@ type eventStatement struct {
 
 // insertStatement builds the statement of EventInsert for p.
 func insertStatement(p EventInsertParams) (eventStatement, error) {
-	ev := p.Event
-	id, pub, sig, err := decodeIDs(ev)
+	r, err := decodeInsert(p)
 	if err != nil {
 		return eventStatement{}, err
 	}
-	var targets [][]byte
-	if len(p.ListenerTargets) > 0 {
-		if targets, err = pubkeyList(p.ListenerTargets); err != nil {
-			return eventStatement{}, fmt.Errorf("insert event: listener target: %w", err)
-		}
-	}
-	tags := []byte("[]")
-	if len(ev.Tags) > 0 {
-		if tags, err = json.Marshal(ev.Tags); err != nil {
-			return eventStatement{}, fmt.Errorf("encode tags: %w", err)
-		}
-	}
-	mentions := Mentions(ev)
-	var (
-		auditKey, auditAction, detail *string
-		auditActor                    []byte
-		auditObject                   *string
-	)
-	if a := p.Audit; a != nil {
-		d := string(a.Detail)
-		auditKey, auditAction, auditActor, auditObject, detail = &a.DedupeKey, &a.Action, a.Actor, a.ObjectID, &d
-	}
-	args := []any{p.CommunityID, id, pub, ev.CreatedAt, ev.Kind, tags, ev.Content, sig, nullUUID(p.Channel), p.DTag, mentions,
-		auditKey, auditAction, auditActor, auditObject, detail}
-	if len(targets) == 0 {
+	ev := p.Event
+	args := []any{p.CommunityID, r.id, r.pub, ev.CreatedAt, ev.Kind, r.tags, ev.Content, r.sig, nullUUID(p.Channel), p.DTag, r.mentions,
+		r.auditKey, r.auditAction, r.auditActor, r.auditObject, r.auditDetail}
+	if len(r.targets) == 0 {
 		return eventStatement{sql: eventInsertSQL, args: args}, nil
 	}
-	return eventStatement{sql: eventInsertListenersSQL, args: append(args, targets), listeners: true}, nil
+	return eventStatement{sql: eventInsertListenersSQL, args: append(args, r.targets), listeners: true}, nil
+}
+
+// insertRow is an EventInsertParams decoded into column values: what the
+// one-event statement and the batch (EventInsertBatch) both write.
+type insertRow struct {
+	id, pub, sig []byte
+	tags         []byte // JSON
+	mentions     []string
+	targets      [][]byte
+	// The audit intent's columns; all nil without an intent.
+	auditKey, auditAction, auditObject, auditDetail *string
+	auditActor                                      []byte
+}
+
+func decodeInsert(p EventInsertParams) (insertRow, error) {
+	ev := p.Event
+	var (
+		r   insertRow
+		err error
+	)
+	if r.id, r.pub, r.sig, err = decodeIDs(ev); err != nil {
+		return insertRow{}, err
+	}
+	if len(p.ListenerTargets) > 0 {
+		if r.targets, err = pubkeyList(p.ListenerTargets); err != nil {
+			return insertRow{}, fmt.Errorf("insert event: listener target: %w", err)
+		}
+	}
+	r.tags = []byte("[]")
+	if len(ev.Tags) > 0 {
+		if r.tags, err = json.Marshal(ev.Tags); err != nil {
+			return insertRow{}, fmt.Errorf("encode tags: %w", err)
+		}
+	}
+	r.mentions = Mentions(ev)
+	if a := p.Audit; a != nil {
+		d := string(a.Detail)
+		r.auditKey, r.auditAction, r.auditActor, r.auditObject, r.auditDetail = &a.DedupeKey, &a.Action, a.Actor, a.ObjectID, &d
+	}
+	return r, nil
 }
 
 // scan reads the statement's one result row.
