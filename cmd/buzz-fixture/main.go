@@ -469,8 +469,9 @@ func copyRows(ctx context.Context, pool *pgxpool.Pool, in <-chan []row, total in
 			return nil
 		})
 	}
-	done := make(chan struct{})
+	done, reported := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(reported)
 		t := time.NewTicker(15 * time.Second)
 		defer t.Stop()
 		for {
@@ -484,6 +485,7 @@ func copyRows(ctx context.Context, pool *pgxpool.Pool, in <-chan []row, total in
 	}()
 	err = g.Wait()
 	close(done)
+	<-reported // no progress line is written once the caller logs again
 	return int(loaded.Load()), int(mentioned.Load()), err
 }
 
