@@ -351,7 +351,9 @@ func TestReadStateMigrationRewritesNothing(t *testing.T) {
 		"the purge did delete rows")
 
 	nodesAfter, exprAfter := relationState(t, pool)
-	require.Equal(t, nodesBefore, nodesAfter, "no relation was rewritten or rebuilt")
+	for name, node := range nodesBefore { // later migrations may add relations
+		require.Equal(t, node, nodesAfter[name], "no relation was rewritten or rebuilt: %s", name)
+	}
 	require.Equal(t, exprBefore, exprAfter)
 }
 

@@ -168,7 +168,7 @@ func TestEnsurePartitions(t *testing.T) {
 		// Partitions inherit the parent's indexes, the search GIN included.
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes
-			WHERE tablename = 'events_p2027_02' AND indexdef LIKE '%search_tsv%'`).Scan(&n))
+			WHERE tablename = 'events_p2027_02' AND indexdef LIKE '%USING gin (search_tsv)'`).Scan(&n))
 		require.Equal(t, 1, n)
 
 		// Every partition, the default one (migration 0004) and the new

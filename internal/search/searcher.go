@@ -69,8 +69,8 @@ func New(cfg Config) *Searcher {
 	}
 	cfg.RankWindow = clampRankWindow(cfg.RankWindow)
 	return &Searcher{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent),
-		begin: fmt.Sprintf("BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL statement_timeout = %d",
-			cfg.StatementTimeout.Milliseconds())}
+		begin: fmt.Sprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; %s; SET LOCAL statement_timeout = %d",
+			searchSettings, cfg.StatementTimeout.Milliseconds())}
 }
 
 // Hit is one candidate (spec 20 §3.6): no content, no tags.
@@ -107,14 +107,32 @@ func (s *Searcher) Search(ctx context.Context, q Query) (Result, error) {
 }
 
 // SearchOn is Search inside the caller's transaction tx (the read
-// replica's proved snapshot): the statement runs after SET LOCAL
-// plan_cache_mode = force_custom_plan, which lasts until tx ends, and under
-// tx's own statement timeout. It waits for a slot as Search does.
+// replica's proved snapshot, REPEATABLE READ): its statements run after
+// the search settings (custom plans, no JIT, no parallel plans) are SET
+// LOCAL, which lasts until tx ends, and under tx's own statement timeout.
+// It waits for a slot as Search does.
 func (s *Searcher) SearchOn(ctx context.Context, tx pg.Querier, q Query) (Result, error) {
-	return s.search(ctx, q, func(ctx context.Context, st statement) ([]Hit, error) { return s.runIn(ctx, tx, st) })
+	return s.search(ctx, q, func(ctx context.Context, fn func(pg.Querier) error) error {
+		if err := s.acquire(ctx); err != nil {
+			return err
+		}
+		defer s.release()
+		if _, err := tx.Exec(ctx, searchSettings); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
-func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context, statement) ([]Hit, error)) (Result, error) {
+// searchSettings are the search transaction's settings (spec 20 §3.4):
+// custom plans, so the planner sees how common the word is and the time
+// bounds; no JIT, whose compilation costs more than a search statement
+// whose estimate crosses jit_above_cost; no parallel plans, so the day-key
+// statement's Append runs its branches in order (buildDays).
+const searchSettings = "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL jit = off; " +
+	"SET LOCAL max_parallel_workers_per_gather = 0"
+
+func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context, func(pg.Querier) error) error) (Result, error) {
 	if q.Community == "" {
 		return Result{}, ErrNoCommunity
 	}
@@ -125,19 +143,11 @@ func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context
 		return res, nil
 	}
 	var hits []Hit
-	var err error
-	if from, ok := recentFrom(&q, time.Now()); ok {
-		// Fast path: the window of the recent span alone. When it is full,
-		// it is the window of the whole filter (the W newest matches are
-		// all at least that recent) and the answer is the same.
-		st := build(&q, text, page, perPage, s.cfg.RankWindow, &from)
-		if hits, err = run(ctx, st); err == nil && *st.candidates < int64(s.cfg.RankWindow) {
-			hits = nil
-		}
-	}
-	if hits == nil && err == nil {
-		hits, err = run(ctx, build(&q, text, page, perPage, s.cfg.RankWindow, nil))
-	}
+	err := run(ctx, func(db pg.Querier) error {
+		var err error
+		hits, err = s.page(ctx, db, &q, text, page, perPage)
+		return err
+	})
 	if err != nil {
 		var lenErr *columnLengthError
 		if errors.As(err, &lenErr) {
@@ -149,89 +159,117 @@ func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context
 	return res, nil
 }
 
-// run executes one search statement in its read-only transaction with two
-// round trips instead of four: BEGIN and the two SET LOCALs go as one
-// simple-protocol message, then the statement and COMMIT as one pipelined
-// batch. The settings come first so that the statement timeout also bounds
-// preparing the statement (which waits for a lock on events like running
-// it). A failure leaves the connection in a transaction, so it is rolled
-// back before the connection goes back to the pool.
-func (s *Searcher) run(ctx context.Context, st statement) ([]Hit, error) {
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for a search slot: %w", ctx.Err())
+// page runs the statements of one page of q on db, inside one REPEATABLE
+// READ transaction, so the preflight and the statement see one snapshot.
+// A FullText query that requires a lexeme walks the day keys back from the
+// community's newest event (buildDays). Any other query (Prefix mode, an
+// OR or a NOT, a community id that is not a UUID) tries the recent span
+// first: when its window is full it is the window of the whole filter (the
+// W newest matches are all at least that recent); otherwise the statement
+// runs again without the bound.
+func (s *Searcher) page(ctx context.Context, db pg.Querier, q *Query, text string, page, perPage int64) ([]Hit, error) {
+	if st, ok, err := s.daysStatement(ctx, db, q, text, page, perPage); err != nil || ok {
+		if err != nil || st == nil {
+			return []Hit{}, err
+		}
+		return queryHits(ctx, db, *st)
 	}
-	conn, err := s.cfg.Pool.Acquire(ctx)
+	if from, ok := recentFrom(q, time.Now()); ok {
+		st := build(q, text, page, perPage, s.cfg.RankWindow, &from)
+		hits, err := queryHits(ctx, db, st)
+		if err != nil || *st.candidates >= int64(s.cfg.RankWindow) {
+			return hits, err
+		}
+	}
+	return queryHits(ctx, db, build(q, text, page, perPage, s.cfg.RankWindow, nil))
+}
+
+// daysStatement runs the preflight of a FullText query and returns its
+// day-key statement with true. A nil statement with true means the
+// community has no event within the filter's bounds (the page is empty);
+// false means the query takes the other path.
+func (s *Searcher) daysStatement(ctx context.Context, db pg.Querier, q *Query, text string, page, perPage int64) (*statement, bool, error) {
+	if q.Mode == Prefix {
+		return nil, false, nil
+	}
+	prefix, ok := communityKeyPrefix(q.Community)
+	if !ok {
+		return nil, false, nil
+	}
+	sql, args := preflightSQL(q)
+	args[1] = text
+	var (
+		anchor *int64
+		tree   string
+	)
+	if err := db.QueryRow(ctx, sql, args...).Scan(&anchor, &tree); err != nil {
+		return nil, false, err
+	}
+	if anchor == nil {
+		return nil, true, nil
+	}
+	lexeme, ok := requiredLexeme(tree)
+	if !ok {
+		return nil, false, nil
+	}
+	st := buildDays(q, text, page, perPage, s.cfg.RankWindow, daysPlan{anchor: *anchor, lexeme: lexeme, prefix: prefix})
+	return &st, true, nil
+}
+
+// queryHits runs one search statement on db and reads its page.
+func queryHits(ctx context.Context, db pg.Querier, st statement) ([]Hit, error) {
+	rows, err := db.Query(ctx, st.sql, st.args...)
 	if err != nil {
 		return nil, err
 	}
+	return scanHits(rows, st.candidates)
+}
+
+func (s *Searcher) acquire(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for a search slot: %w", ctx.Err())
+	}
+}
+
+func (s *Searcher) release() { <-s.slots }
+
+// run runs fn in the search's own read-only REPEATABLE READ transaction on
+// a pooled connection: BEGIN and the settings go as one simple-protocol
+// message, first, so that the statement timeout also bounds preparing the
+// statements (which waits for a lock on events like running them). A
+// failure leaves the connection in a transaction, so it is rolled back
+// before the connection goes back to the pool.
+func (s *Searcher) run(ctx context.Context, fn func(pg.Querier) error) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	conn, err := s.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
 	defer conn.Release()
-	hits, err := s.runOn(ctx, conn.Conn(), st)
+	err = s.runOn(ctx, conn.Conn(), fn)
 	if err != nil && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_, _ = conn.Exec(rctx, "ROLLBACK")
 		cancel()
 	}
-	return hits, err
+	return err
 }
 
-// runIn executes one search statement in the caller's transaction, its
-// plan setting and the statement in one round trip.
-func (s *Searcher) runIn(ctx context.Context, tx pg.Querier, st statement) ([]Hit, error) {
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for a search slot: %w", ctx.Err())
-	}
-	b := &pgx.Batch{}
-	b.Queue("SET LOCAL plan_cache_mode = force_custom_plan")
-	b.Queue(st.sql, st.args...)
-	br := tx.SendBatch(ctx, b)
-	_, err := br.Exec()
-	var hits []Hit
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			hits, err = scanHits(rows, st.candidates)
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return hits, err
-}
-
-func (s *Searcher) runOn(ctx context.Context, conn *pgx.Conn, st statement) ([]Hit, error) {
+func (s *Searcher) runOn(ctx context.Context, conn *pgx.Conn, fn func(pg.Querier) error) error {
 	if _, err := conn.PgConn().Exec(ctx, s.begin).ReadAll(); err != nil {
-		return nil, err
+		return err
 	}
-	b := &pgx.Batch{}
-	b.Queue(st.sql, st.args...)
-	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
-	hits, err := readBatch(br, st.candidates)
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if err := fn(conn); err != nil {
+		return err
 	}
-	return hits, err
-}
-
-func readBatch(br pgx.BatchResults, candidates *int64) ([]Hit, error) {
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	hits, err := scanHits(rows, candidates)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := br.Exec(); err != nil {
-		return nil, err
-	}
-	return hits, nil
+	_, err := conn.Exec(ctx, "COMMIT")
+	return err
 }
 
 type columnLengthError struct {
@@ -379,23 +417,28 @@ func (s *Searcher) LiveIDsOn(ctx context.Context, q pg.Querier, community string
 }
 
 // Explain returns the EXPLAIN (ANALYZE, BUFFERS) output of the first
-// statement Search runs for q (the recent span's when there is one), with
-// the same settings as Search. For plan checks and operators.
+// search statement Search runs for q (after the day-key preflight, which
+// it also runs), in the same transaction and settings as Search. For plan
+// checks and operators; an empty string when the page needs no statement.
 func (s *Searcher) Explain(ctx context.Context, q Query) (string, error) {
 	text := NormalizeText(q.Text)
 	if q.Community == "" || text == "" {
 		return "", ErrNoCommunity
 	}
-	st := build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage), s.cfg.RankWindow, nil)
-	if from, ok := recentFrom(&q, time.Now()); ok {
-		st = build(&q, text, ClampPage(q.Page), ClampPerPage(q.PerPage), s.cfg.RankWindow, &from)
-	}
+	page, perPage := ClampPage(q.Page), ClampPerPage(q.PerPage)
 	var out []string
-	err := pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+	err := s.run(ctx, func(db pg.Querier) error {
+		ds, ok, err := s.daysStatement(ctx, db, &q, text, page, perPage)
+		if err != nil || (ok && ds == nil) {
 			return err
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.sql, st.args...)
+		st := build(&q, text, page, perPage, s.cfg.RankWindow, nil)
+		if ok {
+			st = *ds
+		} else if from, recent := recentFrom(&q, time.Now()); recent {
+			st = build(&q, text, page, perPage, s.cfg.RankWindow, &from)
+		}
+		rows, err := db.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+st.sql, st.args...)
 		if err != nil {
 			return err
 		}

@@ -152,7 +152,9 @@ func TestRankWindow(t *testing.T) {
 		chanA := randUUID(t, b.pool)
 		old := time.Now().Add(-RecentSpan - 40*24*time.Hour).Unix()
 		oldRows := insertWindowRows(t, b, chanA, 90, old)
-		q := Query{Text: "common", Scope: Channels([]string{chanA}), PerPage: 500}
+		// An OR takes the recent-span path (no single lexeme is required,
+		// so no day keys); "absentword" matches nothing.
+		q := Query{Text: "common or absentword", Scope: Channels([]string{chanA}), PerPage: 500}
 		before := b.tr.fts()
 		require.Equal(t, rankOrder(oldRows), b.searchWith(t, s, q), "nothing in the recent span: the whole filter")
 		require.Equal(t, 2, b.tr.fts()-before, "the recent span, then the whole filter")

@@ -1,0 +1,46 @@
+-- 0010: day keys, so a search finds a word's newest matches without reading
+-- all of them (spec 20 §3.4, the rank window; docs/PERFORMANCE.md, "Search:
+-- day keys").
+--
+-- search_day_keys gives one key per lexeme of a searchable event:
+-- base64(community id) ':' day ':' lexeme, where day is the UTC day number
+-- (Unix seconds / 86400, rounded down). A GIN over the keys answers "the
+-- matches of this word in this community on these days" with the posting
+-- lists of those days only, however many matches the word has elsewhere.
+-- The function is IMMUTABLE: the epoch of a timestamptz does not depend on
+-- the session's time zone, and uuid_send, encode and tsvector_to_array are
+-- immutable. The relay computes the same keys (internal/search, dayKey).
+--
+-- search_day_matches runs that GIN probe. It is PL/pgSQL so that its one
+-- statement keeps a generic plan per connection (the plan cannot differ by
+-- key: the GIN is the only index the predicate can use), instead of being
+-- planned over every partition on each call.
+--
+-- On a large database the index build holds a SHARE lock on events (writes
+-- wait) for about 20 s per million searchable events; OPERATIONS ("Search
+-- day-key index") shows how to prebuild it partition by partition with
+-- CREATE INDEX CONCURRENTLY, after which this CREATE INDEX only attaches.
+SET LOCAL lock_timeout = '5s';
+
+CREATE OR REPLACE FUNCTION search_day_keys(community uuid, at timestamptz, tsv tsvector)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT array_agg(encode(uuid_send(community), 'base64') || ':'
+                   || floor(extract(epoch FROM at) / 86400)::bigint || ':' || lexeme)
+  FROM unnest(tsvector_to_array(tsv)) AS lexeme
+$$;
+
+CREATE INDEX IF NOT EXISTS idx_events_search_day_keys ON events
+  USING GIN (search_day_keys(community_id, created_at, search_tsv));
+
+CREATE OR REPLACE FUNCTION search_day_matches(keys text[])
+RETURNS SETOF events
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+  RETURN QUERY SELECT * FROM events
+    WHERE search_day_keys(community_id, created_at, search_tsv) && keys;
+END
+$$;

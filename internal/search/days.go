@@ -1,0 +1,225 @@
+package search
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Day keys (migration 0010; docs/PERFORMANCE.md, "Search: day keys"). The
+// newest W matches of a common word are found without reading all of its
+// matches: the index idx_events_search_day_keys holds one key per
+// (community, UTC day, lexeme), so the matches of one word on a few days
+// are one small GIN probe. A FullText search whose query requires some
+// lexeme walks back from the community's newest event (the anchor) over
+// daySpans, newest first, and stops as soon as W matches are found; what
+// is older than the last span comes from the search_tsv GIN as before.
+
+// secondsPerDay is the width of a day key: UTC days since the Unix epoch.
+const secondsPerDay = 86400
+
+// daySpans are the widths, in days, of the spans a day-key search walks
+// back from the anchor's day, newest first: 2, 6 and 24 days (32 in all).
+// Each span reads the matches of its days only; the next one runs only
+// when the spans before it held fewer than W matches.
+var daySpans = [...]int64{2, 6, 24}
+
+// dayOf returns the day number of Unix time sec, rounded down as the SQL
+// floor(extract(epoch FROM created_at) / 86400) is.
+func dayOf(sec int64) int64 {
+	d := sec / secondsPerDay
+	if sec%secondsPerDay < 0 {
+		d--
+	}
+	return d
+}
+
+// communityKeyPrefix returns the community part of community's day keys:
+// the base64 of its 16 bytes, as encode(uuid_send(id), 'base64'), and false
+// when community is not a UUID.
+func communityKeyPrefix(community string) (string, bool) {
+	id, err := uuid.Parse(community)
+	if err != nil {
+		return "", false
+	}
+	return base64.StdEncoding.EncodeToString(id[:]), true
+}
+
+// dayKeys returns the keys of lexeme on days lo..hi inclusive, newest first.
+func dayKeys(prefix string, lo, hi int64, lexeme string) []string {
+	keys := make([]string, 0, hi-lo+1)
+	for d := hi; d >= lo; d-- {
+		keys = append(keys, prefix+":"+strconv.FormatInt(d, 10)+":"+lexeme)
+	}
+	return keys
+}
+
+// requiredLexeme returns a lexeme that every match of a tsquery contains,
+// read from PostgreSQL's querytree() of it: the longest (a proxy for the
+// rarest, so the fewest candidates) of the quoted lexemes when the tree
+// has only AND and phrase operators, and false when it has an OR, a NOT
+// or no lexeme (querytree gives "T" for a query no index can serve), when
+// it is not well formed, or when a lexeme has a prefix or weight marker.
+func requiredLexeme(tree string) (string, bool) {
+	best := ""
+	for i := 0; i < len(tree); {
+		c := tree[i]
+		switch {
+		case c == '\'':
+			var b strings.Builder
+			j := i + 1
+			closed := false
+			for j < len(tree) {
+				if tree[j] == '\'' {
+					if j+1 < len(tree) && tree[j+1] == '\'' {
+						b.WriteByte('\'')
+						j += 2
+						continue
+					}
+					closed = true
+					j++
+					break
+				}
+				b.WriteByte(tree[j])
+				j++
+			}
+			if !closed || (j < len(tree) && tree[j] == ':') {
+				return "", false
+			}
+			if lx := b.String(); len(lx) > len(best) {
+				best = lx
+			}
+			i = j
+		case c == ' ' || c == '&' || c == '(' || c == ')':
+			i++
+		case c == '<':
+			// A phrase operator: <-> or <N>.
+			j := strings.IndexByte(tree[i:], '>')
+			if j < 0 {
+				return "", false
+			}
+			op := tree[i+1 : i+j]
+			if op != "-" {
+				if _, err := strconv.Atoi(op); err != nil {
+					return "", false
+				}
+			}
+			i += j + 1
+		default:
+			// '|', '!', 'T' or anything unexpected.
+			return "", false
+		}
+	}
+	return best, best != ""
+}
+
+// daysPlan is what the preflight of a FullText search found: the anchor
+// day (the newest event of the community within the filter's since and
+// until) and the lexeme whose day keys the spans probe.
+type daysPlan struct {
+	anchor int64
+	lexeme string
+	prefix string
+}
+
+// preflightSQL returns the statement that reads a FullText search's anchor
+// day (NULL when the community has no event within since..until) and the
+// querytree of its tsquery. community_id = $1 and the text $2 are bound as
+// in build.
+func preflightSQL(q *Query) (string, []any) {
+	args := []any{q.Community, ""}
+	var b strings.Builder
+	b.WriteString(`SELECT (SELECT floor(extract(epoch FROM created_at) / 86400)::bigint FROM events
+        WHERE community_id = $1`)
+	if q.Since != nil {
+		args = append(args, time.Unix(*q.Since, 0).UTC())
+		b.WriteString(" AND created_at >= $" + strconv.Itoa(len(args)))
+	}
+	if q.Until != nil {
+		args = append(args, time.Unix(*q.Until, 0).UTC())
+		b.WriteString(" AND created_at <= $" + strconv.Itoa(len(args)))
+	}
+	b.WriteString(`
+        ORDER BY created_at DESC LIMIT 1),
+       querytree(` + fullTextQuery + `)`)
+	return b.String(), args
+}
+
+// buildDays returns the statement of a FullText query over day keys
+// (spec 20 §3.4, the same window, order and page as build): one branch per
+// day span, newest first, each the newest window matches of its days under
+// every predicate, then a branch for everything older than the last span
+// from the search_tsv GIN. The branches are disjoint in time and each is
+// ordered newest first, so their concatenation is the newest-first order
+// of all matches, and the outer LIMIT takes the window from the first
+// branches only: PostgreSQL's Append runs its branches one after the other
+// (the search transaction disables parallel plans, the one case where an
+// Append interleaves), and a branch after the window is never executed.
+func buildDays(q *Query, text string, page, perPage int64, window int, p daysPlan) statement {
+	st := statement{args: []any{q.Community, text}, candidates: new(int64)}
+	arg := func(v any) string {
+		st.args = append(st.args, v)
+		return "$" + strconv.Itoa(len(st.args))
+	}
+	// The predicates every branch shares, bound once.
+	var preds strings.Builder
+	preds.WriteString(`community_id = $1
+  AND deleted_at IS NULL
+  AND search_tsv @@ search_query.query`)
+	if frag := q.Scope.fragment(arg); frag != "" {
+		preds.WriteString("\n  AND " + frag)
+	}
+	if len(q.Kinds) > 0 {
+		preds.WriteString("\n  AND kind = ANY(" + arg(q.Kinds) + "::int[])")
+	}
+	if len(q.Authors) > 0 {
+		preds.WriteString("\n  AND pubkey = ANY(" + arg(q.Authors) + "::bytea[])")
+	}
+	var sinceDay int64
+	if q.Since != nil {
+		preds.WriteString("\n  AND created_at >= " + arg(time.Unix(*q.Since, 0).UTC()))
+		sinceDay = dayOf(*q.Since)
+	}
+	if q.Until != nil {
+		preds.WriteString("\n  AND created_at <= " + arg(time.Unix(*q.Until, 0).UTC()))
+	}
+	w := arg(int64(window))
+	const cols = "SELECT id, kind, pubkey, channel_id, created_at, search_tsv, search_query.query\n"
+	const lateral = " AS events CROSS JOIN LATERAL (SELECT " + fullTextQuery + " AS query) AS search_query\nWHERE "
+	tail := "\nORDER BY created_at DESC, id\nLIMIT " + w + ")"
+
+	var b strings.Builder
+	b.WriteString(`SELECT id, kind, pubkey, channel_id::text,
+       EXTRACT(EPOCH FROM created_at)::bigint AS created_at_s,
+       ts_rank_cd(search_tsv, query) AS rank, count(*) OVER () AS candidates
+FROM (SELECT * FROM (`)
+	var branches []string
+	hi := p.anchor
+	for _, width := range daySpans {
+		lo := hi - width + 1
+		last := q.Since != nil && lo <= sinceDay
+		if last {
+			lo = sinceDay
+		}
+		branches = append(branches, "("+cols+"FROM search_day_matches("+arg(dayKeys(p.prefix, lo, hi, p.lexeme))+
+			"::text[])"+lateral+preds.String()+tail)
+		hi = lo - 1
+		if last {
+			break
+		}
+	}
+	if q.Since == nil || hi >= sinceDay {
+		// Everything older than the spans, from the search_tsv GIN.
+		branches = append(branches, "("+cols+"FROM events"+lateral+preds.String()+
+			"\n  AND created_at < "+arg(time.Unix((hi+1)*secondsPerDay, 0).UTC())+tail)
+	}
+	b.WriteString(strings.Join(branches, "\nUNION ALL\n"))
+	b.WriteString(") AS spans\nLIMIT " + w + ") AS candidates")
+	b.WriteString("\nORDER BY rank DESC, created_at DESC, id")
+	b.WriteString("\nLIMIT " + arg(perPage) + " OFFSET " + arg((page-1)*perPage))
+	st.sql = b.String()
+	return st
+}
