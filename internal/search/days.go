@@ -14,9 +14,10 @@ import (
 // matches: the index idx_events_search_day_keys holds one key per
 // (community, UTC day, lexeme), so the matches of one word on a few days
 // are one small GIN probe. A FullText search whose query requires some
-// lexeme walks back from the community's newest event (the anchor) over
-// daySpans, newest first, and stops as soon as W matches are found; what
-// is older than the last span comes from the search_tsv GIN as before.
+// lexeme walks back from the community's newest searchable event (the
+// anchor) over daySpans, newest first, and stops as soon as W matches are
+// found; what is older than the last span comes from the search_tsv GIN
+// as before.
 
 // secondsPerDay is the width of a day key: UTC days since the Unix epoch.
 const secondsPerDay = 86400
@@ -117,8 +118,7 @@ func requiredLexeme(tree string) (string, bool) {
 }
 
 // daysPlan is what the preflight of a FullText search found: the anchor
-// day (the newest event of the community within the filter's since and
-// until) and the lexeme whose day keys the spans probe.
+// day (preflightSQL) and the lexeme whose day keys the spans probe.
 type daysPlan struct {
 	anchor int64
 	lexeme string
@@ -126,14 +126,26 @@ type daysPlan struct {
 }
 
 // preflightSQL returns the statement that reads a FullText search's anchor
-// day (NULL when the community has no event within since..until) and the
-// querytree of its tsquery. community_id = $1 and the text $2 are bound as
-// in build.
+// day and the querytree of its tsquery. community_id = $1 and the text $2
+// are bound as in build. The anchor is the day of the community's newest
+// searchable event of the filter's kinds within since..until (NULL when
+// there is none): no match can be newer, so the spans that start there
+// miss nothing, and it is found by walking an index backwards from the
+// newest row (the kind index for one kind, the primary key otherwise).
 func preflightSQL(q *Query) (string, []any) {
 	args := []any{q.Community, ""}
 	var b strings.Builder
 	b.WriteString(`SELECT (SELECT floor(extract(epoch FROM created_at) / 86400)::bigint FROM events
-        WHERE community_id = $1`)
+        WHERE community_id = $1 AND search_tsv IS NOT NULL`)
+	switch len(q.Kinds) {
+	case 0:
+	case 1:
+		args = append(args, q.Kinds[0])
+		b.WriteString(" AND kind = $" + strconv.Itoa(len(args)))
+	default:
+		args = append(args, q.Kinds)
+		b.WriteString(" AND kind = ANY($" + strconv.Itoa(len(args)) + "::int[])")
+	}
 	if q.Since != nil {
 		args = append(args, time.Unix(*q.Since, 0).UTC())
 		b.WriteString(" AND created_at >= $" + strconv.Itoa(len(args)))

@@ -124,6 +124,9 @@ func TestDayKeys(t *testing.T) {
 			dense[i] = row{kind: 9, content: "densely packed", at: now + 60 + int64(i)}
 		}
 		b.insert(t, dense...)
+		// A newer event that no search can match (kind 1 has no search
+		// column) does not move the anchor.
+		b.insert(t, row{kind: 1, content: "densely", at: now + 90*secondsPerDay})
 		q := Query{Community: b.community, Text: "densely", Scope: Any(), PerPage: 100}
 		res, err := s.Search(ctx, q)
 		require.NoError(t, err)
