@@ -126,38 +126,27 @@ type daysPlan struct {
 }
 
 // preflightSQL returns the statement that reads a FullText search's anchor
-// day and the querytree of its tsquery. community_id = $1 and the text $2
-// are bound as in build. The anchor is the day of the community's newest
-// searchable event of the filter's kinds within since..until (NULL when
-// there is none): no match can be newer, so the spans that start there
-// miss nothing, and it is found by walking an index backwards from the
-// newest row (the kind index for one kind, the primary key otherwise).
+// day (search_anchor of migration 0010: the day of the community's newest
+// searchable event of the filter's kinds within since..until, NULL when
+// there is none; no match can be newer, so the spans that start there miss
+// nothing) and the querytree of its tsquery. community_id = $1 and the
+// text $2 are bound as in build.
 func preflightSQL(q *Query) (string, []any) {
-	args := []any{q.Community, ""}
-	var b strings.Builder
-	b.WriteString(`SELECT (SELECT floor(extract(epoch FROM created_at) / 86400)::bigint FROM events
-        WHERE community_id = $1 AND search_tsv IS NOT NULL`)
-	switch len(q.Kinds) {
-	case 0:
-	case 1:
-		args = append(args, q.Kinds[0])
-		b.WriteString(" AND kind = $" + strconv.Itoa(len(args)))
-	default:
-		args = append(args, q.Kinds)
-		b.WriteString(" AND kind = ANY($" + strconv.Itoa(len(args)) + "::int[])")
+	var kinds []int
+	if len(q.Kinds) > 0 {
+		kinds = q.Kinds
 	}
+	var since, until *time.Time
 	if q.Since != nil {
-		args = append(args, time.Unix(*q.Since, 0).UTC())
-		b.WriteString(" AND created_at >= $" + strconv.Itoa(len(args)))
+		t := time.Unix(*q.Since, 0).UTC()
+		since = &t
 	}
 	if q.Until != nil {
-		args = append(args, time.Unix(*q.Until, 0).UTC())
-		b.WriteString(" AND created_at <= $" + strconv.Itoa(len(args)))
+		t := time.Unix(*q.Until, 0).UTC()
+		until = &t
 	}
-	b.WriteString(`
-        ORDER BY created_at DESC LIMIT 1),
-       querytree(` + fullTextQuery + `)`)
-	return b.String(), args
+	return `SELECT search_anchor($1, $3::int[], $4::timestamptz, $5::timestamptz), querytree(` + fullTextQuery + `)`,
+		[]any{q.Community, "", kinds, since, until}
 }
 
 // buildDays returns the statement of a FullText query over day keys

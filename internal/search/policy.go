@@ -301,7 +301,14 @@ func Rewrite(ctx context.Context, cfg RewriteConfig) error {
 			say(fmt.Sprintf("index: partitions %d/%d, blocks %d/%d", partsDone, parts, blocksDone, blocks))
 		}
 	})
-	err = step("index", exec("CREATE INDEX idx_events_search_tsv ON events USING GIN (search_tsv)"))
+	// Dropping the column dropped both indexes over it: the search GIN
+	// and the day-key GIN of migration 0010.
+	err = step("index", func() error {
+		if err := exec("CREATE INDEX idx_events_search_tsv ON events USING GIN (search_tsv)")(); err != nil {
+			return err
+		}
+		return exec("CREATE INDEX idx_events_search_day_keys ON events USING GIN (search_day_keys(community_id, created_at, search_tsv))")()
+	})
 	stop()
 	if err != nil {
 		return fmt.Errorf("create search index: %w", err)

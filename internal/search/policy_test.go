@@ -306,6 +306,10 @@ func TestPolicyUpgraded(t *testing.T) {
 		for _, stepName := range []string{"lock", "drop", "rewrite", "index", "commit", "total"} {
 			require.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, stepName) }), "no %q line in %q", stepName, lines)
 		}
+		var dayKeyIndex bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class
+			WHERE relname = 'idx_events_search_day_keys' AND relkind = 'I')`).Scan(&dayKeyIndex))
+		require.True(t, dayKeyIndex, "the rewrite rebuilds the day-key GIN its DROP COLUMN dropped")
 		s := New(Config{Pool: pool})
 		res, err := s.Search(ctx, Query{Community: community, Text: "edittoken", Scope: Any()})
 		require.NoError(t, err)

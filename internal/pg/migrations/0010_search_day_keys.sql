@@ -11,10 +11,17 @@
 -- the session's time zone, and uuid_send, encode and tsvector_to_array are
 -- immutable. The relay computes the same keys (internal/search, dayKey).
 --
--- search_day_matches runs that GIN probe. It is PL/pgSQL so that its one
--- statement keeps a generic plan per connection (the plan cannot differ by
--- key: the GIN is the only index the predicate can use), instead of being
--- planned over every partition on each call.
+-- search_day_matches runs that GIN probe and returns only the columns a
+-- search reads. It is PL/pgSQL so that its one statement keeps a generic
+-- plan per connection (the plan cannot differ by key: the GIN is the only
+-- index the predicate can use), instead of being planned over every
+-- partition on each call.
+--
+-- search_anchor gives the day a search walks back from: that of the
+-- community's newest searchable event of the filter's kinds within its
+-- since..until (NULL when there is none). No match can be newer. It walks
+-- the primary key backwards from the newest row, with one generic plan
+-- per connection for the same reason.
 --
 -- On a large database the index build holds a SHARE lock on events (writes
 -- wait) for about 20 s per million searchable events; OPERATIONS ("Search
@@ -35,12 +42,31 @@ CREATE INDEX IF NOT EXISTS idx_events_search_day_keys ON events
   USING GIN (search_day_keys(community_id, created_at, search_tsv));
 
 CREATE OR REPLACE FUNCTION search_day_matches(keys text[])
-RETURNS SETOF events
+RETURNS TABLE (community_id uuid, id bytea, kind int, pubkey bytea, channel_id uuid,
+               created_at timestamptz, deleted_at timestamptz, search_tsv tsvector)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
-  RETURN QUERY SELECT * FROM events
-    WHERE search_day_keys(community_id, created_at, search_tsv) && keys;
+  RETURN QUERY
+    SELECT e.community_id, e.id, e.kind, e.pubkey, e.channel_id, e.created_at, e.deleted_at, e.search_tsv
+    FROM events AS e
+    WHERE search_day_keys(e.community_id, e.created_at, e.search_tsv) && keys;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION search_anchor(community uuid, kinds int[], since timestamptz, until timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+  RETURN (SELECT floor(extract(epoch FROM e.created_at) / 86400)::bigint
+          FROM events AS e
+          WHERE e.community_id = community AND e.search_tsv IS NOT NULL
+            AND (kinds IS NULL OR e.kind = ANY(kinds))
+            AND e.created_at >= coalesce(since, '-infinity') AND e.created_at <= coalesce(until, 'infinity')
+          ORDER BY e.created_at DESC
+          LIMIT 1);
 END
 $$;
