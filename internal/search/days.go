@@ -23,12 +23,13 @@ import (
 const secondsPerDay = 86400
 
 // daySpans are the widths, in days, of the spans a day-key search walks
-// back from the anchor's day, newest first: 1, 1, 2, 4, 8 and 16 days (32
-// in all). Each span reads the matches of its days only, and the next one
-// runs only when the spans before it held fewer than W matches, so a
-// search reads at most W matches plus those of its last span, which is no
-// longer than all the spans before it (or than one day).
-var daySpans = [...]int64{1, 1, 2, 4, 8, 16}
+// back from the anchor's day, newest first: 2, 6 and 24 days (32 in all).
+// Each span reads the matches of its days only, and the next one runs
+// only when the spans before it held fewer than W matches, so a search
+// reads at most W matches plus those of its last span. Finer spans (1, 1,
+// 2, 4, 8, 16) read no fewer rows for a common word and cost a branch each:
+// measured slower for both a common and a rare word (docs/PERFORMANCE.md).
+var daySpans = []int64{2, 6, 24}
 
 // dayOf returns the day number of Unix time sec, rounded down as the SQL
 // floor(extract(epoch FROM created_at) / 86400) is.

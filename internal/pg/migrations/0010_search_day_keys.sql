@@ -9,7 +9,11 @@
 -- lists of those days only, however many matches the word has elsewhere.
 -- The function is IMMUTABLE: the epoch of a timestamptz does not depend on
 -- the session's time zone, and uuid_send, encode and tsvector_to_array are
--- immutable. The relay computes the same keys (internal/search, dayKey).
+-- immutable. The relay computes the same keys (internal/search, dayKeys).
+-- It is PL/pgSQL because every insert evaluates it: a SQL-language
+-- function with a FROM is run as a query, parsed and planned once per
+-- INSERT statement, and measured four times the cost on single inserts
+-- (docs/PERFORMANCE.md, "Search: day keys").
 --
 -- search_day_matches runs that GIN probe and returns only the columns a
 -- search reads. It is PL/pgSQL so that its one statement keeps a generic
@@ -31,11 +35,22 @@ SET LOCAL lock_timeout = '5s';
 
 CREATE OR REPLACE FUNCTION search_day_keys(community uuid, at timestamptz, tsv tsvector)
 RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
-  SELECT array_agg(encode(uuid_send(community), 'base64') || ':'
-                   || floor(extract(epoch FROM at) / 86400)::bigint || ':' || lexeme)
-  FROM unnest(tsvector_to_array(tsv)) AS lexeme
+DECLARE
+  prefix text;
+  keys text[] := '{}';
+  lexeme text;
+BEGIN
+  IF tsv IS NULL THEN
+    RETURN NULL;
+  END IF;
+  prefix := encode(uuid_send(community), 'base64') || ':' || floor(extract(epoch FROM at) / 86400)::bigint || ':';
+  FOREACH lexeme IN ARRAY tsvector_to_array(tsv) LOOP
+    keys := keys || (prefix || lexeme);
+  END LOOP;
+  RETURN keys;
+END
 $$;
 
 CREATE INDEX IF NOT EXISTS idx_events_search_day_keys ON events
