@@ -129,11 +129,11 @@ type daysPlan struct {
 }
 
 // preflightSQL returns the statement that reads a FullText search's anchor
-// day (search_anchor of migration 0010: the day of the community's newest
-// searchable event of the filter's kinds within since..until, NULL when
-// there is none; no match can be newer, so the spans that start there miss
-// nothing) and the querytree of its tsquery. community_id = $1 and the
-// text $2 are bound as in build.
+// (search_anchor of migration 0010: the day of the community's newest
+// searchable event of the filter's kinds within since..until and the
+// partition holding it, NULLs when there is none; no match can be newer,
+// so the spans that start there miss nothing) and the querytree of its
+// tsquery. community_id = $1 and the text $2 are bound as in build.
 func preflightSQL(q *Query) (string, []any) {
 	var kinds []int
 	if len(q.Kinds) > 0 {
@@ -148,7 +148,8 @@ func preflightSQL(q *Query) (string, []any) {
 		t := time.Unix(*q.Until, 0).UTC()
 		until = &t
 	}
-	return `SELECT search_anchor($1, $3::int[], $4::timestamptz, $5::timestamptz), querytree(` + fullTextQuery + `)`,
+	return `SELECT a.day, a.part::text, querytree(` + fullTextQuery + `)
+FROM search_anchor($1, $3::int[], $4::timestamptz, $5::timestamptz) AS a`,
 		[]any{q.Community, "", kinds, since, until}
 }
 

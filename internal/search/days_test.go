@@ -193,3 +193,50 @@ func TestRequiredLexeme(t *testing.T) {
 	require.Equal(t, int64(0), dayOf(86399))
 	require.Equal(t, int64(1), dayOf(86400))
 }
+
+// TestDayKeysSkipAWordInMostRows shows that a word the planner's
+// statistics put in most rows of the anchor's partition is searched
+// without day keys (walkDensity), with the same page.
+func TestDayKeysSkipAWordInMostRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rows := make([]row, 400)
+	for i := range rows {
+		content := "hyper filler"
+		if i%40 == 0 {
+			content = "hyper scarce"
+		}
+		rows[i] = row{kind: 9, content: content, at: baseTime - int64(i)*60}
+	}
+	b.insert(t, rows...)
+	_, err := b.pool.Exec(ctx, "ANALYZE events")
+	require.NoError(t, err)
+	s := New(Config{Pool: b.s.cfg.Pool, RankWindow: 100}) // traced, statistics read after ANALYZE
+	days := func() int {
+		b.tr.mu.Lock()
+		defer b.tr.mu.Unlock()
+		n := 0
+		for _, q := range b.tr.sql {
+			if strings.Contains(q, "search_day_matches(") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		text     string
+		viaDays  bool
+		wantHits int
+	}{{"hyper", false, 100}, {"scarce", true, 10}} {
+		q := Query{Community: b.community, Text: c.text, Scope: Any(), PerPage: 100}
+		before := days()
+		res, err := s.Search(ctx, q)
+		require.NoError(t, err)
+		require.Len(t, res.Hits, c.wantHits)
+		want, err := queryHits(ctx, b.pool, build(&q, c.text, 1, 100, 100, nil))
+		require.NoError(t, err)
+		require.Equal(t, want, res.Hits, c.text)
+		require.Equal(t, c.viaDays, days() > before, "%s: day keys used", c.text)
+	}
+}

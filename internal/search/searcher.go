@@ -53,6 +53,9 @@ type Searcher struct {
 	slots chan struct{}
 	// begin opens a search statement's transaction with its settings.
 	begin string
+	// density is the planner's view of how common the lexemes are, which
+	// sends a word in most rows past the day keys (walkDensity).
+	density densities
 }
 
 // New returns a Searcher.
@@ -162,9 +165,11 @@ func (s *Searcher) search(ctx context.Context, q Query, run func(context.Context
 // page runs the statements of one page of q on db, inside one REPEATABLE
 // READ transaction, so the preflight and the statement see one snapshot.
 // A FullText query that requires a lexeme walks the day keys back from the
-// community's newest event (buildDays). Any other query (Prefix mode, an
-// OR or a NOT, a community id that is not a UUID) tries the recent span
-// first: when its window is full it is the window of the whole filter (the
+// community's newest searchable event (buildDays), unless the planner's
+// statistics put that lexeme in most rows of the anchor's partition
+// (walkDensity). Any other query (Prefix mode, an OR, only negated words,
+// a community id that is not a UUID, such a common word) tries the recent
+// span first: when its window is full it is the window of the whole filter (the
 // W newest matches are all at least that recent); otherwise the statement
 // runs again without the bound.
 func (s *Searcher) page(ctx context.Context, db pg.Querier, q *Query, text string, page, perPage int64) ([]Hit, error) {
@@ -199,10 +204,11 @@ func (s *Searcher) daysStatement(ctx context.Context, db pg.Querier, q *Query, t
 	sql, args := preflightSQL(q)
 	args[1] = text
 	var (
-		anchor *int64
-		tree   string
+		anchor    *int64
+		partition *string
+		tree      string
 	)
-	if err := db.QueryRow(ctx, sql, args...).Scan(&anchor, &tree); err != nil {
+	if err := db.QueryRow(ctx, sql, args...).Scan(&anchor, &partition, &tree); err != nil {
 		return nil, false, err
 	}
 	if anchor == nil {
@@ -210,6 +216,11 @@ func (s *Searcher) daysStatement(ctx context.Context, db pg.Querier, q *Query, t
 	}
 	lexeme, ok := requiredLexeme(tree)
 	if !ok {
+		return nil, false, nil
+	}
+	if f, known, err := s.density.of(ctx, db, *partition, lexeme); err != nil {
+		return nil, false, err
+	} else if known && f >= walkDensity {
 		return nil, false, nil
 	}
 	st := buildDays(q, text, page, perPage, s.cfg.RankWindow, daysPlan{anchor: *anchor, lexeme: lexeme, prefix: prefix})

@@ -23,9 +23,9 @@
 --
 -- search_anchor gives the day a search walks back from: that of the
 -- community's newest searchable event of the filter's kinds within its
--- since..until (NULL when there is none). No match can be newer. It walks
--- the primary key backwards from the newest row, with one generic plan
--- per connection for the same reason.
+-- since..until, and the partition holding it (NULLs when there is none).
+-- No match can be newer. It walks the primary key backwards from the
+-- newest row, with one generic plan per connection for the same reason.
 --
 -- On a large database the index build holds a SHARE lock on events (writes
 -- wait) for about 20 s per million searchable events; OPERATIONS ("Search
@@ -70,18 +70,20 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION search_anchor(community uuid, kinds int[], since timestamptz, until timestamptz)
-RETURNS bigint
+CREATE OR REPLACE FUNCTION search_anchor(community uuid, kinds int[], since timestamptz, until timestamptz,
+                                         OUT day bigint, OUT part name)
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
-  RETURN (SELECT floor(extract(epoch FROM e.created_at) / 86400)::bigint
-          FROM events AS e
-          WHERE e.community_id = community AND e.search_tsv IS NOT NULL
-            AND (kinds IS NULL OR e.kind = ANY(kinds))
-            AND e.created_at >= coalesce(since, '-infinity') AND e.created_at <= coalesce(until, 'infinity')
-          ORDER BY e.created_at DESC
-          LIMIT 1);
+  SELECT floor(extract(epoch FROM e.created_at) / 86400)::bigint, c.relname
+  INTO day, part
+  FROM events AS e
+  JOIN pg_catalog.pg_class AS c ON c.oid = e.tableoid
+  WHERE e.community_id = community AND e.search_tsv IS NOT NULL
+    AND (kinds IS NULL OR e.kind = ANY(kinds))
+    AND e.created_at >= coalesce(since, '-infinity') AND e.created_at <= coalesce(until, 'infinity')
+  ORDER BY e.created_at DESC
+  LIMIT 1;
 END
 $$;
