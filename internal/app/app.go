@@ -276,6 +276,16 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 	if a.Audit != nil {
 		g.Go(func() error { return a.Audit.run(gctx, a.Log) })
 	}
+	if a.DB.cluster != nil {
+		// The private cluster's supervisor stops at the shutdown signal,
+		// before the drain, so nothing is restarted while the relay stops.
+		superviseCtx, stopSupervise := context.WithCancel(gctx)
+		defer context.AfterFunc(ctx, stopSupervise)()
+		g.Go(func() error {
+			defer stopSupervise()
+			return a.DB.Supervise(superviseCtx)
+		})
+	}
 	a.Log.Info("listening", slog.String("app", app.Addr().String()), slog.String("health", healthL.Addr().String()),
 		slog.String("metrics", metricsL.Addr().String()), slog.String("relay_url", a.Config.RelayURL))
 	select {

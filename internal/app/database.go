@@ -46,6 +46,19 @@ func (d *Database) Close() {
 	}
 }
 
+// Supervise keeps the private cluster running until ctx ends: it restarts
+// a postmaster that died, with bounded attempts and backoff
+// (pgcluster.Cluster.Supervise), and returns the error when they are
+// exhausted. With DATABASE_URL there is nothing to look after and it
+// returns nil at once. The pool needs nothing: it dials again on its own
+// once the server is back.
+func (d *Database) Supervise(ctx context.Context) error {
+	if d.cluster == nil {
+		return nil
+	}
+	return d.cluster.Supervise(ctx)
+}
+
 // OpenDatabase connects to DATABASE_URL, or starts the private cluster under
 // BUZZ_DATA_DIR when it is unset, then applies or checks migrations: the
 // private cluster always migrates; an external database migrates only with

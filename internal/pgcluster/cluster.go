@@ -355,18 +355,14 @@ func quoteConf(s string) string {
 // start runs pg_ctl start, retrying while the shared memory of a killed
 // postmaster is still held by its exiting children.
 func (c *Cluster) start(ctx context.Context) error {
-	logFile := filepath.Join(filepath.Dir(c.dataDir), "postgres.log")
 	deadline := time.Now().Add(startTimeout)
 	for attempt := 1; ; attempt++ {
-		c.removeStalePid()
-		began := time.Now()
-		out, err := c.run(ctx, "pg_ctl", "start", "-D", c.dataDir, "-l", logFile, "-w", "-t", "60")
+		out, err := c.startOnce(ctx)
 		if err == nil {
-			c.log.Info("started", slog.String("socket_dir", c.sockDir), slog.Duration("took", time.Since(began)))
 			return nil
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("start private cluster (log: %s): %w: %s%s", logFile, err, out, tail(logFile))
+			return c.startError(err, out)
 		}
 		c.log.Warn("start failed, retrying", slog.Int("attempt", attempt), slog.String("output", string(out)))
 		select {
@@ -374,6 +370,30 @@ func (c *Cluster) start(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// startOnce removes a stale postmaster.pid and runs pg_ctl start once,
+// returning pg_ctl's output when it failed.
+func (c *Cluster) startOnce(ctx context.Context) ([]byte, error) {
+	c.removeStalePid()
+	began := time.Now()
+	out, err := c.run(ctx, "pg_ctl", "start", "-D", c.dataDir, "-l", c.logFile(), "-w", "-t", "60")
+	if err != nil {
+		return out, err
+	}
+	c.log.Info("started", slog.String("socket_dir", c.sockDir), slog.Duration("took", time.Since(began)))
+	return nil, nil
+}
+
+// startError is the error of a failed pg_ctl start: its output and the
+// tail of the server log.
+func (c *Cluster) startError(err error, out []byte) error {
+	return fmt.Errorf("start private cluster (log: %s): %w: %s%s", c.logFile(), err, out, tail(c.logFile()))
+}
+
+// logFile is the server log, next to PGDATA.
+func (c *Cluster) logFile() string {
+	return filepath.Join(filepath.Dir(c.dataDir), "postgres.log")
 }
 
 // removeStalePid deletes postmaster.pid when the process it names is gone.
