@@ -170,26 +170,10 @@ func buildDays(q *Query, text string, page, perPage int64, window int, p daysPla
 		return "$" + strconv.Itoa(len(st.args))
 	}
 	// The predicates every branch shares, bound once.
-	var preds strings.Builder
-	preds.WriteString(`community_id = $1
-  AND deleted_at IS NULL
-  AND search_tsv @@ search_query.query`)
-	if frag := q.Scope.fragment(arg); frag != "" {
-		preds.WriteString("\n  AND " + frag)
-	}
-	if len(q.Kinds) > 0 {
-		preds.WriteString("\n  AND kind = ANY(" + arg(q.Kinds) + "::int[])")
-	}
-	if len(q.Authors) > 0 {
-		preds.WriteString("\n  AND pubkey = ANY(" + arg(q.Authors) + "::bytea[])")
-	}
+	preds := predicates(q, arg)
 	var sinceDay int64
 	if q.Since != nil {
-		preds.WriteString("\n  AND created_at >= " + arg(time.Unix(*q.Since, 0).UTC()))
 		sinceDay = dayOf(*q.Since)
-	}
-	if q.Until != nil {
-		preds.WriteString("\n  AND created_at <= " + arg(time.Unix(*q.Until, 0).UTC()))
 	}
 	w := arg(int64(window))
 	const cols = "SELECT id, kind, pubkey, channel_id, created_at, search_tsv, search_query.query\n"
@@ -210,7 +194,7 @@ FROM (SELECT * FROM (`)
 			lo = sinceDay
 		}
 		branches = append(branches, "("+cols+"FROM search_day_matches("+arg(dayKeys(p.prefix, lo, hi, p.lexeme))+
-			"::text[])"+lateral+preds.String()+tail)
+			"::text[])"+lateral+preds+tail)
 		hi = lo - 1
 		if last {
 			break
@@ -218,7 +202,7 @@ FROM (SELECT * FROM (`)
 	}
 	if q.Since == nil || hi >= sinceDay {
 		// Everything older than the spans, from the search_tsv GIN.
-		branches = append(branches, "("+cols+"FROM events"+lateral+preds.String()+
+		branches = append(branches, "("+cols+"FROM events"+lateral+preds+
 			"\n  AND created_at < "+arg(time.Unix((hi+1)*secondsPerDay, 0).UTC())+tail)
 	}
 	b.WriteString(strings.Join(branches, "\nUNION ALL\n"))

@@ -54,17 +54,6 @@ func TestDayKeys(t *testing.T) {
 	var author []byte
 	require.NoError(t, b.pool.QueryRow(ctx, "SELECT pubkey FROM events WHERE id = $1", hexID(t, ids[7])).Scan(&author))
 
-	days := func() int {
-		b.tr.mu.Lock()
-		defer b.tr.mu.Unlock()
-		n := 0
-		for _, q := range b.tr.sql {
-			if strings.Contains(q, "search_day_matches(") {
-				n++
-			}
-		}
-		return n
-	}
 	plain := func(q Query) []Hit {
 		t.Helper()
 		text := NormalizeText(q.Text)
@@ -99,10 +88,10 @@ func TestDayKeys(t *testing.T) {
 		t.Run(fmt.Sprintf("%d_%s", i, strings.ReplaceAll(q.Text, " ", "_")), func(t *testing.T) {
 			q.Community = b.community
 			want := plain(q)
-			before := days()
+			before := b.tr.dayStatements()
 			res, err := s.Search(ctx, q)
 			require.NoError(t, err)
-			require.Equal(t, 1, days()-before, "the day-key statement ran")
+			require.Equal(t, 1, b.tr.dayStatements()-before, "the day-key statement ran")
 			require.Equal(t, want, res.Hits, "the same page as the statement that reads every match")
 			if q.Until == nil || *q.Until > now-100*secondsPerDay {
 				require.NotEmpty(t, res.Hits)
@@ -213,30 +202,32 @@ func TestDayKeysSkipAWordInMostRows(t *testing.T) {
 	_, err := b.pool.Exec(ctx, "ANALYZE events")
 	require.NoError(t, err)
 	s := New(Config{Pool: b.s.cfg.Pool, RankWindow: 100}) // traced, statistics read after ANALYZE
-	days := func() int {
-		b.tr.mu.Lock()
-		defer b.tr.mu.Unlock()
-		n := 0
-		for _, q := range b.tr.sql {
-			if strings.Contains(q, "search_day_matches(") {
-				n++
-			}
-		}
-		return n
-	}
 	for _, c := range []struct {
 		text     string
 		viaDays  bool
 		wantHits int
 	}{{"hyper", false, 100}, {"scarce", true, 10}} {
 		q := Query{Community: b.community, Text: c.text, Scope: Any(), PerPage: 100}
-		before := days()
+		before := b.tr.dayStatements()
 		res, err := s.Search(ctx, q)
 		require.NoError(t, err)
 		require.Len(t, res.Hits, c.wantHits)
 		want, err := queryHits(ctx, b.pool, build(&q, c.text, 1, 100, 100, nil))
 		require.NoError(t, err)
 		require.Equal(t, want, res.Hits, c.text)
-		require.Equal(t, c.viaDays, days() > before, "%s: day keys used", c.text)
+		require.Equal(t, c.viaDays, b.tr.dayStatements() > before, "%s: day keys used", c.text)
 	}
+}
+
+// dayStatements counts the day-key statements the pool has sent.
+func (tr *tracer) dayStatements() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, q := range tr.sql {
+		if strings.Contains(q, "search_day_matches(") {
+			n++
+		}
+	}
+	return n
 }

@@ -79,7 +79,28 @@ FROM (SELECT id, kind, pubkey, channel_id, created_at, search_tsv, search_query.
 FROM events CROSS JOIN LATERAL (SELECT `)
 	b.WriteString(tsq)
 	b.WriteString(` AS query) AS search_query
-WHERE community_id = $1
+WHERE `)
+	b.WriteString(predicates(q, arg))
+	if from != nil {
+		b.WriteString("\n  AND created_at >= " + arg(*from))
+	}
+	b.WriteString("\nORDER BY created_at DESC, id\nLIMIT " + arg(int64(window)) + ") AS candidates")
+	b.WriteString("\nORDER BY ")
+	if exactPriority(q, text) {
+		b.WriteString("search_tsv @@ websearch_to_tsquery('simple', $2) DESC, ")
+	}
+	b.WriteString("rank DESC, created_at DESC, id")
+	b.WriteString("\nLIMIT " + arg(perPage) + " OFFSET " + arg((page-1)*perPage))
+	st.sql = b.String()
+	return st
+}
+
+// predicates returns the conditions every match of q meets, community_id
+// = $1 first (spec 20 §3.4): not deleted, the tsquery, then the scope,
+// kinds, authors, since and until of the filter, binding values with arg.
+func predicates(q *Query, arg func(any) string) string {
+	var b strings.Builder
+	b.WriteString(`community_id = $1
   AND deleted_at IS NULL
   AND search_tsv @@ search_query.query`)
 	if frag := q.Scope.fragment(arg); frag != "" {
@@ -97,18 +118,7 @@ WHERE community_id = $1
 	if q.Until != nil {
 		b.WriteString("\n  AND created_at <= " + arg(time.Unix(*q.Until, 0).UTC()))
 	}
-	if from != nil {
-		b.WriteString("\n  AND created_at >= " + arg(*from))
-	}
-	b.WriteString("\nORDER BY created_at DESC, id\nLIMIT " + arg(int64(window)) + ") AS candidates")
-	b.WriteString("\nORDER BY ")
-	if exactPriority(q, text) {
-		b.WriteString("search_tsv @@ websearch_to_tsquery('simple', $2) DESC, ")
-	}
-	b.WriteString("rank DESC, created_at DESC, id")
-	b.WriteString("\nLIMIT " + arg(perPage) + " OFFSET " + arg((page-1)*perPage))
-	st.sql = b.String()
-	return st
+	return b.String()
 }
 
 // exactPriority reports the exact-lexeme ordering of spec 20 §3.4: Prefix
