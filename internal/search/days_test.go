@@ -220,14 +220,4 @@ func TestDayKeysSkipAWordInMostRows(t *testing.T) {
 }
 
 // dayStatements counts the day-key statements the pool has sent.
-func (tr *tracer) dayStatements() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	n := 0
-	for _, q := range tr.sql {
-		if strings.Contains(q, "search_day_matches(") {
-			n++
-		}
-	}
-	return n
-}
+func (tr *tracer) dayStatements() int { return tr.containing("search_day_matches(") }

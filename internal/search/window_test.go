@@ -267,12 +267,15 @@ func TestConfigure(t *testing.T) {
 }
 
 // fts counts the search statements the tracer has seen.
-func (tr *tracer) fts() int {
+func (tr *tracer) fts() int { return tr.containing("ts_rank_cd(") }
+
+// containing counts the statements the tracer has seen that contain part.
+func (tr *tracer) containing(part string) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	n := 0
 	for _, q := range tr.sql {
-		if strings.Contains(q, "ts_rank_cd(") {
+		if strings.Contains(q, part) {
 			n++
 		}
 	}
