@@ -56,7 +56,8 @@ func waitLogged(p *relayProc, msg string, d time.Duration) []map[string]any {
 // The private cluster looks after itself: a postmaster killed with
 // SIGKILL under a running relay makes readiness 503 within seconds, the
 // relay restarts it (logged), readiness is 200 again, and an EVENT sent on
-// a connection opened before the kill is stored and readable.
+// a connection opened before the kill is stored and readable. SIGTERM
+// then stops the relay and the restarted postmaster, without a restart.
 func TestPrivateClusterRestartsAfterKill(t *testing.T) {
 	t.Parallel()
 	env := privateEnv(t)
@@ -88,6 +89,12 @@ func TestPrivateClusterRestartsAfterKill(t *testing.T) {
 	history := r.subscribe("s1", channelFilter(ch))
 	require.Len(t, history, 1)
 	require.Equal(t, msg.ID, history[0].ID)
+
+	// A graceful stop restarts nothing and stops the restarted postmaster.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(time.Minute))
+	require.Len(t, logged(p, "postmaster gone, restarting it"), 1, "no restart during the stop:\n%s", p.Stdout)
+	require.NoFileExists(t, filepath.Join(env["BUZZ_DATA_DIR"], "pg", "data", "postmaster.pid"))
 }
 
 // When the postmaster cannot be brought back (here its data directory was

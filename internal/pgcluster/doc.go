@@ -22,6 +22,10 @@
 // server, while an operator CLI command runs) is reused, and Stop leaves it
 // running: a Cluster only stops a postmaster it started itself.
 //
+// Supervise watches the postmaster and restarts it when it dies, with
+// bounded attempts and backoff; the relay runs it for the lifetime of a
+// serving process, operator commands do not.
+//
 // It does NOT apply migrations (package pg does), it does NOT open a
 // connection pool, and it does NOT manage external servers given by
 // DATABASE_URL.
