@@ -35,7 +35,18 @@ fuzztime=${FUZZTIME:-10s}
 for target in \
   "./internal/wire FuzzClientMessage" \
   "./internal/event FuzzParseFilter" \
-  "./internal/auth FuzzNIP98Header"; do
+  "./internal/event FuzzParseEvent" \
+  "./internal/auth FuzzNIP98Header" \
+  "./internal/auth FuzzNIP42RelayTag" \
+  "./internal/tenant FuzzNormalize" \
+  "./internal/httpapi FuzzQueryBody" \
+  "./internal/httpapi FuzzListenerTargets" \
+  "./internal/read FuzzSnapshotRequest" \
+  "./internal/read FuzzQueryOptions" \
+  "./internal/threadwindow FuzzParseBatch" \
+  "./internal/channelwindow FuzzParseWindow" \
+  "./internal/config FuzzLoad" \
+  "./internal/config FuzzOperatorListeners"; do
   set -- $target
   echo "fuzz $2 ($1) for $fuzztime"
   # A failure that wrote no failing input is the fuzz engine giving up on a
