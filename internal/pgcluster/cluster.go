@@ -182,7 +182,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := own.mkdirOwned(c.sockDir, 0o700); err != nil {
 		return nil, err
 	}
-	if reused, err := c.reuse(ctx); reused || err != nil {
+	if sock, port, reused, err := c.reuse(ctx); reused || err != nil {
+		c.sockDir, c.port = sock, port
 		return c, err
 	}
 	if err := c.initdb(ctx); err != nil {
@@ -263,24 +264,24 @@ func (c *Cluster) removeSocketFallback() {
 	}
 }
 
-// reuse adopts a postmaster that is already running on the data directory.
-// It reports false when there is none, or when it dies while we wait for it
-// (a postmaster that was just killed is still visible for a moment).
-func (c *Cluster) reuse(ctx context.Context) (bool, error) {
+// reuse adopts a postmaster that is already running on the data directory
+// and returns its socket directory and port. It reports false when there
+// is none, or when it dies while we wait for it (a postmaster that was just
+// killed is still visible for a moment).
+func (c *Cluster) reuse(ctx context.Context) (sockDir string, port int, reused bool, err error) {
 	pid, sock, port, alive := c.runningPostmaster()
 	if !alive {
-		return false, nil
+		return c.sockDir, c.port, false, nil
 	}
-	err := c.ensureDatabase(ctx, socketURL(sock, port, "postgres"), 10*time.Second)
+	err = c.ensureDatabase(ctx, socketURL(sock, port, "postgres"), 10*time.Second)
 	if err != nil {
 		if _, _, _, alive := c.runningPostmaster(); !alive {
-			return false, nil
+			return c.sockDir, c.port, false, nil
 		}
-		return false, fmt.Errorf("reuse running postmaster %d: %w", pid, err)
+		return c.sockDir, c.port, false, fmt.Errorf("reuse running postmaster %d: %w", pid, err)
 	}
 	c.log.Info("reusing running postmaster", slog.Int("pid", pid), slog.String("socket_dir", sock))
-	c.sockDir, c.port = sock, port
-	return true, nil
+	return sock, port, true, nil
 }
 
 // socketDir is clusterDir/run, or a short per-cluster dir under /tmp when

@@ -111,8 +111,17 @@ func (c *Cluster) restart(ctx context.Context) error {
 	if c.stopped {
 		return errStopped
 	}
-	if reused, err := c.reuse(ctx); reused || err != nil {
+	sock, port, reused, err := c.reuse(ctx)
+	if err != nil {
 		return err
+	}
+	if reused {
+		if sock != c.sockDir || port != c.port {
+			// The relay's pool keeps dialling c's socket.
+			return fmt.Errorf("postmaster started by another process listens on %s port %d, not %s port %d",
+				sock, port, c.sockDir, c.port)
+		}
+		return nil
 	}
 	if out, err := c.startOnce(ctx); err != nil {
 		return c.startError(err, out)
