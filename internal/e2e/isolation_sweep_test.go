@@ -176,45 +176,46 @@ type swProbe struct {
 	specific bool
 }
 
-func owner(w *swWorld) eventtest.Key { return w.owner }
+// swOwner reads as the community's owner.
+func swOwner(w *swWorld) eventtest.Key { return w.owner }
 
 // swEventProbes are the plain filters every event read path is asked.
 func swEventProbes() []swProbe {
 	return []swProbe{
-		{name: "Ids", reader: owner, specific: true,
+		{name: "Ids", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"ids": w.ids(), "kinds": []int{1, 7, 9, 9007, 30078}}
 			},
 			want: func(w *swWorld) []string {
 				return []string{w.create.ID, w.root.ID, w.reply.ID, w.reaction.ID, w.note.ID}
 			}},
-		{name: "Authors", reader: owner, specific: true,
+		{name: "Authors", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"authors": []string{w.owner.PubKey}, "kinds": []int{1, 7, 9}}
 			},
 			want: func(w *swWorld) []string { return []string{w.root.ID, w.reaction.ID, w.note.ID} }},
-		{name: "SharedAuthor", reader: owner,
+		{name: "SharedAuthor", reader: swOwner,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"authors": []string{w.both.PubKey}, "kinds": []int{9}}
 			},
 			want: func(w *swWorld) []string { return []string{w.reply.ID} }},
-		{name: "Kinds", reader: owner,
+		{name: "Kinds", reader: swOwner,
 			filter: func(w *swWorld) map[string]any { return map[string]any{"kinds": []int{1, 7, 9, 9007}, "limit": 500} },
 			want:   func(w *swWorld) []string { return []string{w.root.ID, w.reply.ID, w.reaction.ID, w.note.ID} }},
-		{name: "TagE", reader: owner, specific: true,
+		{name: "TagE", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"#e": []string{w.root.ID}, "kinds": []int{1, 7, 9}}
 			},
 			want: func(w *swWorld) []string { return []string{w.reply.ID, w.reaction.ID, w.note.ID} }},
-		{name: "TagP", reader: owner, specific: true,
+		{name: "TagP", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"#p": []string{w.owner.PubKey}, "kinds": []int{1, 7}}
 			},
 			want: func(w *swWorld) []string { return []string{w.reaction.ID, w.note.ID} }},
-		{name: "TagT", reader: owner, specific: true,
+		{name: "TagT", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any { return map[string]any{"#t": []string{w.word}, "kinds": []int{1}} },
 			want:   func(w *swWorld) []string { return []string{w.note.ID} }},
-		{name: "ChannelID", reader: owner, specific: true,
+		{name: "ChannelID", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any { return map[string]any{"#h": []string{w.ch}, "kinds": []int{9, 9007}} },
 			want:   func(w *swWorld) []string { return []string{w.create.ID, w.root.ID, w.reply.ID} }},
 		{name: "ReadState", reader: func(w *swWorld) eventtest.Key { return w.both },
@@ -222,20 +223,20 @@ func swEventProbes() []swProbe {
 				return map[string]any{"kinds": []int{event.KindAppData}, "authors": []string{w.both.PubKey}}
 			},
 			want: func(w *swWorld) []string { return []string{w.readState.ID} }},
-		{name: "Search", reader: owner, specific: true,
+		{name: "Search", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any { return map[string]any{"search": w.word, "kinds": []int{9}} },
 			want:   func(w *swWorld) []string { return []string{w.root.ID, w.reply.ID} }},
-		{name: "SearchAuthors", reader: owner, specific: true,
+		{name: "SearchAuthors", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"search": w.word, "kinds": []int{9}, "authors": []string{w.owner.PubKey}}
 			},
 			want: func(w *swWorld) []string { return []string{w.root.ID} }},
-		{name: "SearchIDs", reader: owner, specific: true,
+		{name: "SearchIDs", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"search": w.word, "kinds": []int{9}, "ids": []string{w.reply.ID}}
 			},
 			want: func(w *swWorld) []string { return []string{w.reply.ID} }},
-		{name: "SharedSearch", reader: owner,
+		{name: "SharedSearch", reader: swOwner,
 			filter: func(w *swWorld) map[string]any { return map[string]any{"search": "reply", "kinds": []int{9}} },
 			want:   func(w *swWorld) []string { return []string{w.reply.ID} }},
 	}
@@ -244,19 +245,19 @@ func swEventProbes() []swProbe {
 // swWindowProbes are the NIP-CW window and summary filters of /query.
 func swWindowProbes() []swProbe {
 	return []swProbe{
-		{name: "ThreadWindow", reader: owner, specific: true,
+		{name: "ThreadWindow", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"thread_window": true, "#h": []string{w.ch}, "#e": []string{w.root.ID},
 					"kinds": []int{9}, "limit": 50, "include_aux": true}
 			},
 			want: func(w *swWorld) []string { return []string{w.reply.ID} }},
-		{name: "ChannelWindow", reader: owner, specific: true,
+		{name: "ChannelWindow", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"top_level": true, "#h": []string{w.ch}, "kinds": []int{9}, "limit": 50,
 					"include_summaries": true}
 			},
 			want: func(w *swWorld) []string { return []string{w.root.ID} }},
-		{name: "ResolveThreadRoots", reader: owner, specific: true,
+		{name: "ResolveThreadRoots", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"resolve_thread_roots": true, "#h": []string{w.ch}, "kinds": []int{39005},
 					"ids": []string{w.reply.ID}}
@@ -371,6 +372,11 @@ func (bd *swBundle) swSweep(t *testing.T, path swPath, counts bool, probes []swP
 	}
 }
 
+// TestIsolationSweep is the isolation sweep of issue 16: every read path
+// that exists (REQ, COUNT, NIP-50 search, POST /query and /count, thread
+// and channel windows, the read-state snapshot, live delivery, refusal
+// texts, the audit CLI's output) asked from B for A's data by id, author,
+// text, tag and channel id, with zero leaks.
 func TestIsolationSweep(t *testing.T) {
 	t.Parallel()
 	bd := swSetup(t)
