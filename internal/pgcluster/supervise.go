@@ -38,7 +38,7 @@ var errStopped = errors.New("private cluster stopped")
 //
 // It returns nil when ctx ends or Stop was called (no restart happens
 // after Stop), and an error wrapping ErrRestartsExhausted when every
-// attempt failed: the postmaster stays down. It opens no connection: the
+// attempt failed: the postmaster stays down. It keeps no connection: the
 // caller's pool reconnects by itself once the server is back. Call it once
 // per Cluster.
 func (c *Cluster) Supervise(ctx context.Context) error {
