@@ -218,6 +218,12 @@ func swEventProbes() []swProbe {
 		{name: "ChannelID", reader: swOwner, specific: true,
 			filter: func(w *swWorld) map[string]any { return map[string]any{"#h": []string{w.ch}, "kinds": []int{9, 9007}} },
 			want:   func(w *swWorld) []string { return []string{w.create.ID, w.root.ID, w.reply.ID} }},
+		{name: "ChannelMetadata", reader: swOwner, specific: true,
+			filter: func(w *swWorld) map[string]any {
+				return map[string]any{"kinds": []int{event.KindGroupMetadata, event.KindGroupAdmins, event.KindGroupMembers},
+					"#d": []string{w.ch}}
+			},
+			want: func(w *swWorld) []string { return []string{w.chName, w.owner.PubKey} }},
 		{name: "ReadState", reader: func(w *swWorld) eventtest.Key { return w.both },
 			filter: func(w *swWorld) map[string]any {
 				return map[string]any{"kinds": []int{event.KindAppData}, "authors": []string{w.both.PubKey}}
