@@ -70,9 +70,8 @@ func dayKeys(prefix string, lo, hi int64, lexeme string) []string {
 func requiredLexeme(tree string) (string, bool) {
 	best := ""
 	for i := 0; i < len(tree); {
-		c := tree[i]
-		switch {
-		case c == '\'':
+		switch tree[i] {
+		case '\'':
 			var b strings.Builder
 			j := i + 1
 			closed := false
@@ -97,9 +96,9 @@ func requiredLexeme(tree string) (string, bool) {
 				best = lx
 			}
 			i = j
-		case c == ' ' || c == '&' || c == '(' || c == ')':
+		case ' ', '&', '(', ')':
 			i++
-		case c == '<':
+		case '<':
 			// A phrase operator: <-> or <N>.
 			j := strings.IndexByte(tree[i:], '>')
 			if j < 0 {
