@@ -29,6 +29,7 @@ type Conn struct {
 	subs map[string]*sub          // sub id → subscription
 
 	nextSub atomic.Uint64
+	wmu     chan struct{} // holds a token while a frame is being written
 	done    chan struct{} // closed when the reader stops
 	err     error         // why the reader stopped; read after done
 	closing atomic.Bool
@@ -72,7 +73,8 @@ func Dial(ctx context.Context, url string, sk []byte) (*Conn, error) {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	ws.SetReadLimit(MaxFrameBytes)
-	c := &Conn{ws: ws, url: url, pubkey: event.PubKey(sk), oks: map[string]chan okResult{}, subs: map[string]*sub{}, done: make(chan struct{})}
+	c := &Conn{ws: ws, url: url, pubkey: event.PubKey(sk), oks: map[string]chan okResult{}, subs: map[string]*sub{},
+		wmu: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := c.authenticate(ctx, sk); err != nil {
 		ws.CloseNow()
 		return nil, err
@@ -250,13 +252,37 @@ func (c *Conn) unregister(ctx context.Context, id string, s *sub) {
 	}
 }
 
+// writeTimeout bounds writing one frame once it has begun.
+const writeTimeout = 10 * time.Second
+
+// write sends one frame. ctx bounds the wait for the connection's turn to
+// write; once the frame has begun it is written to the end (within
+// writeTimeout) even if ctx ends meanwhile. The websocket library closes the
+// whole connection when the context of a write in progress ends, so handing
+// it ctx would turn one caller giving up (a cancelled query, a benchmark
+// phase that ends) into a lost connection for every other call on the Conn.
+// A write that does not finish within writeTimeout still closes the
+// connection: the relay has stopped reading.
 func (c *Conn) write(ctx context.Context, b []byte) error {
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case c.wmu <- struct{}{}:
+	}
+	defer func() { <-c.wmu }()
 	select {
 	case <-c.done:
 		return c.err
 	default:
 	}
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := ctx.Err(); err != nil { // the turn may have been picked over a done ctx
+		return err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := c.ws.Write(wctx, websocket.MessageText, b); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil

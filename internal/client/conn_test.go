@@ -220,6 +220,32 @@ func TestConn(t *testing.T) {
 		require.NoError(t, c.Close(), "a second Close is harmless")
 	})
 
+	t.Run("CancelledCallsKeepTheConnection", func(t *testing.T) {
+		t.Parallel()
+		c, b := setup(t, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		// Each call may reach the write with its ctx already done; none may
+		// take the connection down with it.
+		for i := range 50 {
+			_, err := c.Query(ctx, event.Filter{Kinds: []int{1}})
+			require.ErrorIs(t, err, context.Canceled)
+			_, err = c.Count(ctx, event.Filter{Kinds: []int{1}})
+			require.ErrorIs(t, err, context.Canceled)
+			_, _, err = c.Publish(ctx, signed(t, b.sk, "cancelled "+strconv.Itoa(i)))
+			require.ErrorIs(t, err, context.Canceled)
+			_, err = c.Subscribe(ctx, "cancelled", event.Filter{Kinds: []int{1}})
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		ev := signed(t, b.sk, "after the cancelled calls")
+		ok, msg, err := c.Publish(t.Context(), ev)
+		require.NoError(t, err, "the connection survived its callers giving up")
+		require.True(t, ok, msg)
+		got, err := c.Query(t.Context(), event.Filter{IDs: []string{ev.ID}})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+	})
+
 	t.Run("RelayGone", func(t *testing.T) {
 		t.Parallel()
 		c, b := setup(t, nil)
