@@ -222,6 +222,36 @@ func TestBenchAgainstRelay(t *testing.T) {
 	require.Nil(t, lines[6]["truncated"], lines[6])
 }
 
+// TestReqPhaseEndIsNotAnError runs REQ phases on sockets whose earlier
+// queries were given up mid-call, as a phase's end gives up the query each
+// socket has in flight: the sockets stay usable and the next phase counts no
+// error. A relay that goes away still counts.
+func TestReqPhaseEndIsNotAnError(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	cfg := config{relays: []string{"ws://" + r.Host}, conns: 3, authors: 3, reqDuration: 300 * time.Millisecond}
+	f, err := dialFleet(t.Context(), cfg, newWorkload(cfg.authors))
+	require.NoError(t, err)
+	t.Cleanup(f.close)
+	gen := filterFor("kinds", &reqTargets{Kind: event.KindNote})
+
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, c := range f.all {
+		for range 50 { // a query whose phase ended while it was being sent
+			_, _ = c.Query(ended, gen(rand.New(rand.NewPCG(1, 2))))
+		}
+	}
+	line := runReq(t.Context(), cfg, f, "kinds", gen)
+	require.EqualValues(t, 0, line.Errors, line.FirstError)
+	require.Positive(t, line.Queries)
+
+	r.Stop()
+	line = runReq(t.Context(), cfg, f, "kinds", gen)
+	require.EqualValues(t, cfg.conns, line.Errors, "every socket lost its relay")
+	require.Contains(t, line.FirstError, client.ErrClosed.Error())
+}
+
 // TestBenchFallback makes the relay refuse the kind 9007 with a real
 // failure, a trigger that fails every channel insert, so the run falls
 // back to kind 1 notes, and posts them over the HTTP bridge.
