@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +55,8 @@ func TestHostile(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, map[string]string{"BUZZ_MAX_FRAME_BYTES": strconv.Itoa(hsFrameLimit)})
 
+	led := &hsLedger{r: r, want: map[string][]string{}}
+
 	// Cases is not parallel itself, so the health check below runs after
 	// every case has finished.
 	t.Run("Cases", func(t *testing.T) {
@@ -64,7 +67,7 @@ func TestHostile(t *testing.T) {
 			require.Len(t, frame, hsFrameLimit)
 			w.Send(frame)
 			require.Equal(t, []any{"OK", ev.ID, true, ""}, w.Next())
-			require.Equal(t, []string{ev.ID}, hsStored(t, r, k))
+			led.requireStored(t, k, ev.ID)
 		})
 
 		t.Run("FrameOverLimitKeepsSocket", func(t *testing.T) {
@@ -76,7 +79,7 @@ func TestHostile(t *testing.T) {
 			require.Equal(t, []any{"NOTICE", msg}, w.Next())
 			require.Equal(t, []any{"OK", ev.ID, false, msg}, w.Next())
 			probe := hsUsable(t, w, k, ev.ID)
-			require.Equal(t, []string{probe}, hsStored(t, r, k))
+			led.requireStored(t, k, probe)
 		})
 
 		t.Run("FrameOverTwiceLimitCloses1009", func(t *testing.T) {
@@ -91,7 +94,7 @@ func TestHostile(t *testing.T) {
 			_, err := w.NextErr(5 * time.Second)
 			require.Error(t, err)
 			require.Equal(t, websocket.StatusMessageTooBig, websocket.CloseStatus(err), "%v", err)
-			require.Empty(t, hsStored(t, r, k))
+			led.requireStored(t, k)
 			hsFresh(t, r)
 		})
 
@@ -125,12 +128,13 @@ func TestHostile(t *testing.T) {
 			require.Equal(t, []any{"OK", ev.ID, false,
 				"invalid: invalid event id: computed " + ev.ComputeID() + ", got " + ev.ID}, w.Next())
 			probe := hsUsable(t, w, k, ev.ID)
-			require.Equal(t, []string{probe}, hsStored(t, r, k))
+			led.requireStored(t, k, probe)
 		})
 
 		t.Run("DeepJSONMessage", func(t *testing.T) {
 			t.Parallel()
 			w, k := hsAuthed(t, r)
+			var probes []string
 			for name, frame := range map[string][]byte{
 				"unbalanced": bytes.Repeat([]byte("["), hsDepth),
 				"balanced":   hsDeep(),
@@ -143,9 +147,9 @@ func TestHostile(t *testing.T) {
 				msg := w.Next()
 				require.Equal(t, "NOTICE", msg[0], name)
 				require.True(t, strings.HasPrefix(msg[1].(string), hsJSONError), "%s: %v", name, msg)
-				hsUsable(t, w, k)
+				probes = append(probes, hsUsable(t, w, k))
 			}
-			require.Len(t, hsStored(t, r, k), 4) // the four probes only
+			led.requireStored(t, k, probes...)
 		})
 
 		t.Run("TenThousandTags", func(t *testing.T) {
@@ -163,7 +167,7 @@ func TestHostile(t *testing.T) {
 			require.True(t, eose, closed)
 			require.Equal(t, []event.Event{ev}, evs)
 			require.Len(t, evs[0].Tags, 10_000)
-			require.Equal(t, []string{ev.ID}, hsStored(t, r, k))
+			led.requireStored(t, k, ev.ID)
 		})
 
 		t.Run("IDMismatch", func(t *testing.T) {
@@ -175,7 +179,7 @@ func TestHostile(t *testing.T) {
 			require.False(t, ok)
 			require.Equal(t, "invalid: invalid event id: computed "+ev.ComputeID()+", got "+ev.ID, msg)
 			probe := hsUsable(t, w, k, ev.ID)
-			require.Equal(t, []string{probe}, hsStored(t, r, k))
+			led.requireStored(t, k, probe)
 		})
 
 		t.Run("WrongSignature", func(t *testing.T) {
@@ -197,7 +201,7 @@ func TestHostile(t *testing.T) {
 				require.Equal(t, hsBadSig, msg)
 			}
 			probe := hsUsable(t, w, k, ev.ID)
-			require.Equal(t, []string{probe}, hsStored(t, r, k))
+			led.requireStored(t, k, probe)
 		})
 
 		t.Run("CreatedAtWindow", func(t *testing.T) {
@@ -229,8 +233,7 @@ func TestHostile(t *testing.T) {
 				require.Equal(t, hsDrift, msg, tc.at)
 			}
 			accepted = append(accepted, hsUsable(t, w, k))
-			slices.Sort(accepted)
-			require.Equal(t, accepted, hsStored(t, r, k))
+			led.requireStored(t, k, accepted...)
 		})
 
 		t.Run("BinaryFrames", func(t *testing.T) {
@@ -262,9 +265,7 @@ func TestHostile(t *testing.T) {
 			require.True(t, eose, closed)
 			require.Empty(t, evs)
 			probe := hsUsable(t, w, k, bad.ID)
-			want := []string{ev.ID, probe}
-			slices.Sort(want)
-			require.Equal(t, want, hsStored(t, r, k))
+			led.requireStored(t, k, ev.ID, probe)
 		})
 
 		t.Run("HTTPEvents", func(t *testing.T) {
@@ -304,12 +305,12 @@ func TestHostile(t *testing.T) {
 			status, body = r.PostEvent(t, "", k, old)
 			require.Equal(t, http.StatusBadRequest, status)
 			require.Equal(t, hsDrift, hsErrorField(t, body))
-			require.Empty(t, hsStored(t, r, k))
+			led.requireStored(t, k)
 
 			status, body = r.PostEvent(t, "", k, ev)
 			require.Equal(t, http.StatusOK, status, body)
 			require.JSONEq(t, `{"event_id":"`+ev.ID+`","accepted":true,"message":""}`, body)
-			require.Equal(t, []string{ev.ID}, hsStored(t, r, k))
+			led.requireStored(t, k, ev.ID)
 		})
 
 		t.Run("HTTPQuery", func(t *testing.T) {
@@ -343,9 +344,13 @@ func TestHostile(t *testing.T) {
 			var got []event.Event
 			require.NoError(t, json.Unmarshal([]byte(body), &got))
 			require.Equal(t, []event.Event{ev}, got)
+			led.requireStored(t, k, ev.ID)
 		})
 	})
 
+	// Every socket of the cases is closed; once the relay has torn them
+	// down, no refused frame can still be in flight: check again.
+	led.recheck(t)
 	// The relay is healthy: a fresh client publishes and reads back.
 	hsFresh(t, r)
 }
@@ -374,7 +379,7 @@ func TestHostileHalfClosed(t *testing.T) {
 			}
 		}
 		hsWaitIdle(t, r)
-		stored := hsStored(t, r, k)
+		stored := hsStored(t, r, k.PubKey)
 		if len(stored) > 0 { // stored whole or not at all
 			require.Equal(t, []string{ev.ID}, stored)
 			w := r.Dial(t, "")
@@ -395,7 +400,7 @@ func TestHostileHalfClosed(t *testing.T) {
 		c.write(t, 0x1, frame[:len(frame)/2], len(frame))
 		require.NoError(t, c.conn.Close())
 		hsWaitIdle(t, r)
-		require.Empty(t, hsStored(t, r, k))
+		require.Empty(t, hsStored(t, r, k.PubKey))
 		hsFresh(t, r)
 	})
 
@@ -416,7 +421,7 @@ func TestHostileHalfClosed(t *testing.T) {
 			require.Equal(t, byte(0x8), op, "%q", payload)
 		}
 		hsWaitIdle(t, r)
-		require.Empty(t, hsStored(t, r, k))
+		require.Empty(t, hsStored(t, r, k.PubKey))
 		hsFresh(t, r)
 	})
 }
@@ -457,11 +462,11 @@ func hsFresh(t *testing.T, r *relaytest.Relay) {
 	require.Equal(t, []event.Event{ev}, evs)
 }
 
-// hsStored returns the sorted ids of every stored event by k.
-func hsStored(t *testing.T, r *relaytest.Relay, k eventtest.Key) []string {
+// hsStored returns the sorted ids of every stored event by pubkey.
+func hsStored(t *testing.T, r *relaytest.Relay, pubkey string) []string {
 	t.Helper()
 	rows, err := r.App.DB.Pool.Query(context.Background(),
-		`SELECT encode(id, 'hex') FROM events WHERE pubkey = decode($1, 'hex') ORDER BY 1`, k.PubKey)
+		`SELECT encode(id, 'hex') FROM events WHERE pubkey = decode($1, 'hex') ORDER BY 1`, pubkey)
 	require.NoError(t, err)
 	ids := []string{}
 	for rows.Next() {
@@ -471,6 +476,37 @@ func hsStored(t *testing.T, r *relaytest.Relay, k eventtest.Key) []string {
 	}
 	require.NoError(t, rows.Err())
 	return ids
+}
+
+// hsLedger remembers what each case expects stored for its key, so the
+// expectations can be checked again once every connection is torn down and
+// no refused frame can still be in flight.
+type hsLedger struct {
+	r    *relaytest.Relay
+	mu   sync.Mutex
+	want map[string][]string // pubkey → sorted ids
+}
+
+// requireStored requires exactly ids stored by k, now and at recheck.
+func (l *hsLedger) requireStored(t *testing.T, k eventtest.Key, ids ...string) {
+	t.Helper()
+	want := append([]string{}, ids...)
+	slices.Sort(want)
+	require.Equal(t, want, hsStored(t, l.r, k.PubKey))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.want[k.PubKey] = want
+}
+
+// recheck waits until no WebSocket is open, then checks every expectation again.
+func (l *hsLedger) recheck(t *testing.T) {
+	t.Helper()
+	hsWaitIdle(t, l.r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for pubkey, want := range l.want {
+		require.Equal(t, want, hsStored(t, l.r, pubkey), "events of %s", pubkey)
+	}
 }
 
 // hsWaitIdle waits until the relay has torn every WebSocket down: the gauge
