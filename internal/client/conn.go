@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,7 @@ const MaxFrameBytes = 8 << 20
 // once, and one reader goroutine routes each answer to its caller.
 type Conn struct {
 	ws     *websocket.Conn
-	url    string
+	relay  string // the AUTH relay tag: the dialled URL, its host replaced by DialHost's host
 	pubkey string
 
 	mu   sync.Mutex
@@ -66,14 +67,41 @@ func (s *sub) end(msg string) {
 // Dial connects to url, waits for the relay's ["AUTH",challenge], answers it
 // with a kind 22242 event signed with sk (tags challenge and relay=url) and
 // waits for its OK. ctx bounds the handshake only; the connection lives until
-// Close. A refused AUTH is a *RefusedError carrying the OK message.
+// Close. A refused AUTH is a *RefusedError carrying the OK message. It is
+// DialHost with no host.
 func Dial(ctx context.Context, url string, sk []byte) (*Conn, error) {
-	ws, _, err := websocket.Dial(ctx, url, nil)
+	return DialHost(ctx, url, "", sk)
+}
+
+// DialHost is Dial to a community whose host is not the dialled address, as
+// when several communities share one relay on 127.0.0.1:PORT: the TCP
+// connection goes to url, the WebSocket handshake carries Host: host, and the
+// AUTH event's relay tag is url with its host (and port) replaced by host,
+// scheme and path kept (ws://127.0.0.1:4000/ with host "a.soak.test" signs
+// relay=ws://a.soak.test/), because the relay checks that tag against the
+// tenant host the handshake resolved to. host is used verbatim, so it carries
+// its own port when the community has one ("a.soak.test:4000"); the url's
+// port is not added. host "" is exactly Dial: the Host header and relay tag
+// come from url. A url that does not parse is an error before any dial.
+func DialHost(ctx context.Context, url, host string, sk []byte) (*Conn, error) {
+	op, relay := "dial "+url, url
+	var opts *websocket.DialOptions
+	if host != "" {
+		op += " as " + host
+		u, err := neturl.Parse(url)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		u.Host = host
+		relay = u.String()
+		opts = &websocket.DialOptions{Host: host}
+	}
+	ws, _, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", url, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	ws.SetReadLimit(MaxFrameBytes)
-	c := &Conn{ws: ws, url: url, pubkey: event.PubKey(sk), oks: map[string]chan okResult{}, subs: map[string]*sub{},
+	c := &Conn{ws: ws, relay: relay, pubkey: event.PubKey(sk), oks: map[string]chan okResult{}, subs: map[string]*sub{},
 		wmu: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := c.authenticate(ctx, sk); err != nil {
 		ws.CloseNow()
@@ -98,7 +126,7 @@ func (c *Conn) authenticate(ctx context.Context, sk []byte) error {
 	ev := event.Event{
 		CreatedAt: time.Now().Unix(),
 		Kind:      event.KindAuth,
-		Tags:      event.Tags{{"relay", c.url}, {"challenge", challenge}},
+		Tags:      event.Tags{{"relay", c.relay}, {"challenge", challenge}},
 	}
 	if err := ev.Sign(sk); err != nil {
 		return fmt.Errorf("sign auth: %w", err)

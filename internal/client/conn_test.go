@@ -12,6 +12,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -276,4 +277,52 @@ func TestConn(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
 	})
+}
+
+// TestDialHost reaches a second community on the relay's own address: the
+// handshake's Host picks the community and the AUTH relay tag names it.
+func TestDialHost(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	const portless = "b.soak.test" // the load tool's case: a host without the relay's port
+	_, err := r.App.Store.CommunityAdd(t.Context(), store.CommunityAddParams{Host: portless})
+	require.NoError(t, err)
+	ported := r.Community(t, "c.soak.test") // host:port, used verbatim
+	url := "ws://127.0.0.1:" + strconv.Itoa(r.Port) + "/"
+	sk := event.GenerateKey()
+	ctx := t.Context()
+
+	first, err := Dial(ctx, url, sk) // 127.0.0.1 is the deployment host
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = first.Close() })
+	mine := signed(t, sk, "deployment only")
+	ok, msg, err := first.Publish(ctx, mine)
+	require.NoError(t, err)
+	require.True(t, ok, msg)
+
+	for _, host := range []string{portless, ported} {
+		c, err := DialHost(ctx, url, host, sk)
+		require.NoError(t, err, host)
+		t.Cleanup(func() { _ = c.Close() })
+		require.Equal(t, event.PubKey(sk), c.PubKey())
+		ev := signed(t, sk, "only in "+host)
+		ok, msg, err := c.Publish(ctx, ev)
+		require.NoError(t, err)
+		require.True(t, ok, msg)
+		// Readable in its community, where the deployment's note is not,
+		// and not from the deployment host.
+		got, err := c.Query(ctx, event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Equal(t, []event.Event{ev}, got, host)
+		got, err = first.Query(ctx, event.Filter{IDs: []string{ev.ID}})
+		require.NoError(t, err)
+		require.Empty(t, got, host)
+	}
+	got, err := first.Query(ctx, event.Filter{Kinds: []int{1}})
+	require.NoError(t, err)
+	require.Equal(t, []event.Event{mine}, got)
+
+	// A host the relay does not serve fails the handshake.
+	_, err = DialHost(ctx, url, "nowhere.test", sk)
+	require.Error(t, err)
 }

@@ -25,6 +25,14 @@ type HTTP struct {
 	SK []byte
 	// Client sends the requests; nil means http.DefaultClient.
 	Client *http.Client
+	// Host, when set, reaches a community whose host is not BaseURL's, as
+	// when several communities share one relay on 127.0.0.1:PORT: requests
+	// still go to BaseURL, but each carries Host: Host and its NIP-98 u tag
+	// is the request URL with its host (and port) replaced by Host, because
+	// the relay checks u against the tenant host the request resolved to.
+	// Host is used verbatim, so it carries its own port when the community
+	// has one. "" means BaseURL's host for both.
+	Host string
 }
 
 // Publish posts ev to /events. accepted and msg are the bridge's answer; a
@@ -89,11 +97,18 @@ func filtersJSON(filters []event.Filter) []byte {
 func (h *HTTP) post(ctx context.Context, path string, body []byte, out any) error {
 	op := "POST " + path
 	url := strings.TrimSuffix(h.BaseURL, "/") + path
-	auth, err := NIP98Header(h.SK, http.MethodPost, url, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	signed := url
+	if h.Host != "" {
+		req.Host = h.Host
+		u := *req.URL
+		u.Host = h.Host
+		signed = u.String()
+	}
+	auth, err := NIP98Header(h.SK, http.MethodPost, signed, body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // TestNIP98Header checks the header byte for byte; TestHTTP shows the relay
@@ -174,5 +175,39 @@ func TestHTTP(t *testing.T) {
 		n, err = c.Count(t.Context(), event.Filter{Kinds: []int{9}})
 		require.NoError(t, err)
 		require.EqualValues(t, 3, n)
+	})
+
+	t.Run("Host", func(t *testing.T) {
+		t.Parallel()
+		base, r := setupHTTP(t)
+		const host = "b.soak.test" // a community host without the relay's port
+		_, err := r.App.Store.CommunityAdd(t.Context(), store.CommunityAddParams{Host: host})
+		require.NoError(t, err)
+		base.BaseURL = "http://127.0.0.1:" + strconv.Itoa(r.Port) // the deployment host
+		h := *base
+		h.Host = host
+		ev := signed(t, h.SK, "only in "+host)
+		ok, msg, err := h.Publish(t.Context(), ev)
+		require.NoError(t, err)
+		require.True(t, ok, msg)
+		require.Empty(t, msg)
+		got, err := h.Query(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Equal(t, []event.Event{ev}, got)
+		n, err := h.Count(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		// The same address without Host is the deployment community, which
+		// does not have the event.
+		got, err = base.Query(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Empty(t, got)
+		// And the WebSocket agrees: the event is in the second community.
+		c, err := DialHost(t.Context(), "ws://127.0.0.1:"+strconv.Itoa(r.Port), host, h.SK)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		got, err = c.Query(t.Context(), event.Filter{Kinds: []int{1}})
+		require.NoError(t, err)
+		require.Equal(t, []event.Event{ev}, got)
 	})
 }
