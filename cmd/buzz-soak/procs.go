@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/pgcluster"
+)
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// database is the soak's own PostgreSQL cluster (package pgcluster, unix
+// socket only, durable settings), which the fault scenarios stop and start.
+type database struct {
+	cfg pgcluster.Config
+	mu  sync.Mutex
+	c   *pgcluster.Cluster
+}
+
+func startDatabase(ctx context.Context, dir string) (*database, error) {
+	d := &database{cfg: pgcluster.Config{DataDir: dir, Settings: map[string]string{"max_connections": "300"}}}
+	if err := d.start(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *database) start(ctx context.Context) error {
+	c, err := pgcluster.Start(ctx, d.cfg)
+	if err != nil {
+		return fmt.Errorf("start the soak's database: %w", err)
+	}
+	d.mu.Lock()
+	d.c = c
+	d.mu.Unlock()
+	return nil
+}
+
+// URL is the cluster's connection URL; it stays the same across restarts.
+func (d *database) URL() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.c.URL()
+}
+
+// postmasterPID reads the running postmaster's pid.
+func (d *database) postmasterPID() (int, error) {
+	d.mu.Lock()
+	dataDir := d.c.DataDir()
+	d.mu.Unlock()
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("read postmaster.pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(first))
+}
+
+// shutdown stops the server in PostgreSQL's fast mode (SIGINT: sessions
+// rolled back, a checkpoint written) or immediate mode (SIGQUIT: no
+// checkpoint, crash recovery at the next start), and waits until the
+// postmaster is gone.
+func (d *database) shutdown(ctx context.Context, immediate bool) error {
+	pid, err := d.postmasterPID()
+	if err != nil {
+		return err
+	}
+	sig := syscall.SIGINT
+	if immediate {
+		sig = syscall.SIGQUIT
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("signal postmaster %d: %w", pid, err)
+	}
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postmaster %d still running: %w", pid, ctx.Err())
+		case <-time.After(50 * time.Millisecond): // polling interval
+		}
+	}
+	return nil
+}
+
+// stop ends the cluster for good (fast mode).
+func (d *database) stop(ctx context.Context) error {
+	return pgcluster.StopDataDir(ctx, d.cfg)
+}
+
+// redisServer is a redis-server on a loopback port the soak owns, with
+// persistence off, that a fault scenario kills and starts again on the
+// same port.
+type redisServer struct {
+	bin, dir string
+	port     int
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
+}
+
+func startRedis(ctx context.Context, dir string) (*redisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found on PATH (Debian: apt-get install -y redis-server): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	r := &redisServer{bin: bin, dir: dir, port: port}
+	return r, r.start(ctx)
+}
+
+// URL is the server's redis:// URL.
+func (r *redisServer) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(r.port) }
+
+func (r *redisServer) start(ctx context.Context) error {
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return fmt.Errorf("redis dir: %w", err)
+	}
+	log, err := os.OpenFile(filepath.Join(r.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("redis log: %w", err)
+	}
+	cmd := exec.Command(r.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
+		"--save", "", "--appendonly", "no", "--dir", r.dir)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(exited)
+	}()
+	r.mu.Lock()
+	r.cmd, r.exited = cmd, exited
+	r.mu.Unlock()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if redisPing(r.port) {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server exited at start (log in %s)", r.dir)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling interval
+		}
+		if time.Now().After(deadline) {
+			return errors.New("redis-server did not answer PING within 15 s")
+		}
+	}
+}
+
+// redisPing sends PING in the inline protocol and waits for +PONG.
+func redisPing(port int) bool {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 7)
+	n, _ := io.ReadFull(c, buf)
+	return strings.HasPrefix(string(buf[:n]), "+PONG")
+}
+
+// kill ends the server with SIGKILL and waits for it.
+func (r *redisServer) kill() {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	r.cmd = nil
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// relayProc is one buzz-relay serve process the soak started.
+type relayProc struct {
+	name       string
+	bin        string
+	env        []string
+	logPath    string
+	wsURL      string // ws://127.0.0.1:port
+	httpURL    string // http://127.0.0.1:port
+	healthURL  string // http://127.0.0.1:port
+	metricsURL string // http://127.0.0.1:port
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	// starts counts the times the process was started.
+	starts int
+}
+
+// newRelay prepares a relay on fresh loopback ports; extra is added to
+// its environment.
+func newRelay(name, bin, dir string, extra map[string]string) (*relayProc, error) {
+	var ports [3]int
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	env := map[string]string{
+		"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME"),
+		"BUZZ_BIND_ADDR":    "127.0.0.1:" + strconv.Itoa(ports[0]),
+		"BUZZ_HEALTH_PORT":  strconv.Itoa(ports[1]),
+		"BUZZ_METRICS_PORT": strconv.Itoa(ports[2]),
+		"BUZZ_LOG_FORMAT":   "json",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	return &relayProc{name: name, bin: bin, env: list, logPath: filepath.Join(dir, name+".log"),
+		wsURL: "ws://" + env["BUZZ_BIND_ADDR"], httpURL: "http://" + env["BUZZ_BIND_ADDR"],
+		healthURL: "http://127.0.0.1:" + env["BUZZ_HEALTH_PORT"], metricsURL: "http://127.0.0.1:" + env["BUZZ_METRICS_PORT"]}, nil
+}
+
+// start runs the process and waits until /_readiness answers 200.
+func (p *relayProc) start(ctx context.Context) error {
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s log: %w", p.name, err)
+	}
+	cmd := exec.Command(p.bin, "serve")
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(exited)
+	}()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.starts++
+	p.mu.Unlock()
+	return p.waitReadiness(ctx, http.StatusOK, 2*time.Minute)
+}
+
+// pid is the running process's pid, 0 when none runs.
+func (p *relayProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	select {
+	case <-p.exited:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
+// running reports whether the process is alive.
+func (p *relayProc) running() bool { return p.pid() != 0 }
+
+// readiness is the status /_readiness answers now, 0 when it does not answer.
+func (p *relayProc) readiness() int {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(p.healthURL + "/_readiness")
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitReadiness polls /_readiness until it answers want, for up to d.
+func (p *relayProc) waitReadiness(ctx context.Context, want int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if p.readiness() == want {
+			return nil
+		}
+		if want == http.StatusOK && !p.running() {
+			return fmt.Errorf("%s exited (log: %s)", p.name, p.logPath)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: /_readiness did not answer %d within %s (log: %s)", p.name, want, d, p.logPath)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling interval
+		}
+	}
+}
+
+// signal sends sig and waits up to d for the process to end; after d it
+// sends SIGKILL. It returns the process's exit error.
+func (p *relayProc) signal(sig syscall.Signal, d time.Duration) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// rssBytes is the resident set of pid from /proc, 0 when unknown.
+func rssBytes(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// runRelayCommand runs `buzz-relay args…` with env to completion.
+func runRelayCommand(ctx context.Context, bin string, env []string, args ...string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return string(out), exitErr.ExitCode(), nil
+	}
+	if err != nil {
+		return string(out), -1, fmt.Errorf("run buzz-relay %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), 0, nil
+}
