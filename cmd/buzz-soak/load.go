@@ -108,9 +108,8 @@ type worker struct {
 	relay  *relayProc
 	conn   *client.Conn
 	http   *client.HTTP
-	roots  []string         // own acknowledged top-level messages
-	coords map[string]int64 // read-state d → last created_at sent
-	last   int64            // last created_at used, so versions order
+	roots  []string // own acknowledged top-level messages
+	coords []string // read-state d tags, each written again and again
 }
 
 // run drives conns workers until ctx ends or maxOps operations were done.
@@ -118,12 +117,12 @@ func (l *load) run(ctx context.Context, conns int, seed uint64) {
 	var wg sync.WaitGroup
 	for i := range conns {
 		w := &worker{l: l, n: i, rng: rand.New(rand.NewPCG(seed, uint64(i))), sk: event.GenerateKey(),
-			comm: l.comms[i%len(l.comms)], relay: l.relays[(i/len(l.comms))%len(l.relays)], coords: map[string]int64{}}
+			comm: l.comms[i%len(l.comms)], relay: l.relays[(i/len(l.comms))%len(l.relays)]}
 		w.pub = event.PubKey(w.sk)
 		w.http = &client.HTTP{BaseURL: w.relay.httpURL, Host: w.comm.host, SK: w.sk,
 			Client: &http.Client{Timeout: l.opWait}}
 		for range 4 {
-			w.coords["read-state:"+hex.EncodeToString(randomBytes(w.rng, 16))] = 0
+			w.coords = append(w.coords, "read-state:"+hex.EncodeToString(randomBytes(w.rng, 16)))
 		}
 		wg.Go(func() { w.loop(ctx) })
 	}
@@ -265,18 +264,10 @@ func isLost(err error) bool {
 
 func intp(n int) *int { return &n }
 
-// createdAt is a created_at after every one this worker used, so
-// replaceable versions always order.
-func (w *worker) createdAt() int64 {
-	t := max(time.Now().Unix(), w.last+1)
-	w.last = t
-	return t
-}
-
 // publish sends a kind 9 in the community's channel: a quarter of them
 // mention a listener target, a fifth reply to an earlier message.
 func (w *worker) publish(ctx context.Context, op string) (string, bool) {
-	ev := event.Event{CreatedAt: w.createdAt(), Kind: event.KindStreamMessage,
+	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: event.KindStreamMessage,
 		Tags: event.Tags{{"h", w.comm.channel}}}
 	var b strings.Builder
 	for i := range 8 {
@@ -322,14 +313,12 @@ func (w *worker) publish(ctx context.Context, op string) (string, bool) {
 }
 
 // readState publishes a new version of one of the worker's four read-state
-// coordinates.
+// coordinates, dated now: a version of the same second with a higher id
+// than the stored one is answered "duplicate:" and not stored, which the
+// ledger records.
 func (w *worker) readState(ctx context.Context) (string, bool) {
-	ds := make([]string, 0, len(w.coords))
-	for d := range w.coords {
-		ds = append(ds, d)
-	}
-	d := ds[w.rng.IntN(len(ds))]
-	ev := event.Event{CreatedAt: w.createdAt(), Kind: event.KindAppData,
+	d := w.coords[w.rng.IntN(len(w.coords))]
+	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: event.KindAppData,
 		Tags: event.Tags{{"d", d}, {"t", "read-state"}}, Content: "opaque-" + strconv.Itoa(w.rng.IntN(1_000_000))}
 	if err := ev.Sign(w.sk); err != nil {
 		return "sign: " + err.Error(), false
@@ -341,7 +330,6 @@ func (w *worker) readState(ctx context.Context) (string, bool) {
 	if !ok {
 		return msg, false
 	}
-	w.coords[d] = ev.CreatedAt
 	w.l.ledger.add(ack{ID: ev.ID, Host: w.comm.host, Kind: ev.Kind, Via: "read-state", Author: w.pub,
 		CreatedAt: ev.CreatedAt, D: d, Duplicate: strings.HasPrefix(msg, "duplicate:")})
 	return "", false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +82,11 @@ func errText(err error) string {
 	var refused *client.RefusedError
 	switch {
 	case errors.As(err, &refused):
-		if refused.Message != "" {
+		switch {
+		case refused.Status != 0 && prefixOf(refused.Message) == "transport":
+			// A bridge answer without a prefix (500 internal server error).
+			return "HTTP " + strconv.Itoa(refused.Status) + " " + refused.Message
+		case refused.Message != "":
 			return refused.Message
 		}
 		return refused.Error()
