@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help run build test fuzz bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle lint
+.PHONY: help run build test fuzz soak bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle lint
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-10s %s\n",$$1,$$2}'
@@ -16,6 +16,9 @@ test: ## the whole suite against a real PostgreSQL, plus a short fuzz run
 
 fuzz: ## explore each fuzzer for longer (FUZZTIME=2m)
 	@FUZZTIME=$${FUZZTIME:-2m} scripts/test.sh
+
+soak: ## 10 min, 2 relays, 48 connections, every fault once; one JSON summary ("lost": 0)
+	@scripts/soak.sh
 
 # The 1M-event search benchmarks and the thread-window benchmark load their
 # dataset first (tens of minutes on a 2-core machine): bench leaves them out,

@@ -57,6 +57,9 @@ type config struct {
 	stormFor     time.Duration
 	settle       time.Duration // how long the end checks wait for queues to drain
 	seed         uint64
+	// relayEnv are extra KEY=value settings of every relay (--relay-env),
+	// applied over the soak's own.
+	relayEnv map[string]string
 }
 
 // faultNames lists the scenarios in the order a run with "all" injects them.
@@ -82,6 +85,15 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.stormFor, "storm-time", 10*time.Second, "storm: cap on its duration")
 	fs.DurationVar(&c.settle, "settle", 2*time.Minute, "cap on the wait for the audit and listener queues to drain at the end")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the operation mix")
+	c.relayEnv = map[string]string{}
+	fs.Func("relay-env", "KEY=value added to every relay's environment (repeatable), e.g. BUZZ_SEND_BUFFER=5000", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want KEY=value, got %q", kv)
+		}
+		c.relayEnv[k] = v
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

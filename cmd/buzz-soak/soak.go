@@ -120,6 +120,9 @@ func setUp(ctx context.Context, cfg config, progress io.Writer) (*soakRun, error
 		"SSL_CERT_FILE":                     s.endpoint.certFile,
 		"BUZZ_DB_POOL_SIZE":                 "20",
 	}
+	for k, v := range cfg.relayEnv {
+		env[k] = v
+	}
 	if cfg.relays > 1 {
 		step("starting Redis")
 		if s.redis, err = startRedis(ctx, filepath.Join(dir, "redis")); err != nil {

@@ -139,7 +139,7 @@ func TestSoakFaults(t *testing.T) {
 			// never reads costs the relay little (a generous bound).
 			require.Less(t, f.Observed["rss_peak_mb"].(float64)-f.Observed["rss_before_mb"].(float64), 256.0)
 		}},
-		{"storm", []string{"--storm-conns", "1000"}, func(t *testing.T, sum *summary, f faultReport) {
+		{"storm", []string{"--storm-conns", "1000", "--storm-time", "60s"}, func(t *testing.T, sum *summary, f faultReport) {
 			require.EqualValues(t, 1000, f.Observed["connections"])
 			require.EqualValues(t, 0, f.Observed["other"])
 			require.NotEmpty(t, f.HonestP99ms, "honest clients worked during the storm")
@@ -270,6 +270,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"--faults", "redis"}, "needs --relays 2"},
 		{[]string{"--conns", "2"}, "--conns ≥ 3"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--relay-env", "NOEQUALS"}, `want KEY=value`},
 	} {
 		_, err := parseConfig(append([]string{"--relay-bin", relayBin}, c.args...), io.Discard)
 		require.ErrorContains(t, err, c.want, strings.Join(c.args, " "))
