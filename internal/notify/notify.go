@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,11 +115,13 @@ type Outcome struct {
 	// Kind is the class: Accepted, Retry or Terminal.
 	Kind OutcomeKind
 	// Status is the HTTP status the listener answered, 0 when no answer
-	// arrived (transport error) or nothing was sent (encoding failure).
+	// arrived (transport error), when the answer only began to arrive after
+	// the request had been given up (timeout or canceled context), or when
+	// nothing was sent (encoding failure).
 	Status int
 	// Reason says why: "HTTP <status>", the transport error text (never the
-	// listener URL), "notification encoding failed: …" or
-	// "notification auth failed: …".
+	// listener URL), "HTTP <status> arrived after …" for a late answer,
+	// "notification encoding failed: …" or "notification auth failed: …".
 	Reason string
 }
 
@@ -185,8 +189,14 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 // tag), with a fresh relay-signed auth event, and classifies the answer
 // (spec 60 §7.5). It reads at most MaxResponseBody bytes of the response
 // and discards them. Once the status line has arrived, the status decides
-// the outcome even if reading the body then fails. Nothing is sent when the
-// body or auth event cannot be built. It may be called concurrently.
+// the outcome even if reading the body then fails. An answer whose first
+// byte arrived only after the request had been given up (the timeout passed
+// or ctx ended) is Retry whatever its status: giving up closes the
+// connection, but an answer that arrives before the close takes effect can
+// still be read, such as the implicit 200 a Go handler sends when it
+// returns on its request context's end, so such a status says nothing
+// about the notification. Nothing is sent when the body or auth event
+// cannot be built. It may be called concurrently.
 func (c *Client) Send(ctx context.Context, listenerURL string, n Notification) Outcome {
 	if err := n.check(); err != nil {
 		return Outcome{Kind: Terminal, Reason: "notification encoding failed: " + err.Error()}
@@ -196,7 +206,16 @@ func (c *Client) Send(ctx context.Context, listenerURL string, n Notification) O
 	if err != nil {
 		return Outcome{Kind: Terminal, Reason: "notification auth failed: " + err.Error()}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, listenerURL, bytes.NewReader(body))
+	var late lateAnswer
+	if c.http.Timeout > 0 {
+		// Earlier than the deadline Do sets itself, so every answer that
+		// arrives after that one has passed counts as late.
+		late.deadline = time.Now().Add(c.http.Timeout)
+	}
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotFirstResponseByte: func() { late.check(ctx) },
+	})
+	req, err := http.NewRequestWithContext(traced, http.MethodPost, listenerURL, bytes.NewReader(body))
 	if err != nil {
 		// The parser's error quotes the URL; the reason must not.
 		return Outcome{Kind: Terminal, Reason: "notification encoding failed: listener URL is not a valid request URL"}
@@ -209,7 +228,40 @@ func (c *Client) Send(ctx context.Context, listenerURL string, n Notification) O
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxResponseBody))
 	_ = resp.Body.Close() // unread bytes beyond the limit drop the connection
+	if reason := late.reason(); reason != "" {
+		return Outcome{Kind: Retry, Reason: "HTTP " + strconv.Itoa(resp.StatusCode) + " arrived after " + reason}
+	}
 	return classify(resp.StatusCode)
+}
+
+// lateAnswer records whether the first byte of an answer arrived after its
+// request had been given up.
+type lateAnswer struct {
+	deadline time.Time              // zero: no timeout
+	why      atomic.Pointer[string] // set at the first response byte when late
+}
+
+// check runs when the first response byte arrives (on the transport's
+// goroutine).
+func (l *lateAnswer) check(ctx context.Context) {
+	var why string
+	switch {
+	case ctx.Err() != nil:
+		why = context.Cause(ctx).Error()
+	case !l.deadline.IsZero() && !time.Now().Before(l.deadline):
+		why = "Client.Timeout exceeded"
+	default:
+		return
+	}
+	l.why.Store(&why)
+}
+
+// reason is why the answer was late, or "" when it was not.
+func (l *lateAnswer) reason() string {
+	if p := l.why.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // authorization builds the Authorization value for a POST of body to u.
