@@ -37,6 +37,8 @@ type faultReport struct {
 	// HonestP99ms is the p99 of the soak's own operations that started
 	// while the fault lasted, by type.
 	HonestP99ms map[string]float64 `json:"honest_p99_ms,omitempty"`
+	// HonestFailed counts those operations that failed, by type.
+	HonestFailed map[string]int `json:"honest_failed,omitempty"`
 
 	began, ended time.Time
 }

@@ -301,7 +301,7 @@ func (s *soakRun) drive(ctx context.Context, progress io.Writer) []faultReport {
 	samplerDone.Wait()
 	s.rss.end = s.rss.sample(s.relays)
 	for i := range reports {
-		reports[i].HonestP99ms = s.load.stats.p99Between(reports[i].began, reports[i].ended)
+		reports[i].HonestP99ms, reports[i].HonestFailed = s.load.stats.between(reports[i].began, reports[i].ended)
 	}
 	return reports
 }

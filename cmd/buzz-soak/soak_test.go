@@ -143,6 +143,7 @@ func TestSoakFaults(t *testing.T) {
 			require.EqualValues(t, 1000, f.Observed["connections"])
 			require.EqualValues(t, 0, f.Observed["other"])
 			require.NotEmpty(t, f.HonestP99ms, "honest clients worked during the storm")
+			require.Empty(t, f.HonestFailed, "no honest operation failed during the storm")
 		}},
 	}
 	for _, c := range cases {

@@ -28,8 +28,9 @@ type opStats struct {
 
 // timed is one operation's start and latency.
 type timed struct {
-	at time.Time
-	d  time.Duration
+	at     time.Time
+	d      time.Duration
+	failed bool
 }
 
 func newStats() *stats {
@@ -47,7 +48,7 @@ func (s *stats) add(op string, at time.Time, d time.Duration, msg string) {
 		s.ops[op] = o
 	}
 	o.n++
-	o.lat = append(o.lat, timed{at, d})
+	o.lat = append(o.lat, timed{at, d, msg != ""})
 	if msg == "" {
 		return
 	}
@@ -146,24 +147,27 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
 
-// p99Between is the p99 latency, by operation type, of the operations that
-// started between from and to.
-func (s *stats) p99Between(from, to time.Time) map[string]float64 {
+// between is the p99 latency, and the number of failures, by operation
+// type, of the operations that started between from and to.
+func (s *stats) between(from, to time.Time) (p99 map[string]float64, failed map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]float64{}
+	p99, failed = map[string]float64{}, map[string]int{}
 	for name, o := range s.ops {
 		var lat []time.Duration
 		for _, x := range o.lat {
 			if !x.at.Before(from) && x.at.Before(to) {
 				lat = append(lat, x.d)
+				if x.failed {
+					failed[name]++
+				}
 			}
 		}
 		if len(lat) == 0 {
 			continue
 		}
 		slices.Sort(lat)
-		out[name] = ms(quantile(lat, 0.99))
+		p99[name] = ms(quantile(lat, 0.99))
 	}
-	return out
+	return p99, failed
 }
