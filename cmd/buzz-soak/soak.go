@@ -146,8 +146,11 @@ func setUp(ctx context.Context, cfg config, progress io.Writer) (*soakRun, error
 	for i := range 3 {
 		host := "c" + strconv.Itoa(i) + ".soak.test"
 		out, code, err := runRelayCommand(ctx, cfg.relayBin, s.relays[0].env, "community", "add", "--host", host)
-		if err != nil || code != 0 {
-			return s, fmt.Errorf("community add %s: exit %d: %v: %s", host, code, err, out)
+		if err != nil {
+			return s, fmt.Errorf("community add %s: %w", host, err)
+		}
+		if code != 0 {
+			return s, fmt.Errorf("community add %s: exit %d: %s", host, code, out)
 		}
 		c := community{host: host}
 		if err := s.channelFor(ctx, &c); err != nil {
@@ -195,8 +198,11 @@ func (s *soakRun) channelFor(ctx context.Context, c *community) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ok, msg, err := conn.Publish(pctx, ev)
-	if err != nil || !ok {
-		return fmt.Errorf("create a channel in %s: %v %s", c.host, err, msg)
+	if err != nil {
+		return fmt.Errorf("create a channel in %s: %w", c.host, err)
+	}
+	if !ok {
+		return fmt.Errorf("create a channel in %s: %s", c.host, msg)
 	}
 	return nil
 }
