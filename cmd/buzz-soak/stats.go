@@ -63,12 +63,13 @@ func (s *stats) add(op string, at time.Time, d time.Duration, msg string) {
 // prefixOf classifies a failure: the relay's machine-readable prefix
 // (error:, rate-limited:, …), an HTTP status, or the transport's kind.
 func prefixOf(msg string) string {
+	if strings.HasPrefix(msg, "hang:") {
+		return "hang"
+	}
 	if p, _, ok := strings.Cut(msg, ":"); ok && p != "" && !strings.ContainsAny(p, " /") {
 		return p + ":"
 	}
 	switch {
-	case strings.HasPrefix(msg, "hang"):
-		return "hang"
 	case strings.HasPrefix(msg, "HTTP "):
 		return strings.Fields(msg)[0] + " " + strings.Fields(msg)[1]
 	default:
