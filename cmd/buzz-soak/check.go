@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -109,6 +111,21 @@ func checkLedger(ctx context.Context, pool *pgxpool.Pool, acks []ack, comms []co
 			return nil, err
 		}
 	}
+
+	// Mentions not delivered must still have their outbox row.
+	pending := map[[2]string]bool{}
+	var target, eventID string
+	prow, err := pool.Query(ctx, `SELECT encode(target_pubkey, 'hex'), encode(event_id, 'hex') FROM operator_listener_outbox`)
+	if err != nil {
+		return nil, fmt.Errorf("read the listener outbox: %w", err)
+	}
+	if _, err := pgx.ForEachRow(prow, []any{&target, &eventID}, func() error {
+		pending[[2]string{target, eventID}] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the listener outbox: %w", err)
+	}
+
 	coordMax := map[[3]string]int64{} // (community, author, d) → newest acknowledged created_at
 	for _, a := range acks {
 		if a.Duplicate {
@@ -135,50 +152,24 @@ func checkLedger(ctx context.Context, pool *pgxpool.Pool, acks []ack, comms []co
 		}
 		for _, t := range a.Mentions {
 			r.Mentions++
-			if ep.got(t, a.ID) {
+			switch {
+			case ep.got(t, a.ID):
 				r.MentionsDelivered++
-			}
-		}
-	}
-
-	// Mentions not delivered must still have their outbox row.
-	pending := map[[2]string]bool{}
-	prow, err := pool.Query(ctx, `SELECT encode(target_pubkey, 'hex'), encode(event_id, 'hex') FROM operator_listener_outbox`)
-	if err != nil {
-		return nil, fmt.Errorf("read the listener outbox: %w", err)
-	}
-	for prow.Next() {
-		var t, id string
-		if err := prow.Scan(&t, &id); err != nil {
-			prow.Close()
-			return nil, err
-		}
-		pending[[2]string{t, id}] = true
-	}
-	prow.Close()
-	if err := prow.Err(); err != nil {
-		return nil, err
-	}
-	for _, a := range acks {
-		if a.Duplicate {
-			continue
-		}
-		for _, t := range a.Mentions {
-			if ep.got(t, a.ID) {
-				continue
-			}
-			if pending[[2]string{t, a.ID}] {
+			case pending[[2]string{t, a.ID}]:
 				r.MentionsPending++
-				continue
+			default:
+				r.MentionsLost++
+				r.lose("mention of " + t + " by " + a.ID)
 			}
-			r.MentionsLost++
-			r.lose("mention of " + t + " by " + a.ID)
 		}
 	}
 
 	// Read state: one live row per coordinate, never older than the newest
 	// acknowledged version.
 	live := map[[3]string]int64{}
+	var k [3]string
+	var n int
+	var newest int64
 	lrows, err := pool.Query(ctx, `SELECT community_id::text, encode(pubkey, 'hex'), d_tag, count(*),
 			max(extract(epoch FROM created_at))::bigint
 		FROM events WHERE kind = 30078 AND d_tag LIKE 'read-state:%' AND deleted_at IS NULL
@@ -186,22 +177,14 @@ func checkLedger(ctx context.Context, pool *pgxpool.Pool, acks []ack, comms []co
 	if err != nil {
 		return nil, fmt.Errorf("read the read-state rows: %w", err)
 	}
-	for lrows.Next() {
-		var k [3]string
-		var n int
-		var newest int64
-		if err := lrows.Scan(&k[0], &k[1], &k[2], &n, &newest); err != nil {
-			lrows.Close()
-			return nil, err
-		}
+	if _, err := pgx.ForEachRow(lrows, []any{&k[0], &k[1], &k[2], &n, &newest}, func() error {
 		if n > 1 {
 			r.ReadStateMulti++
 		}
 		live[k] = newest
-	}
-	lrows.Close()
-	if err := lrows.Err(); err != nil {
-		return nil, err
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the read-state rows: %w", err)
 	}
 	r.ReadStateCoords = len(coordMax)
 	for k, want := range coordMax {
@@ -224,19 +207,16 @@ func checkLedger(ctx context.Context, pool *pgxpool.Pool, acks []ack, comms []co
 // waitEmpty polls count until it is 0 or deadline passes, leaving the last
 // count in left.
 func waitEmpty(ctx context.Context, pool *pgxpool.Pool, count string, deadline time.Time, left *int) error {
-	for {
+	err := poll(ctx, 250*time.Millisecond, deadline, func() (bool, error) {
 		if err := pool.QueryRow(ctx, count).Scan(left); err != nil {
-			return fmt.Errorf("%s: %w", count, err)
+			return false, fmt.Errorf("%s: %w", count, err)
 		}
-		if *left == 0 || time.Now().After(deadline) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond): // polling interval
-		}
+		return *left == 0, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return nil // what is left is reported
 	}
+	return err
 }
 
 // countByID runs query (community id, ids) in chunks and adds each
@@ -261,18 +241,13 @@ func countByID(ctx context.Context, pool *pgxpool.Pool, into map[string]int, que
 		if err != nil {
 			return fmt.Errorf("count stored rows: %w", err)
 		}
-		for rows.Next() {
-			var id string
-			var n int
-			if err := rows.Scan(&id, &n); err != nil {
-				rows.Close()
-				return err
-			}
+		var id string
+		var n int
+		if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error {
 			into[id] += n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+			return nil
+		}); err != nil {
+			return fmt.Errorf("count stored rows: %w", err)
 		}
 	}
 	return nil

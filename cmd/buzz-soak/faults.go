@@ -137,11 +137,12 @@ func (s *soakRun) stopRedis(ctx context.Context, r *faultReport) error {
 	// Each relay reconnects by itself (backoff up to 30 s).
 	deadline := time.Now().Add(90 * time.Second)
 	for _, p := range s.relays {
-		for p.status()["redis"] != "connected" {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s did not reconnect to Redis within 90 s", p.name)
-			}
-			time.Sleep(200 * time.Millisecond) // polling interval
+		err := poll(ctx, 200*time.Millisecond, deadline, func() (bool, error) { return p.status()["redis"] == "connected", nil })
+		if errors.Is(err, errTimedOut) {
+			return fmt.Errorf("%s did not reconnect to Redis within 90 s", p.name)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

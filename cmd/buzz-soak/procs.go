@@ -92,12 +92,9 @@ func (d *database) shutdown(ctx context.Context, immediate bool) error {
 	if err := syscall.Kill(pid, sig); err != nil {
 		return fmt.Errorf("signal postmaster %d: %w", pid, err)
 	}
-	for syscall.Kill(pid, 0) == nil {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("postmaster %d still running: %w", pid, ctx.Err())
-		case <-time.After(50 * time.Millisecond): // polling interval
-		}
+	gone := func() (bool, error) { return syscall.Kill(pid, 0) != nil, nil }
+	if err := poll(ctx, 50*time.Millisecond, time.Time{}, gone); err != nil {
+		return fmt.Errorf("postmaster %d still running: %w", pid, err)
 	}
 	return nil
 }
@@ -158,22 +155,18 @@ func (r *redisServer) start(ctx context.Context) error {
 	r.mu.Lock()
 	r.cmd, r.exited = cmd, exited
 	r.mu.Unlock()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if redisPing(r.port) {
-			return nil
-		}
+	err = poll(ctx, 50*time.Millisecond, time.Now().Add(15*time.Second), func() (bool, error) {
 		select {
 		case <-exited:
-			return fmt.Errorf("redis-server exited at start (log in %s)", r.dir)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond): // polling interval
+			return false, fmt.Errorf("redis-server exited at start (log in %s)", r.dir)
+		default:
+			return redisPing(r.port), nil
 		}
-		if time.Now().After(deadline) {
-			return errors.New("redis-server did not answer PING within 15 s")
-		}
+	})
+	if errors.Is(err, errTimedOut) {
+		return errors.New("redis-server did not answer PING within 15 s")
 	}
+	return err
 }
 
 // redisPing sends PING in the inline protocol and waits for +PONG.
@@ -219,8 +212,6 @@ type relayProc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	// starts counts the times the process was started.
-	starts int
 }
 
 // newRelay prepares a relay on fresh loopback ports; extra is added to
@@ -274,7 +265,6 @@ func (p *relayProc) start(ctx context.Context) error {
 	}()
 	p.mu.Lock()
 	p.cmd, p.exited = cmd, exited
-	p.starts++
 	p.mu.Unlock()
 	return p.waitReadiness(ctx, http.StatusOK, 2*time.Minute)
 }
@@ -311,27 +301,45 @@ func (p *relayProc) readiness() int {
 
 // waitReadiness polls /_readiness until it answers want, for up to d.
 func (p *relayProc) waitReadiness(ctx context.Context, want int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
+	err := poll(ctx, 50*time.Millisecond, time.Now().Add(d), func() (bool, error) {
 		if p.readiness() == want {
-			return nil
+			return true, nil
 		}
 		if want == http.StatusOK && !p.running() {
-			return fmt.Errorf("%s exited (log: %s)", p.name, p.logPath)
+			return false, fmt.Errorf("%s exited (log: %s)", p.name, p.logPath)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: /_readiness did not answer %d within %s (log: %s)", p.name, want, d, p.logPath)
+		return false, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return fmt.Errorf("%s: /_readiness did not answer %d within %s (log: %s)", p.name, want, d, p.logPath)
+	}
+	return err
+}
+
+// errTimedOut is poll's answer when its deadline passed.
+var errTimedOut = errors.New("timed out")
+
+// poll calls check every interval until it reports done or fails, ctx ends,
+// or deadline passes (errTimedOut; a zero deadline never passes).
+func poll(ctx context.Context, every time.Duration, deadline time.Time, check func() (bool, error)) error {
+	for {
+		done, err := check()
+		if done || err != nil {
+			return err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return errTimedOut
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond): // polling interval
+		case <-time.After(every): // polling interval
 		}
 	}
 }
 
 // signal sends sig and waits up to d for the process to end; after d it
-// sends SIGKILL. It returns the process's exit error.
+// sends SIGKILL. It does nothing when the process is not running.
 func (p *relayProc) signal(sig syscall.Signal, d time.Duration) {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited

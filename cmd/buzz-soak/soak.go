@@ -258,13 +258,10 @@ func (s *soakRun) register(ctx context.Context, listenerKey []byte, origin strin
 // drive runs the traffic for --duration with the faults spread evenly over
 // it, then waits for the faults to end.
 func (s *soakRun) drive(ctx context.Context, progress io.Writer) []faultReport {
-	ledgerFile, err := os.Create(filepath.Join(s.dir, "ledger.jsonl"))
-	if err == nil {
-		defer ledgerFile.Close()
-	}
 	lg := &ledger{}
-	if ledgerFile != nil {
-		lg.w = ledgerFile
+	if f, err := os.Create(filepath.Join(s.dir, "ledger.jsonl")); err == nil {
+		defer f.Close()
+		lg.w = f
 	}
 	s.load = &load{relays: s.relays, comms: s.comms, targets: s.targets, opWait: s.cfg.opWait,
 		stats: newStats(), ledger: lg, maxOps: int64(s.cfg.maxOps)}

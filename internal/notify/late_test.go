@@ -133,10 +133,6 @@ func holdCPU(t time.Time) {
 // subtest failed in all of 30 runs (10 of them under -race).
 func TestSendAnswerAfterGivingUp(t *testing.T) {
 	t.Parallel()
-	// attempts bounds the run when the race is rarely won; wantLate answers
-	// that came back through the transport are enough.
-	const attempts, wantLate = 100, 3
-
 	t.Run("CanceledContext", func(t *testing.T) {
 		t.Parallel()
 		const hold = 2 * time.Millisecond
@@ -148,23 +144,12 @@ func TestSendAnswerAfterGivingUp(t *testing.T) {
 		})
 		c := notify.NewClient(time.Minute, event.GenerateKey(), notify.WithRootCAs(l.roots))
 		t.Cleanup(c.CloseIdleConnections)
-		late := 0
-		i := 0
-		for ; i < attempts && late < wantLate; i++ {
+		requireLateIsRetry(t, "context canceled", func() notify.Outcome {
 			ctx, cancel := context.WithCancel(context.Background())
 			current.Store(&cancel)
-			out := c.Send(ctx, l.url, golden)
-			cancel()
-			require.Equal(t, notify.Retry, out.Kind, "attempt %d: %+v", i, out)
-			require.Zero(t, out.Status, "attempt %d: %+v", i, out)
-			if strings.HasPrefix(out.Reason, "HTTP ") {
-				require.Equal(t, "HTTP 200 arrived after context canceled", out.Reason)
-				late++
-			} else {
-				require.Contains(t, out.Reason, "context canceled")
-			}
-		}
-		t.Logf("%d of %d attempts got the late answer back through the transport", late, i)
+			defer cancel()
+			return c.Send(ctx, l.url, golden)
+		})
 	})
 
 	t.Run("Timeout", func(t *testing.T) {
@@ -183,23 +168,36 @@ func TestSendAnswerAfterGivingUp(t *testing.T) {
 			holdCPU(time.Now().Add(hold))
 		})
 		key := event.GenerateKey()
-		late := 0
-		i := 0
-		for ; i < attempts && late < wantLate; i++ {
+		requireLateIsRetry(t, "Client.Timeout exceeded", func() notify.Outcome {
 			// A fresh Client: a connection an earlier attempt dialed too
 			// late for itself must not carry this one's request.
 			c := notify.NewClient(timeout, key, notify.WithRootCAs(l.roots))
 			t.Cleanup(c.CloseIdleConnections)
-			out := c.Send(context.Background(), l.url, golden)
-			require.Equal(t, notify.Retry, out.Kind, "attempt %d: %+v", i, out)
-			require.Zero(t, out.Status, "attempt %d: %+v", i, out)
-			if strings.HasPrefix(out.Reason, "HTTP ") {
-				require.Equal(t, "HTTP 200 arrived after Client.Timeout exceeded", out.Reason)
-				late++
-			} else {
-				require.Contains(t, out.Reason, "Client.Timeout exceeded")
-			}
-		}
-		t.Logf("%d of %d attempts got the late answer back through the transport", late, i)
+			return c.Send(context.Background(), l.url, golden)
+		})
 	})
+}
+
+// requireLateIsRetry runs attempt until wantLate answers came back through
+// the transport after the request was given up, or attempts ran out. Every
+// outcome must be Retry without a status: the late answer's ("HTTP 200
+// arrived after <why>") or the transport's own error naming why.
+func requireLateIsRetry(t *testing.T, why string, attempt func() notify.Outcome) {
+	t.Helper()
+	// attempts bounds the run when the race is rarely won; wantLate answers
+	// that came back through the transport are enough.
+	const attempts, wantLate = 100, 3
+	late, i := 0, 0
+	for ; i < attempts && late < wantLate; i++ {
+		out := attempt()
+		require.Equal(t, notify.Retry, out.Kind, "attempt %d: %+v", i, out)
+		require.Zero(t, out.Status, "attempt %d: %+v", i, out)
+		if strings.HasPrefix(out.Reason, "HTTP ") {
+			require.Equal(t, "HTTP 200 arrived after "+why, out.Reason)
+			late++
+		} else {
+			require.Contains(t, out.Reason, why)
+		}
+	}
+	t.Logf("%d of %d attempts got the late answer back through the transport", late, i)
 }
