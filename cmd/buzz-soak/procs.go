@@ -111,8 +111,7 @@ type redisServer struct {
 	bin, dir string
 	port     int
 	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	proc     *child // nil while killed
 }
 
 func startRedis(ctx context.Context, dir string) (*redisServer, error) {
@@ -135,33 +134,19 @@ func (r *redisServer) start(ctx context.Context) error {
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return fmt.Errorf("redis dir: %w", err)
 	}
-	log, err := os.OpenFile(filepath.Join(r.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	proc, err := startChild(filepath.Join(r.dir, "redis.log"), nil, r.bin, "--bind", "127.0.0.1",
+		"--port", strconv.Itoa(r.port), "--save", "", "--appendonly", "no", "--dir", r.dir)
 	if err != nil {
-		return fmt.Errorf("redis log: %w", err)
-	}
-	cmd := exec.Command(r.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
-		"--save", "", "--appendonly", "no", "--dir", r.dir)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
 		return fmt.Errorf("start redis-server: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
-		close(exited)
-	}()
 	r.mu.Lock()
-	r.cmd, r.exited = cmd, exited
+	r.proc = proc
 	r.mu.Unlock()
 	err = poll(ctx, 50*time.Millisecond, time.Now().Add(15*time.Second), func() (bool, error) {
-		select {
-		case <-exited:
+		if !proc.alive() {
 			return false, fmt.Errorf("redis-server exited at start (log in %s)", r.dir)
-		default:
-			return redisPing(r.port), nil
 		}
+		return redisPing(r.port), nil
 	})
 	if errors.Is(err, errTimedOut) {
 		return errors.New("redis-server did not answer PING within 15 s")
@@ -188,14 +173,66 @@ func redisPing(port int) bool {
 // kill ends the server with SIGKILL and waits for it.
 func (r *redisServer) kill() {
 	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	r.cmd = nil
+	proc := r.proc
+	r.proc = nil
 	r.mu.Unlock()
-	if cmd == nil {
+	if proc != nil {
+		proc.stop(syscall.SIGKILL, 0)
+	}
+}
+
+// child is one run of a process the soak started, its output appended to
+// a log file.
+type child struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once it has ended
+}
+
+// startChild runs bin with args; env nil means this process's environment.
+func startChild(logPath string, env []string, bin string, args ...string) (*child, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, err
+	}
+	c := &child{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// alive reports whether the process has not ended yet.
+func (c *child) alive() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends sig and waits up to d for the process to end, then sends
+// SIGKILL and waits for that. It does nothing when the process has ended.
+func (c *child) stop(sig syscall.Signal, d time.Duration) {
+	if !c.alive() {
 		return
 	}
-	_ = cmd.Process.Kill()
-	<-exited
+	_ = c.cmd.Process.Signal(sig)
+	select {
+	case <-c.exited:
+	case <-time.After(d):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
 }
 
 // relayProc is one buzz-relay serve process the soak started.
@@ -209,9 +246,8 @@ type relayProc struct {
 	healthURL  string // http://127.0.0.1:port
 	metricsURL string // http://127.0.0.1:port
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	mu   sync.Mutex
+	proc *child // nil before the first start
 }
 
 // newRelay prepares a relay on fresh loopback ports; extra is added to
@@ -246,25 +282,12 @@ func newRelay(name, bin, dir string, extra map[string]string) (*relayProc, error
 
 // start runs the process and waits until /_readiness answers 200.
 func (p *relayProc) start(ctx context.Context) error {
-	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	proc, err := startChild(p.logPath, p.env, p.bin, "serve")
 	if err != nil {
-		return fmt.Errorf("%s log: %w", p.name, err)
-	}
-	cmd := exec.Command(p.bin, "serve")
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		_ = log.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = log.Close()
-		close(exited)
-	}()
 	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
+	p.proc = proc
 	p.mu.Unlock()
 	return p.waitReadiness(ctx, http.StatusOK, 2*time.Minute)
 }
@@ -273,15 +296,10 @@ func (p *relayProc) start(ctx context.Context) error {
 func (p *relayProc) pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	if p.proc == nil || !p.proc.alive() {
 		return 0
 	}
-	select {
-	case <-p.exited:
-		return 0
-	default:
-		return p.cmd.Process.Pid
-	}
+	return p.proc.cmd.Process.Pid
 }
 
 // running reports whether the process is alive.
@@ -342,22 +360,10 @@ func poll(ctx context.Context, every time.Duration, deadline time.Time, check fu
 // sends SIGKILL. It does nothing when the process is not running.
 func (p *relayProc) signal(sig syscall.Signal, d time.Duration) {
 	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
+	proc := p.proc
 	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(d):
-		_ = cmd.Process.Kill()
-		<-exited
+	if proc != nil {
+		proc.stop(sig, d)
 	}
 }
 
