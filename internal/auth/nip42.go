@@ -39,8 +39,8 @@ type NIP42Params struct {
 }
 
 // VerifyNIP42 checks a kind 22242 AUTH event (spec 10 §7.3 step 2): kind,
-// id and Schnorr signature, a challenge tag equal to p.Challenge, a relay tag
-// naming the tenant host with the expected scheme, and created_at within
+// a challenge tag equal to p.Challenge, a relay tag naming the tenant host
+// with the expected scheme, id and Schnorr signature, and created_at within
 // NIP42Window of p.Now. It returns nil when all hold. The error says which
 // check failed, for logs at debug level only: the client always gets
 // "auth-required: verification failed".
@@ -48,17 +48,21 @@ func VerifyNIP42(ev event.Event, p NIP42Params) error {
 	if ev.Kind != event.KindAuth {
 		return fmt.Errorf("verify nip-42: kind %d is not %d", ev.Kind, event.KindAuth)
 	}
-	if _, ok := ev.CheckID(); !ok {
-		return errors.New("verify nip-42: event id does not match its fields")
-	}
-	if !ev.VerifySignature() {
-		return errors.New("verify nip-42: invalid schnorr signature")
-	}
+	// The string checks come before the hash and the Schnorr check: an AUTH
+	// replayed from another connection, or made up by a flood, is refused
+	// for the price of a comparison (the answer is the same whichever check
+	// fails).
 	if p.Challenge == "" || ev.Tags.First("challenge").Value() != p.Challenge {
 		return errors.New("verify nip-42: challenge tag does not match")
 	}
 	if err := checkRelayTag(ev.Tags.First("relay").Value(), p.TenantHost, p.Secure); err != nil {
 		return err
+	}
+	if _, ok := ev.CheckID(); !ok {
+		return errors.New("verify nip-42: event id does not match its fields")
+	}
+	if !ev.VerifySignature() {
+		return errors.New("verify nip-42: invalid schnorr signature")
 	}
 	now := p.Now
 	if now.IsZero() {

@@ -95,6 +95,17 @@ func TestVerifyNIP42(t *testing.T) {
 		none := sign(t, event.KindAuth, eventtest.Tag("relay", "ws://a.test"))
 		require.Error(t, VerifyNIP42(none, params))
 	})
+	// A wrong challenge is refused before the signature is checked: a
+	// replayed or made-up AUTH costs no Schnorr verification.
+	t.Run("ChallengeBeforeSignature", func(t *testing.T) {
+		t.Parallel()
+		ev := sign(t, event.KindAuth, eventtest.Tag("relay", "ws://a.test"), eventtest.Tag("challenge", NewChallenge()))
+		ev.Sig = ev.Sig[:127] + string("0123456789abcdef"[(int(ev.Sig[127])+1)%16])
+		require.ErrorContains(t, VerifyNIP42(ev, params), "challenge tag does not match")
+		ev = sign(t, event.KindAuth, eventtest.Tag("relay", "ws://b.test"), eventtest.Tag("challenge", challenge))
+		ev.Content = "changed"
+		require.ErrorContains(t, VerifyNIP42(ev, params), "relay tag")
+	})
 	t.Run("RejectsKind", func(t *testing.T) {
 		t.Parallel()
 		ev := sign(t, 1, eventtest.Tag("relay", "ws://a.test"), eventtest.Tag("challenge", challenge))
@@ -109,4 +120,20 @@ func TestVerifyNIP42(t *testing.T) {
 		ev.Sig = ev.Sig[:127] + string("0123456789abcdef"[(int(ev.Sig[127])+1)%16])
 		require.Error(t, VerifyNIP42(ev, params))
 	})
+}
+
+// BenchmarkVerifyNIP42 prices a valid AUTH against one signed for another
+// connection's challenge, the kind a flood of failed AUTHs sends.
+func BenchmarkVerifyNIP42(b *testing.B) {
+	key := eventtest.NewKey()
+	challenge := NewChallenge()
+	params := NIP42Params{Challenge: challenge, TenantHost: "a.test", Now: time.Now()}
+	for name, c := range map[string]string{"Valid": challenge, "OtherChallenge": NewChallenge()} {
+		ev := key.Signed(b, event.KindAuth, eventtest.Tag("relay", "ws://a.test"), eventtest.Tag("challenge", c))
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				_ = VerifyNIP42(ev, params)
+			}
+		})
+	}
 }
