@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +37,10 @@ type faultReport struct {
 	HonestP99ms map[string]float64 `json:"honest_p99_ms,omitempty"`
 	// HonestFailed counts those operations that failed, by type.
 	HonestFailed map[string]int `json:"honest_failed,omitempty"`
+	// BeforeP99ms is the same p99 over a window of the same length that
+	// ended when the fault began: the run's own baseline for HonestP99ms
+	// (in a run with several faults it may hold the end of an earlier one).
+	BeforeP99ms map[string]float64 `json:"before_p99_ms,omitempty"`
 
 	began, ended time.Time
 }
@@ -178,7 +180,7 @@ func (s *soakRun) slowClient(ctx context.Context, r *faultReport) error {
 	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := rawAuth(dctx, p.wsURL, comm.host, hc, event.GenerateKey(), true)
+	c, err := rawAuth(dctx, p.wsURL, comm.host, hc, event.GenerateKey())
 	if err != nil {
 		return fmt.Errorf("slow client: %w", err)
 	}
@@ -233,116 +235,6 @@ func (s *soakRun) slowClient(ctx context.Context, r *faultReport) error {
 			}
 			return nil
 		}
-	}
-}
-
-// storm opens --storm-conns connections from 64 goroutines, each sending
-// an AUTH signed for the wrong challenge and closing once refused, for at
-// most --storm-time.
-func (s *soakRun) storm(ctx context.Context, r *faultReport) error {
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.stormFor)
-	defer cancel()
-	var next, done, refusedAuth, refusedConn, other atomic.Int64
-	var firstOther atomic.Value
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	began := time.Now()
-	var wg sync.WaitGroup
-	for g := range 64 {
-		wg.Go(func() {
-			for sctx.Err() == nil && next.Add(1) <= int64(s.cfg.stormConns) {
-				p := s.relays[g%len(s.relays)]
-				comm := s.comms[g%len(s.comms)]
-				c, err := rawAuth(sctx, p.wsURL, comm.host, hc, event.GenerateKey(), false)
-				switch {
-				case err == nil:
-					other.Add(1) // a wrong AUTH accepted
-					firstOther.CompareAndSwap(nil, "wrong AUTH accepted")
-					c.CloseNow()
-				case errors.Is(err, errAuthRefused):
-					refusedAuth.Add(1)
-				case strings.Contains(err.Error(), "503"):
-					refusedConn.Add(1)
-				case sctx.Err() != nil:
-				default:
-					other.Add(1)
-					firstOther.CompareAndSwap(nil, err.Error())
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	secs := time.Since(began).Seconds()
-	r.Observed["connections"] = done.Load()
-	r.Observed["per_second"] = round1(float64(done.Load()) / secs)
-	r.Observed["auth_refused"] = refusedAuth.Load()
-	r.Observed["connection_limit_503"] = refusedConn.Load()
-	r.Observed["other"] = other.Load()
-	if v := firstOther.Load(); v != nil {
-		r.Observed["first_other"] = v
-	}
-	if n := other.Load(); n > 0 {
-		return fmt.Errorf("storm: %d connections ended otherwise than refused (first: %v)", n, firstOther.Load())
-	}
-	return nil
-}
-
-// errAuthRefused is an AUTH the relay answered OK false.
-var errAuthRefused = errors.New("auth refused")
-
-// rawAuth opens a WebSocket to url with Host host, reads the challenge and
-// answers it: with a valid AUTH when good, else with one signed for
-// another challenge (which the relay must refuse: errAuthRefused).
-func rawAuth(ctx context.Context, url, host string, hc *http.Client, sk []byte, good bool) (*websocket.Conn, error) {
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{Host: host, HTTPClient: hc})
-	if err != nil {
-		if resp != nil {
-			return nil, fmt.Errorf("dial: HTTP %d", resp.StatusCode)
-		}
-		return nil, fmt.Errorf("dial: %w", err)
-	}
-	c.SetReadLimit(8 << 20)
-	var challenge string
-	for challenge == "" {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			c.CloseNow()
-			return nil, fmt.Errorf("read challenge: %w", err)
-		}
-		var f []any
-		if json.Unmarshal(b, &f) == nil && len(f) == 2 && f[0] == "AUTH" {
-			challenge, _ = f[1].(string)
-		}
-	}
-	if !good {
-		challenge = "not-" + challenge
-	}
-	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: event.KindAuth,
-		Tags: event.Tags{{"relay", "ws://" + host}, {"challenge", challenge}}}
-	if err := ev.Sign(sk); err != nil {
-		c.CloseNow()
-		return nil, err
-	}
-	b, _ := json.Marshal([]any{"AUTH", ev})
-	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
-		c.CloseNow()
-		return nil, fmt.Errorf("send auth: %w", err)
-	}
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			c.CloseNow()
-			return nil, fmt.Errorf("read auth answer: %w", err)
-		}
-		var f []any
-		if json.Unmarshal(b, &f) != nil || len(f) < 3 || f[0] != "OK" || f[1] != ev.ID {
-			continue
-		}
-		if f[2] != true {
-			c.CloseNow()
-			return nil, errAuthRefused
-		}
-		return c, nil
 	}
 }
 

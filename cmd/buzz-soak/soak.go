@@ -304,7 +304,9 @@ func (s *soakRun) drive(ctx context.Context, progress io.Writer) []faultReport {
 	samplerDone.Wait()
 	s.rss.end = s.rss.sample(s.relays)
 	for i := range reports {
-		reports[i].HonestP99ms, reports[i].HonestFailed = s.load.stats.between(reports[i].began, reports[i].ended)
+		r := &reports[i]
+		r.HonestP99ms, r.HonestFailed = s.load.stats.between(r.began, r.ended)
+		r.BeforeP99ms, _ = s.load.stats.between(r.began.Add(-r.ended.Sub(r.began)), r.began)
 	}
 	return reports
 }

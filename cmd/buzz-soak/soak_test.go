@@ -28,6 +28,10 @@ import (
 var relayBin string
 
 func TestMain(m *testing.M) {
+	// The storm fault starts this binary as "buzz-soak storm".
+	if len(os.Args) > 1 && os.Args[1] == "storm" {
+		os.Exit(runStorm(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	dir, err := os.MkdirTemp("", "buzz-soak-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build dir:", err)

@@ -1,0 +1,243 @@
+package main
+
+// The connection storm runs in a process of its own ("buzz-soak storm"),
+// started by the storm fault at a lower CPU priority and dialling from a
+// loopback address of its own. Run inside the soak, its goroutines would
+// queue with the honest clients' and its CPU would be counted in their
+// latencies; as its own process the honest figures measure the relay.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// stormNice is the storm process's niceness: the relay, PostgreSQL and the
+// honest clients come first for the CPU, and the storm takes the rest.
+const stormNice = 10
+
+// stormFrom is the loopback address the storm dials from, so the relay
+// sees it as a peer distinct from the honest clients (127.0.0.1).
+const stormFrom = "127.0.0.2"
+
+// stormResult is what the storm process prints, one JSON line.
+type stormResult struct {
+	Connections int64   `json:"connections"`
+	PerSecond   float64 `json:"per_second"`
+	AuthRefused int64   `json:"auth_refused"`
+	Limit503    int64   `json:"connection_limit_503"`
+	Other       int64   `json:"other"`
+	FirstOther  string  `json:"first_other,omitempty"`
+}
+
+// storm is the fault: it starts "buzz-soak storm" against every relay and
+// community, lowers its priority, and reports what it saw.
+func (s *soakRun) storm(ctx context.Context, r *faultReport) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("storm: %w", err)
+	}
+	args := []string{"storm", "--conns", strconv.Itoa(s.cfg.stormConns), "--time", s.cfg.stormFor.String(), "--from", stormFrom}
+	for _, p := range s.relays {
+		args = append(args, "--url", p.wsURL)
+	}
+	for _, c := range s.comms {
+		args = append(args, "--host", c.host)
+	}
+	// The process's own cap is --storm-time; this one covers a hang.
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.stormFor+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, self, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("storm: start: %w", err)
+	}
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, stormNice); err != nil {
+		r.Observed["nice_error"] = err.Error()
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("storm: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var res stormResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return fmt.Errorf("storm: its result: %w (%q)", err, stdout.String())
+	}
+	r.Observed["connections"] = res.Connections
+	r.Observed["per_second"] = res.PerSecond
+	r.Observed["auth_refused"] = res.AuthRefused
+	r.Observed["connection_limit_503"] = res.Limit503
+	r.Observed["other"] = res.Other
+	if res.FirstOther != "" {
+		r.Observed["first_other"] = res.FirstOther
+	}
+	if res.Other > 0 {
+		return fmt.Errorf("storm: %d connections ended otherwise than refused (first: %s)", res.Other, res.FirstOther)
+	}
+	return nil
+}
+
+// runStorm is "buzz-soak storm": 64 goroutines open --conns connections in
+// all, round robin over the --url relays and --host communities, each
+// answering its challenge with a forged AUTH and closing once refused, for
+// at most --time. It prints a stormResult.
+func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("buzz-soak storm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var urls, hosts []string
+	fs.Func("url", "relay WebSocket URL (repeatable)", func(v string) error { urls = append(urls, v); return nil })
+	fs.Func("host", "community host sent as Host (repeatable)", func(v string) error { hosts = append(hosts, v); return nil })
+	conns := fs.Int("conns", 3000, "connections opened")
+	limit := fs.Duration("time", 10*time.Second, "cap on the duration")
+	from := fs.String("from", "", "local address to dial from (default: any)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(urls) == 0 || len(hosts) == 0 || *conns < 1 || *limit <= 0 {
+		fmt.Fprintln(stderr, "buzz-soak storm: want --url, --host, --conns ≥ 1 and --time > 0")
+		return 2
+	}
+	dialer := &net.Dialer{}
+	if *from != "" {
+		ip := net.ParseIP(*from)
+		if ip == nil {
+			fmt.Fprintf(stderr, "buzz-soak storm: --from %q is not an IP address\n", *from)
+			return 2
+		}
+		dialer.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	sctx, cancel := context.WithTimeout(ctx, *limit)
+	defer cancel()
+	var next, done, refusedAuth, refusedConn, other atomic.Int64
+	var firstOther atomic.Value
+	began := time.Now()
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for sctx.Err() == nil && next.Add(1) <= int64(*conns) {
+				c, err := rawAuth(sctx, urls[g%len(urls)], hosts[g%len(hosts)], hc, nil)
+				switch {
+				case err == nil:
+					other.Add(1) // a forged AUTH accepted
+					firstOther.CompareAndSwap(nil, "forged AUTH accepted")
+					c.CloseNow()
+				case errors.Is(err, errAuthRefused):
+					refusedAuth.Add(1)
+				case strings.Contains(err.Error(), "503"):
+					refusedConn.Add(1)
+				case sctx.Err() != nil:
+				default:
+					other.Add(1)
+					firstOther.CompareAndSwap(nil, err.Error())
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	res := stormResult{
+		Connections: done.Load(),
+		PerSecond:   round1(float64(done.Load()) / time.Since(began).Seconds()),
+		AuthRefused: refusedAuth.Load(),
+		Limit503:    refusedConn.Load(),
+		Other:       other.Load(),
+	}
+	if v, ok := firstOther.Load().(string); ok {
+		res.FirstOther = v
+	}
+	w := bufio.NewWriter(stdout)
+	writeLine(w, res)
+	_ = w.Flush()
+	return 0
+}
+
+// errAuthRefused is an AUTH the relay answered OK false.
+var errAuthRefused = errors.New("auth refused")
+
+// rawAuth opens a WebSocket to url with Host host, reads the challenge and
+// answers it. With a key it signs a valid AUTH. Without one it forges the
+// AUTH a flood costs the relay most for: this connection's challenge and
+// the right relay tag, a correct id, and a signature of random bytes, so
+// the relay must run the Schnorr check to refuse it (errAuthRefused).
+func rawAuth(ctx context.Context, url, host string, hc *http.Client, sk []byte) (*websocket.Conn, error) {
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{Host: host, HTTPClient: hc})
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("dial: HTTP %d", resp.StatusCode)
+		}
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	c.SetReadLimit(8 << 20)
+	var challenge string
+	for challenge == "" {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			c.CloseNow()
+			return nil, fmt.Errorf("read challenge: %w", err)
+		}
+		var f []any
+		if json.Unmarshal(b, &f) == nil && len(f) == 2 && f[0] == "AUTH" {
+			challenge, _ = f[1].(string)
+		}
+	}
+	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: event.KindAuth,
+		Tags: event.Tags{{"relay", "ws://" + host}, {"challenge", challenge}}}
+	if sk != nil {
+		if err := ev.Sign(sk); err != nil {
+			c.CloseNow()
+			return nil, err
+		}
+	} else {
+		var junk [96]byte
+		_, _ = rand.Read(junk[:])
+		ev.PubKey = hex.EncodeToString(junk[:32])
+		ev.ID = ev.ComputeID()
+		ev.Sig = hex.EncodeToString(junk[32:])
+	}
+	b, _ := json.Marshal([]any{"AUTH", ev})
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		c.CloseNow()
+		return nil, fmt.Errorf("send auth: %w", err)
+	}
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			c.CloseNow()
+			return nil, fmt.Errorf("read auth answer: %w", err)
+		}
+		var f []any
+		if json.Unmarshal(b, &f) != nil || len(f) < 3 || f[0] != "OK" || f[1] != ev.ID {
+			continue
+		}
+		if f[2] != true {
+			c.CloseNow()
+			return nil, errAuthRefused
+		}
+		return c, nil
+	}
+}
