@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -19,14 +21,30 @@ import (
 	"github.com/buzz-relay/buzz/internal/pgcluster"
 )
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a TCP port that was free on every interface a moment
+// ago, chosen below the kernel's ephemeral range: a relay restarted after
+// kill -9 binds its ports again, and a port in that range may meanwhile be
+// the source port of an outgoing connection (the storm makes thousands,
+// each then held 60 s in TIME_WAIT), which makes the bind fail.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 200 {
+		port := 1024 + mrand.IntN(low-1024)
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
+	}
+	return 0, errors.New("find a free port: 200 tries below the ephemeral range failed")
 }
 
 // database is the soak's own PostgreSQL cluster (package pgcluster, unix
@@ -324,7 +342,7 @@ func (p *relayProc) waitReadiness(ctx context.Context, want int, d time.Duration
 			return true, nil
 		}
 		if want == http.StatusOK && !p.running() {
-			return false, fmt.Errorf("%s exited (log: %s)", p.name, p.logPath)
+			return false, fmt.Errorf("%s exited (log: %s): %s", p.name, p.logPath, logTail(p.logPath, 3))
 		}
 		return false, nil
 	})
@@ -388,6 +406,30 @@ func rssBytes(pid int) int64 {
 	return 0
 }
 
+// cpuSeconds is the user and system CPU time pid has used, from
+// /proc/<pid>/stat (in clock ticks of 1/100 s, the value Linux reports to
+// user space on every architecture the relay runs on); 0 when pid is 0
+// or gone.
+func cpuSeconds(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after it (state is the first, utime the 12th, stime the 13th).
+	rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+
 // runRelayCommand runs `buzz-relay args…` with env to completion.
 func runRelayCommand(ctx context.Context, bin string, env []string, args ...string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -403,4 +445,15 @@ func runRelayCommand(ctx context.Context, bin string, env []string, args ...stri
 		return string(out), -1, fmt.Errorf("run buzz-relay %s: %w", strings.Join(args, " "), err)
 	}
 	return string(out), 0, nil
+}
+
+// logTail is the last n lines of the log at path: the work directory is
+// removed at the end, so an error that points at a log quotes it.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
 }

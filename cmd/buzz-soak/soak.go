@@ -119,6 +119,10 @@ func setUp(ctx context.Context, cfg config, progress io.Writer) (*soakRun, error
 		"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS": "2000",
 		"SSL_CERT_FILE":                     s.endpoint.certFile,
 		"BUZZ_DB_POOL_SIZE":                 "20",
+		// The per-address connection rate an operator facing the internet
+		// sets (OPERATIONS, Connection storms): the storm dials from an
+		// address of its own, the honest clients stay within the burst.
+		"BUZZ_WS_CONNECT_RATE": "20",
 	}
 	for k, v := range cfg.relayEnv {
 		env[k] = v
@@ -345,3 +349,5 @@ func newUUID() string {
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -146,6 +146,11 @@ func TestSoakFaults(t *testing.T) {
 		{"storm", []string{"--storm-conns", "1000", "--storm-time", "60s"}, func(t *testing.T, sum *summary, f faultReport) {
 			require.EqualValues(t, 1000, f.Observed["connections"])
 			require.EqualValues(t, 0, f.Observed["other"])
+			// The soak's relays run with BUZZ_WS_CONNECT_RATE=20 (bursts of
+			// 80): the storm's address is refused 429 past that, the forged
+			// AUTHs the relay did accept connections for are refused.
+			require.Positive(t, f.Observed["rate_limited_429"])
+			require.Positive(t, f.Observed["auth_refused"])
 			require.NotEmpty(t, f.HonestP99ms, "honest clients worked during the storm")
 			require.Empty(t, f.HonestFailed, "no honest operation failed during the storm")
 		}},

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
 
 	"github.com/buzz-relay/buzz/internal/event"
 )
@@ -47,17 +48,37 @@ type stormResult struct {
 	PerSecond   float64 `json:"per_second"`
 	AuthRefused int64   `json:"auth_refused"`
 	Limit503    int64   `json:"connection_limit_503"`
+	RateLimited int64   `json:"rate_limited_429"`
 	Other       int64   `json:"other"`
 	FirstOther  string  `json:"first_other,omitempty"`
 }
 
+// stormQuiet is how long the storm fault measures the relays' CPU before
+// it starts the storm, the baseline of relay_cpu_cores.
+const stormQuiet = 5 * time.Second
+
 // storm is the fault: it starts "buzz-soak storm" against every relay and
-// community, lowers its priority, and reports what it saw.
+// community, lowers its priority, and reports what it saw, with the CPU
+// the relays used before and during the storm and the CPU of the storm
+// process itself. The fault's window (and its honest p99) begins with the
+// storm, after the quiet measurement.
 func (s *soakRun) storm(ctx context.Context, r *faultReport) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("storm: %w", err)
 	}
+	relayCPU := func() float64 {
+		var sum float64
+		for _, p := range s.relays {
+			sum += cpuSeconds(p.pid())
+		}
+		return sum
+	}
+	c0, t0 := relayCPU(), time.Now()
+	sleepCtx(ctx, stormQuiet)
+	c1, t1 := relayCPU(), time.Now()
+	r.AtS += t1.Sub(r.began).Seconds()
+	r.began = t1
 	args := []string{"storm", "--conns", strconv.Itoa(s.cfg.stormConns), "--time", s.cfg.stormFor.String(), "--from", stormFrom}
 	for _, p := range s.relays {
 		args = append(args, "--url", p.wsURL)
@@ -80,6 +101,10 @@ func (s *soakRun) storm(ctx context.Context, r *faultReport) error {
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("storm: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
+	c2, t2 := relayCPU(), time.Now()
+	r.Observed["relay_cpu_cores_before"] = round2((c1 - c0) / t1.Sub(t0).Seconds())
+	r.Observed["relay_cpu_cores_during"] = round2((c2 - c1) / t2.Sub(t1).Seconds())
+	r.Observed["storm_cpu_cores"] = round2((cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds() / t2.Sub(t1).Seconds())
 	var res stormResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		return fmt.Errorf("storm: its result: %w (%q)", err, stdout.String())
@@ -88,6 +113,7 @@ func (s *soakRun) storm(ctx context.Context, r *faultReport) error {
 	r.Observed["per_second"] = res.PerSecond
 	r.Observed["auth_refused"] = res.AuthRefused
 	r.Observed["connection_limit_503"] = res.Limit503
+	r.Observed["rate_limited_429"] = res.RateLimited
 	r.Observed["other"] = res.Other
 	if res.FirstOther != "" {
 		r.Observed["first_other"] = res.FirstOther
@@ -129,11 +155,22 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 		dialer.LocalAddr = &net.TCPAddr{IP: ip}
+		// Without this, bind() picks the source port alone, so each port
+		// serves one connection at a time and thousands held in TIME_WAIT
+		// make the search for a free one slow; with it, connect() picks the
+		// port per destination, as an unbound socket does.
+		dialer.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+			})
+			return errors.Join(err, serr)
+		}
 	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
 	sctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	var next, done, refusedAuth, refusedConn, other atomic.Int64
+	var next, done, refusedAuth, refusedConn, limited, other atomic.Int64
 	var firstOther atomic.Value
 	began := time.Now()
 	var wg sync.WaitGroup
@@ -148,8 +185,10 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 					c.CloseNow()
 				case errors.Is(err, errAuthRefused):
 					refusedAuth.Add(1)
-				case strings.Contains(err.Error(), "503"):
+				case strings.Contains(err.Error(), "HTTP 503"):
 					refusedConn.Add(1)
+				case strings.Contains(err.Error(), "HTTP 429"):
+					limited.Add(1)
 				case sctx.Err() != nil:
 				default:
 					other.Add(1)
@@ -165,6 +204,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		PerSecond:   round1(float64(done.Load()) / time.Since(began).Seconds()),
 		AuthRefused: refusedAuth.Load(),
 		Limit503:    refusedConn.Load(),
+		RateLimited: limited.Load(),
 		Other:       other.Load(),
 	}
 	if v, ok := firstOther.Load().(string); ok {

@@ -163,6 +163,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
 		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
+		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
 		Audit: observer, Bus: a.Bus,

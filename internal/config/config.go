@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"math"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -93,6 +95,18 @@ type Config struct {
 	// MaxConcurrentHandlers bounds concurrent EVENT/REQ/COUNT per process
 	// (BUZZ_MAX_CONCURRENT_HANDLERS), 1–65536. Default 1024.
 	MaxConcurrentHandlers int
+	// WSConnectRate is the WebSocket upgrades admitted a second from one
+	// client address (BUZZ_WS_CONNECT_RATE), a decimal number 0–100000.
+	// Default 0: no limit.
+	WSConnectRate float64
+	// WSConnectBurst is how many upgrades one address may make at once
+	// before WSConnectRate applies (BUZZ_WS_CONNECT_BURST), 1–1000000.
+	// Default 4 × WSConnectRate, at least 1.
+	WSConnectBurst int
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// address (BUZZ_TRUSTED_PROXIES): comma-separated addresses or CIDR
+	// prefixes. Default none.
+	TrustedProxies []netip.Prefix
 	// SendBuffer is the outbound queue per connection, in messages
 	// (BUZZ_SEND_BUFFER), 16–1000000. Default 1000.
 	SendBuffer int
@@ -214,6 +228,9 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.RelayOwnerPubkey = l.pubkey("RELAY_OWNER_PUBKEY")
 	c.MaxConnections = l.integer("BUZZ_MAX_CONNECTIONS", DefaultMaxConnections, 1, 1000000)
 	c.MaxConcurrentHandlers = l.integer("BUZZ_MAX_CONCURRENT_HANDLERS", DefaultMaxConcurrentHandlers, 1, 65536)
+	c.WSConnectRate = l.decimal("BUZZ_WS_CONNECT_RATE", 0, 0, 100000)
+	c.WSConnectBurst = l.integer("BUZZ_WS_CONNECT_BURST", max(int(math.Ceil(4*c.WSConnectRate)), 1), 1, 1000000)
+	c.TrustedProxies = l.prefixes("BUZZ_TRUSTED_PROXIES")
 	c.SendBuffer = l.integer("BUZZ_SEND_BUFFER", DefaultSendBuffer, 16, 1000000)
 	c.MaxFrameBytes = l.integer("BUZZ_MAX_FRAME_BYTES", DefaultMaxFrameBytes, 65536, 16777216)
 	c.SlowClientGraceLimit = l.integer("BUZZ_SLOW_CLIENT_GRACE_LIMIT", DefaultSlowClientGraceLimit, 1, 255)
@@ -279,6 +296,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("relay_owner_pubkey", c.RelayOwnerPubkey),
 		slog.Int("max_connections", c.MaxConnections),
 		slog.Int("max_concurrent_handlers", c.MaxConcurrentHandlers),
+		slog.Float64("ws_connect_rate", c.WSConnectRate),
+		slog.Int("ws_connect_burst", c.WSConnectBurst),
+		slog.String("trusted_proxies", formatPrefixes(c.TrustedProxies)),
 		slog.Int("send_buffer", c.SendBuffer),
 		slog.Int("max_frame_bytes", c.MaxFrameBytes),
 		slog.Int("slow_client_grace_limit", c.SlowClientGraceLimit),
@@ -295,6 +315,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
 	)
+}
+
+func formatPrefixes(ps []netip.Prefix) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // formatListeners writes listeners as "<pubkey>@<host>;…" for the log:
@@ -318,6 +346,7 @@ var knownVariables = []string{
 	"BUZZ_DATA_DIR", "BUZZ_BIND_ADDR", "BUZZ_HEALTH_PORT", "BUZZ_METRICS_PORT", "BUZZ_PPROF_ENABLED",
 	"BUZZ_AUTO_MIGRATE", "BUZZ_RELAY_PRIVATE_KEY", "BUZZ_REQUIRE_AUTH_TOKEN",
 	"BUZZ_REQUIRE_RELAY_MEMBERSHIP", "BUZZ_MAX_CONNECTIONS", "BUZZ_MAX_CONCURRENT_HANDLERS",
+	"BUZZ_WS_CONNECT_RATE", "BUZZ_WS_CONNECT_BURST", "BUZZ_TRUSTED_PROXIES",
 	"BUZZ_SEND_BUFFER", "BUZZ_MAX_FRAME_BYTES", "BUZZ_SLOW_CLIENT_GRACE_LIMIT",
 	"BUZZ_CORS_ORIGINS", "BUZZ_DB_POOL_SIZE", "BUZZ_REDIS_POOL_SIZE",
 	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",

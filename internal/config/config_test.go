@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,7 @@ func TestLoad(t *testing.T) {
 			RequireAuthToken:        true,
 			MaxConnections:          10000,
 			MaxConcurrentHandlers:   1024,
+			WSConnectBurst:          1,
 			SendBuffer:              1000,
 			MaxFrameBytes:           524288,
 			SlowClientGraceLimit:    15,
@@ -101,6 +103,9 @@ func TestLoad(t *testing.T) {
 			"RELAY_OWNER_PUBKEY", testPubkey,
 			"BUZZ_MAX_CONNECTIONS", "2",
 			"BUZZ_MAX_CONCURRENT_HANDLERS", "65536",
+			"BUZZ_WS_CONNECT_RATE", "2.5",
+			"BUZZ_WS_CONNECT_BURST", "40",
+			"BUZZ_TRUSTED_PROXIES", " 10.1.2.3/8, 192.0.2.7,,::ffff:198.51.100.1, 2001:db8::/32 ",
 			"BUZZ_SEND_BUFFER", "16",
 			"BUZZ_MAX_FRAME_BYTES", "16777216",
 			"BUZZ_SLOW_CLIENT_GRACE_LIMIT", "255",
@@ -138,16 +143,20 @@ func TestLoad(t *testing.T) {
 			RelayOwnerPubkey:       strings.ToLower(testPubkey),
 			MaxConnections:         2,
 			MaxConcurrentHandlers:  65536,
-			SendBuffer:             16,
-			MaxFrameBytes:          16777216,
-			SlowClientGraceLimit:   255,
-			CORSOrigins:            []string{"https://app.example", "tauri://localhost", "http://127.0.0.1:5173"},
-			DBPoolSize:             7,
-			RedisURL:               "rediss://:secret@redis.example:6380/0",
-			RedisPoolSize:          1000,
-			ReadDatabaseURL:        "host=replica user=buzz password=pw",
-			DBReadPoolSize:         3,
-			AuditEnabled:           false,
+			WSConnectRate:          2.5,
+			WSConnectBurst:         40,
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+				netip.MustParsePrefix("198.51.100.1/32"), netip.MustParsePrefix("2001:db8::/32")},
+			SendBuffer:           16,
+			MaxFrameBytes:        16777216,
+			SlowClientGraceLimit: 255,
+			CORSOrigins:          []string{"https://app.example", "tauri://localhost", "http://127.0.0.1:5173"},
+			DBPoolSize:           7,
+			RedisURL:             "rediss://:secret@redis.example:6380/0",
+			RedisPoolSize:        1000,
+			ReadDatabaseURL:      "host=replica user=buzz password=pw",
+			DBReadPoolSize:       3,
+			AuditEnabled:         false,
 			OperatorListeners: []OperatorListener{
 				{Pubkey: strings.ToLower(testPubkey), URL: "https://bot.example/hook"},
 			},
@@ -239,6 +248,14 @@ func TestLoadInvalid(t *testing.T) {
 		{"MaxConnectionsZero", []string{"BUZZ_MAX_CONNECTIONS", "0"}, "BUZZ_MAX_CONNECTIONS", ""},
 		{"MaxConcurrentHandlersAbc", []string{"BUZZ_MAX_CONCURRENT_HANDLERS", "abc"}, "BUZZ_MAX_CONCURRENT_HANDLERS", "invalid BUZZ_MAX_CONCURRENT_HANDLERS: " + intRange(1, 65536, "abc")},
 		{"MaxConcurrentHandlersTooMany", []string{"BUZZ_MAX_CONCURRENT_HANDLERS", "65537"}, "BUZZ_MAX_CONCURRENT_HANDLERS", ""},
+		{"WSConnectRateAbc", []string{"BUZZ_WS_CONNECT_RATE", "fast"}, "BUZZ_WS_CONNECT_RATE",
+			`invalid BUZZ_WS_CONNECT_RATE: must be a number between 0 and 100000 (got "fast")`},
+		{"WSConnectRateNegative", []string{"BUZZ_WS_CONNECT_RATE", "-1"}, "BUZZ_WS_CONNECT_RATE", ""},
+		{"WSConnectRateNaN", []string{"BUZZ_WS_CONNECT_RATE", "NaN"}, "BUZZ_WS_CONNECT_RATE", ""},
+		{"WSConnectBurstZero", []string{"BUZZ_WS_CONNECT_BURST", "0"}, "BUZZ_WS_CONNECT_BURST", ""},
+		{"TrustedProxiesHostname", []string{"BUZZ_TRUSTED_PROXIES", "10.0.0.1,proxy.internal"}, "BUZZ_TRUSTED_PROXIES",
+			`invalid BUZZ_TRUSTED_PROXIES: entry "proxy.internal" is not an IP address or CIDR prefix`},
+		{"TrustedProxiesBadBits", []string{"BUZZ_TRUSTED_PROXIES", "10.0.0.0/33"}, "BUZZ_TRUSTED_PROXIES", ""},
 		{"SendBufferTooSmall", []string{"BUZZ_SEND_BUFFER", "15"}, "BUZZ_SEND_BUFFER", ""},
 		{"MaxFrameBytesAbc", []string{"BUZZ_MAX_FRAME_BYTES", "abc"}, "BUZZ_MAX_FRAME_BYTES", "invalid BUZZ_MAX_FRAME_BYTES: " + intRange(65536, 16777216, "abc")},
 		{"MaxFrameBytesTooSmall", []string{"BUZZ_MAX_FRAME_BYTES", "65535"}, "BUZZ_MAX_FRAME_BYTES", ""},
@@ -396,6 +413,17 @@ func TestLogValue(t *testing.T) {
 	require.Contains(t, out, `"send_buffer":1000`)
 	require.Contains(t, out, `"relay_host":"localhost:3000"`)
 	require.Contains(t, out, `"pprof_enabled":false`)
+	require.Contains(t, out, `"ws_connect_rate":0`)
+}
+
+// The burst defaults to four seconds of the rate, at least 1.
+func TestConnectBurstDefault(t *testing.T) {
+	t.Parallel()
+	for rate, burst := range map[string]int{"0": 1, "0.1": 1, "0.5": 2, "20": 80} {
+		c, _, err := load(t, "BUZZ_WS_CONNECT_RATE", rate)
+		require.NoError(t, err)
+		require.Equal(t, burst, c.WSConnectBurst, rate)
+	}
 }
 
 func TestRedactURL(t *testing.T) {

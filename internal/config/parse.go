@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -48,6 +49,20 @@ func (l *loader) integer(name string, def, lo, hi int) int {
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < lo || n > hi {
 		l.fail(name, "must be an integer between %d and %d (got %q)", lo, hi, raw)
+		return def
+	}
+	return n
+}
+
+// decimal parses a decimal number in [lo, hi].
+func (l *loader) decimal(name string, def, lo, hi float64) float64 {
+	raw := l.get(name)
+	if raw == "" {
+		return def
+	}
+	n, err := strconv.ParseFloat(raw, 64)
+	if err != nil || !(n >= lo && n <= hi) {
+		l.fail(name, "must be a number between %g and %g (got %q)", lo, hi, raw)
 		return def
 	}
 	return n
@@ -300,4 +315,31 @@ func redactURL(raw string) string {
 		}
 	}
 	return scheme + "://" + authority + queryPassword.ReplaceAllString(tail, "${1}"+redacted)
+}
+
+// prefixes parses a comma-separated list of IP addresses and CIDR prefixes
+// (an address is its own /32 or /128). Blank entries are skipped.
+func (l *loader) prefixes(name string) []netip.Prefix {
+	raw := l.get(name)
+	if raw == "" {
+		return nil
+	}
+	var out []netip.Prefix
+	for entry := range strings.SplitSeq(raw, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(entry)
+		if err != nil {
+			a, aerr := netip.ParseAddr(entry)
+			if aerr != nil || a.Zone() != "" {
+				l.fail(name, "entry %q is not an IP address or CIDR prefix", entry)
+				return nil
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }

@@ -318,7 +318,7 @@ func TestHealth(t *testing.T) { // check 118
 // metricNames are the metrics of spec 10 §11.2.
 var metricNames = []string{
 	"buzz_ws_connections_active", "buzz_ws_connections_total", "buzz_ws_backpressure_disconnects_total",
-	"buzz_ws_auth_timeouts_total", "buzz_subscriptions_active", "buzz_events_received_total",
+	"buzz_ws_auth_timeouts_total", "buzz_ws_connect_rate_limited_total", "buzz_subscriptions_active", "buzz_events_received_total",
 	"buzz_events_stored_total", "buzz_events_rejected_total", "buzz_event_processing_seconds",
 	"buzz_fanout_recipients", "buzz_post_commit_dispatch_errors_total", "buzz_auth_attempts_total",
 	"buzz_auth_failures_total", "buzz_membership_cache_hits_total", "buzz_membership_cache_misses_total",

@@ -48,6 +48,9 @@ type Metrics struct {
 	// WSBackpressureDisconnects is buzz_ws_backpressure_disconnects_total
 	// (counter): slow clients closed.
 	WSBackpressureDisconnects prometheus.Counter
+	// WSConnectRateLimited is buzz_ws_connect_rate_limited_total (counter):
+	// upgrades refused 429 by the per-address connection rate.
+	WSConnectRateLimited prometheus.Counter
 	// WSAuthTimeouts is buzz_ws_auth_timeouts_total (counter): connections
 	// closed for not authenticating.
 	WSAuthTimeouts prometheus.Counter
@@ -152,6 +155,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "buzz_ws_backpressure_disconnects_total",
 			Help: "WebSocket connections closed as slow clients.",
 		}),
+		WSConnectRateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ws_connect_rate_limited_total",
+			Help: "WebSocket upgrades refused with 429 by the per-address connection rate.",
+		}),
 		WSAuthTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_ws_auth_timeouts_total",
 			Help: "WebSocket connections closed for not authenticating in time.",
@@ -254,7 +261,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		return m // nobody can scrape them: skip the zero series
 	}
 	reg.MustRegister(
-		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSAuthTimeouts,
+		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.PostCommitDispatchErrors,
 		m.GroupCommitEvents, m.GroupCommitRetries,

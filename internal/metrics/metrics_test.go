@@ -18,19 +18,21 @@ func TestMain(m *testing.M) {
 
 // specNames lists every metric of spec 10 §11.2 with its type.
 var specNames = map[string]dto.MetricType{
-	"buzz_ws_connections_active":                  dto.MetricType_GAUGE,
-	"buzz_ws_connections_total":                   dto.MetricType_COUNTER,
-	"buzz_ws_backpressure_disconnects_total":      dto.MetricType_COUNTER,
-	"buzz_ws_auth_timeouts_total":                 dto.MetricType_COUNTER,
-	"buzz_subscriptions_active":                   dto.MetricType_GAUGE,
-	"buzz_events_received_total":                  dto.MetricType_COUNTER,
-	"buzz_events_stored_total":                    dto.MetricType_COUNTER,
-	"buzz_events_rejected_total":                  dto.MetricType_COUNTER,
-	"buzz_event_processing_seconds":               dto.MetricType_HISTOGRAM,
-	"buzz_fanout_recipients":                      dto.MetricType_HISTOGRAM,
-	"buzz_post_commit_dispatch_errors_total":      dto.MetricType_COUNTER,
-	"buzz_ingest_group_commit_events":             dto.MetricType_HISTOGRAM,
-	"buzz_ingest_group_commit_retries_total":      dto.MetricType_COUNTER,
+	"buzz_ws_connections_active":             dto.MetricType_GAUGE,
+	"buzz_ws_connections_total":              dto.MetricType_COUNTER,
+	"buzz_ws_backpressure_disconnects_total": dto.MetricType_COUNTER,
+	"buzz_ws_auth_timeouts_total":            dto.MetricType_COUNTER,
+	"buzz_subscriptions_active":              dto.MetricType_GAUGE,
+	"buzz_events_received_total":             dto.MetricType_COUNTER,
+	"buzz_events_stored_total":               dto.MetricType_COUNTER,
+	"buzz_events_rejected_total":             dto.MetricType_COUNTER,
+	"buzz_event_processing_seconds":          dto.MetricType_HISTOGRAM,
+	"buzz_fanout_recipients":                 dto.MetricType_HISTOGRAM,
+	"buzz_post_commit_dispatch_errors_total": dto.MetricType_COUNTER,
+	"buzz_ingest_group_commit_events":        dto.MetricType_HISTOGRAM,
+	"buzz_ingest_group_commit_retries_total": dto.MetricType_COUNTER,
+	// the per-address connection rate (docs/OPERATIONS.md, Connection storms)
+	"buzz_ws_connect_rate_limited_total":          dto.MetricType_COUNTER,
 	"buzz_auth_attempts_total":                    dto.MetricType_COUNTER,
 	"buzz_auth_failures_total":                    dto.MetricType_COUNTER,
 	"buzz_membership_cache_hits_total":            dto.MetricType_COUNTER,
@@ -141,7 +143,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, and the group commit of 80 P1")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, the group commit of 80 P1 and the per-address connection rate")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

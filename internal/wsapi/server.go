@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +71,14 @@ type Config struct {
 	MaxConnections int
 	// MaxConcurrentHandlers is BUZZ_MAX_CONCURRENT_HANDLERS. Default 1024.
 	MaxConcurrentHandlers int
+	// ConnectRate is BUZZ_WS_CONNECT_RATE, upgrades a second per client
+	// address; 0 admits any number.
+	ConnectRate float64
+	// ConnectBurst is BUZZ_WS_CONNECT_BURST, the bucket's size.
+	ConnectBurst int
+	// TrustedProxies is BUZZ_TRUSTED_PROXIES: peers whose X-Forwarded-For
+	// names the client address the ConnectRate applies to.
+	TrustedProxies []netip.Prefix
 	// SendBuffer is BUZZ_SEND_BUFFER, messages per connection queue. Default 1000.
 	SendBuffer int
 	// MaxFrameBytes is BUZZ_MAX_FRAME_BYTES. Default 524288.
@@ -95,6 +105,8 @@ type Server struct {
 	idx *index
 	// permits is the process-wide pool of EVENT/REQ/COUNT handlers.
 	permits chan struct{}
+	// admit is the per-address connection rate; nil when off.
+	admit *addrLimiter
 	// inflight counts running EVENT/REQ/COUNT handlers, for Shutdown.
 	inflight atomic.Int64
 	nsubs    atomic.Int64
@@ -133,19 +145,30 @@ func New(cfg Config) *Server {
 		m:       cfg.Metrics,
 		idx:     newIndex(),
 		permits: make(chan struct{}, cfg.MaxConcurrentHandlers),
+		admit:   newAddrLimiter(cfg.ConnectRate, cfg.ConnectBurst, cfg.TrustedProxies),
 		conns:   make(map[*conn]struct{}),
 	}
 }
 
 // ServeHTTP upgrades GET / to a WebSocket and serves it until it closes. In
-// order: the Host is resolved (404 when unmapped), then upgrades are refused
-// with 503 while shutting down or at MaxConnections. Any Origin is accepted
-// (see the package documentation).
+// order: the Host is resolved (404 when unmapped), the client address's
+// connection rate is taken (429 past it, when ConnectRate is set), then
+// upgrades are refused with 503 while shutting down or at MaxConnections.
+// Any Origin is accepted (see the package documentation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := s.cfg.Resolver.Resolve(r.Context(), r.Host)
 	if err != nil {
 		s.log.Debug("host not resolved", slog.Any("err", err))
 		plain(w, http.StatusNotFound, tenant.MsgNoCommunity)
+		return
+	}
+	if s.admit != nil && !s.admit.allow(r, time.Now()) {
+		s.m.WSConnectRateLimited.Inc()
+		if a := s.cfg.Audit; a != nil {
+			a.RateLimited(t.CommunityID, "", limitConnectRate, "ws")
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(s.admit.retryAfter()))
+		plain(w, http.StatusTooManyRequests, msgConnectRate)
 		return
 	}
 	if msg := s.reserve(); msg != "" {
