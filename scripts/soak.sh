@@ -3,7 +3,8 @@
 # connections over three communities for 10 minutes, with every fault
 # injected once (relay kill -9, PostgreSQL stopped 10 s in fast and in
 # immediate mode, Redis stopped 10 s, the listener endpoint failing for a
-# minute, a client that never reads, a storm of 10,000 failed AUTHs).
+# minute, a client that never reads, a 20 s connection storm from its own
+# address: up to 100,000 connects, each refused 429 or its forged AUTH refused).
 # Everything runs on loopback in a temporary directory; the summary is one
 # JSON line on stdout, progress goes to stderr. Exit 1 means something
 # acknowledged was lost or a relay did not recover.
@@ -22,4 +23,4 @@ trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-soak
 "$bin/buzz-soak" --relays 2 --conns 48 --duration 10m --faults all \
   --pg-down 10s --redis-down 10s --listener-down 60s \
-  --storm-conns 10000 --storm-time 20s --settle 5m "$@"
+  --storm-conns 100000 --storm-time 20s --settle 5m "$@"
