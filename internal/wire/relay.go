@@ -22,9 +22,12 @@ func Reason(prefix, text string) string { return prefix + ": " + text }
 
 // Frequently used fixed messages.
 const (
-	MsgInternal          = "error: internal server error"
-	MsgNotAuthenticated  = "auth-required: not authenticated"
-	MsgRateLimited       = "rate-limited: too many concurrent requests"
+	MsgInternal         = "error: internal server error"
+	MsgNotAuthenticated = "auth-required: not authenticated"
+	MsgRateLimited      = "rate-limited: too many concurrent requests"
+	// MsgConnectRate answers (429) an upgrade past the per-address
+	// connection rate.
+	MsgConnectRate       = "rate-limited: too many connections from this address"
 	MsgDuplicate         = "duplicate:"
 	MsgDatabaseError     = "error: database error"
 	MsgAuthBeforeSub     = "auth-required: authenticate before subscribing"

@@ -18,6 +18,7 @@ func TestMessages(t *testing.T) {
 		{"Internal", wire.MsgInternal, "error: internal server error"},
 		{"NotAuthenticated", wire.MsgNotAuthenticated, "auth-required: not authenticated"},
 		{"RateLimited", wire.MsgRateLimited, "rate-limited: too many concurrent requests"},
+		{"ConnectRate", wire.MsgConnectRate, "rate-limited: too many connections from this address"},
 		{"Duplicate", wire.MsgDuplicate, "duplicate:"},
 		{"DatabaseError", wire.MsgDatabaseError, "error: database error"},
 		{"AuthBeforeSub", wire.MsgAuthBeforeSub, "auth-required: authenticate before subscribing"},

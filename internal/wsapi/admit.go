@@ -21,8 +21,6 @@ const (
 	// limitConnectRate names this limiter in rate_limit_exceeded audit
 	// entries (spec 30 §4.1).
 	limitConnectRate = "ws_connect_per_address"
-	// msgConnectRate is the 429 body.
-	msgConnectRate = "rate-limited: too many connections from this address"
 	// maxTrackedAddrs bounds the buckets held at once (about 100 bytes
 	// each). Past it, a new address is admitted untracked: a storm spread
 	// over that many addresses is beyond what a per-address limit can stop.

@@ -20,6 +20,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/tenant"
+	"github.com/buzz-relay/buzz/internal/wire"
 )
 
 // Limits and intervals used when a Config field is zero (spec 10 §7.11).
@@ -168,7 +169,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.RateLimited(t.CommunityID, "", limitConnectRate, "ws")
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(s.admit.retryAfter()))
-		plain(w, http.StatusTooManyRequests, msgConnectRate)
+		plain(w, http.StatusTooManyRequests, wire.MsgConnectRate)
 		return
 	}
 	if msg := s.reserve(); msg != "" {
