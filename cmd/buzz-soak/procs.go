@@ -385,15 +385,21 @@ func (p *relayProc) signal(sig syscall.Signal, d time.Duration) {
 	}
 }
 
+// procFile reads /proc/<pid>/<name>; nil when pid is 0 or gone.
+func procFile(pid int, name string) []byte {
+	if pid == 0 {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + name)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // rssBytes is the resident set of pid from /proc, 0 when unknown.
 func rssBytes(pid int) int64 {
-	if pid == 0 {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
+	b := procFile(pid, "status")
 	for line := range strings.Lines(string(b)) {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			f := strings.Fields(rest)
@@ -411,11 +417,8 @@ func rssBytes(pid int) int64 {
 // user space on every architecture the relay runs on); 0 when pid is 0
 // or gone.
 func cpuSeconds(pid int) float64 {
-	if pid == 0 {
-		return 0
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	b := procFile(pid, "stat")
+	if b == nil {
 		return 0
 	}
 	// The command name, in parentheses, may hold spaces: count fields

@@ -151,6 +151,9 @@ func TestSoakFaults(t *testing.T) {
 			// AUTHs the relay did accept connections for are refused.
 			require.Positive(t, f.Observed["rate_limited_429"])
 			require.Positive(t, f.Observed["auth_refused"])
+			// The CPU figures are read (a relay under load uses some).
+			require.Positive(t, f.Observed["relay_cpu_cores_during"])
+			require.Positive(t, f.Observed["storm_cpu_cores"])
 			require.NotEmpty(t, f.HonestP99ms, "honest clients worked during the storm")
 			require.Empty(t, f.HonestFailed, "no honest operation failed during the storm")
 		}},
