@@ -23,7 +23,7 @@ import (
 func TestConnectRate(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, map[string]string{
-		"BUZZ_WS_CONNECT_RATE": "0.5", "BUZZ_WS_CONNECT_BURST": "2", "BUZZ_TRUSTED_PROXIES": "127.0.0.3",
+		"BUZZ_WS_CONNECT_RATE": "0.2", "BUZZ_WS_CONNECT_BURST": "2", "BUZZ_TRUSTED_PROXIES": "127.0.0.3",
 	})
 	e := &auEnv{r: r, cid: communityID(t, r, r.Host)}
 	upgrade := func(from, forwardedFor string) (int, string, string) {
@@ -35,7 +35,7 @@ func TestConnectRate(t *testing.T) {
 	status, body, retry := upgrade("127.0.0.1", "")
 	require.Equal(t, http.StatusTooManyRequests, status)
 	require.Equal(t, "rate-limited: too many connections from this address", body)
-	require.Equal(t, "2", retry)
+	require.Equal(t, "5", retry)
 	// A forwarded address from an untrusted peer changes nothing.
 	status, _, _ = upgrade("127.0.0.1", "198.51.100.9")
 	require.Equal(t, http.StatusTooManyRequests, status)
@@ -55,11 +55,12 @@ func TestConnectRate(t *testing.T) {
 	}
 	require.Equal(t, 3.0, r.Metric(t, "buzz_ws_connect_rate_limited_total"))
 
-	// The bucket refills at one every 2 s.
+	// The bucket refills at one every 5 s (slow enough that the refusals
+	// above all come before the first token is back).
 	require.Eventually(t, func() bool {
 		status, _, _ := upgrade("127.0.0.1", "")
 		return status == http.StatusSwitchingProtocols
-	}, 8*time.Second, 200*time.Millisecond)
+	}, 15*time.Second, 250*time.Millisecond)
 
 	pool := e.stop(t)
 	limited := auFind(auEntries(t, pool, e.cid), "rate_limit_exceeded", "")
