@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math/big"
 	"net"
@@ -236,16 +237,8 @@ func (l *loader) pubkey(name string) string {
 // origins parses a comma-separated list of scheme://host[:port] origins.
 // Blank entries are skipped; a trailing "/" is dropped.
 func (l *loader) origins(name string) []string {
-	raw := l.get(name)
-	if raw == "" {
-		return nil
-	}
 	var out []string
-	for entry := range strings.SplitSeq(raw, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for entry := range listEntries(l.get(name)) {
 		origin, ok := parseOrigin(entry)
 		if !ok {
 			l.fail(name, "entry %q is not an origin (want scheme://host[:port])", entry)
@@ -320,16 +313,8 @@ func redactURL(raw string) string {
 // prefixes parses a comma-separated list of IP addresses and CIDR prefixes
 // (an address is its own /32 or /128). Blank entries are skipped.
 func (l *loader) prefixes(name string) []netip.Prefix {
-	raw := l.get(name)
-	if raw == "" {
-		return nil
-	}
 	var out []netip.Prefix
-	for entry := range strings.SplitSeq(raw, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for entry := range listEntries(l.get(name)) {
 		p, err := netip.ParsePrefix(entry)
 		if err != nil {
 			a, aerr := netip.ParseAddr(entry)
@@ -342,4 +327,16 @@ func (l *loader) prefixes(name string) []netip.Prefix {
 		out = append(out, p.Masked())
 	}
 	return out
+}
+
+// listEntries yields the entries of a comma-separated list, trimmed,
+// skipping blank ones.
+func listEntries(raw string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for entry := range strings.SplitSeq(raw, ",") {
+			if entry = strings.TrimSpace(entry); entry != "" && !yield(entry) {
+				return
+			}
+		}
+	}
 }
