@@ -85,7 +85,7 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 	private := ch.Visibility == "private"
 	switch ev.Kind {
 	case event.KindPutUser:
-		return c.putUser(ctx, w, private, actorRole)
+		return c.putUser(ctx, w, actorRole)
 	case event.KindRemoveUser:
 		return c.removeUser(ctx, w, g.target, actorRole, actorActive)
 	case event.KindLeaveRequest:
@@ -179,9 +179,13 @@ func (c groupChange) editMetadata(ctx context.Context, w writer, ch store.Channe
 }
 
 // putUser is kind 9000.
-func (c groupChange) putUser(ctx context.Context, w writer, private bool, actorRole string) (groupEffect, error) {
+func (c groupChange) putUser(ctx context.Context, w writer, actorRole string) (groupEffect, error) {
 	ev, cid, s, g := w.ev(), w.cid(), w.store(), &c.cmd
-	if private && (g.role == "owner" || g.role == "admin") && !elevated(actorRole) {
+	// Granting an elevated role needs an elevated actor in every channel,
+	// open ones too: otherwise anyone could self-add as owner of an open
+	// channel and delete it (docs/OPERATIONS.md "Channels, roles and
+	// policies"). A self-add without a role makes a member.
+	if elevated(g.role) && !elevated(actorRole) {
 		return groupEffect{}, invalid("only owners/admins may grant elevated roles")
 	}
 	curRole, curActive, err := s.ChannelMemberRole(ctx, w.q, cid, c.channel, g.target)
