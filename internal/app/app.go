@@ -158,6 +158,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		ForgetAccessFunc: fan.forget,
 		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
+		InterruptFunc: fan.interrupt, ResolveTimeout: cfg.AmbiguousCommitTimeout,
 	})
 	a.Relay = wsapi.New(wsapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
@@ -317,6 +318,9 @@ func (a *Relay) drain() {
 
 // Close releases the audit pool, the database and the private cluster.
 func (a *Relay) Close() {
+	if a.Pipeline != nil {
+		a.Pipeline.Close()
+	}
 	a.Audit.close()
 	a.DB.Close()
 }

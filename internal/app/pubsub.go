@@ -114,6 +114,19 @@ func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(
 	f.control(c)
 }
 
+// interrupt is the pipeline's InterruptFunc: the community's live
+// subscriptions are closed with the live-interrupted reason here, then on
+// the other processes through a gap control message, so every client that
+// may have missed an event re-reads its history.
+func (f *fanout) interrupt(communityID string) {
+	a := f.a
+	now := time.Now()
+	if a.Relay != nil {
+		a.Relay.InterruptCommunity(communityID, now)
+	}
+	f.control(pubsub.Control{Community: communityID, Op: pubsub.OpGap, UntilMS: now.UnixMilli()})
+}
+
 // forget is the pipeline's ForgetAccessFunc: cached access of reader in
 // the community (every reader when ""), here and on the other processes.
 func (f *fanout) forget(communityID, channel, reader string) {

@@ -176,6 +176,11 @@ type Config struct {
 	// membership is re-checked when the gate is on. Not read from the
 	// environment (tests shorten it). Default 60 s.
 	MembershipRecheck time.Duration
+	// AmbiguousCommitTimeout bounds how long a write whose answer was lost
+	// after it reached the database is looked into before the community's
+	// live subscriptions are interrupted. Not read from the environment
+	// (tests shorten it). Default 30 s.
+	AmbiguousCommitTimeout time.Duration
 }
 
 // Error is an invalid configuration value. Its text is exactly
@@ -216,6 +221,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 		HeartbeatInterval:       DefaultHeartbeatInterval,
 		OperatorListenerTimeout: DefaultOperatorListenerTimeout,
 		MembershipRecheck:       60 * time.Second,
+		AmbiguousCommitTimeout:  30 * time.Second,
 		AuthTimeout:             DefaultAuthTimeout,
 		DrainTimeout:            DefaultDrainTimeout,
 	}

@@ -104,7 +104,9 @@ func TestEvents(t *testing.T) {
 		// The write transaction fails in PostgreSQL: this pipeline's
 		// connections are read-only.
 		pool, ro := d.readOnlyStore(t)
-		b = b.serve(t, func(c *httpapi.Config) { c.Submitter = b.newPipeline(pool, ro) })
+		ingestRO := b.newPipeline(pool, ro)
+		t.Cleanup(ingestRO.Close)
+		b = b.serve(t, func(c *httpapi.Config) { c.Submitter = ingestRO })
 		ev := b.key.Signed(t, 9, eventtest.Channel(b.general))
 		res := b.signedPost(t, b.key, "/events", ev.AppendJSON(nil))
 		require.Equal(t, http.StatusInternalServerError, res.status)

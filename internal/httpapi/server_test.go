@@ -211,6 +211,7 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
 	b.reader = read.New(read.Config{Store: st, Metrics: b.metrics, Logger: b.log, QueryHookFunc: b.reads.before})
 	b.pipeline = b.newPipeline(d.pool, st)
+	t.Cleanup(b.pipeline.Close)
 	b.cfg = httpapi.Config{
 		Resolver:         b.resolver,
 		Submitter:        b.pipeline,

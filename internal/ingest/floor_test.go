@@ -35,6 +35,7 @@ func TestCreatedAtFloor(t *testing.T) {
 	b.pool, b.store, b.tenant.CommunityID, b.tenant.Host = armed, s, c.ID, "floor.test"
 	b.p = New(Config{Pool: armed, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK,
 		NowFunc: func() time.Time { return time.Now().Add(-150 * time.Second) }})
+	t.Cleanup(b.p.Close)
 	owner := eventtest.NewKey()
 	channel := b.channel(t, owner)
 	old := func() eventtest.Option { return eventtest.At(time.Now().Unix() - 1000) }

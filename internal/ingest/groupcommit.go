@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
@@ -29,8 +30,10 @@ import (
 // When a batch fails, nothing of it is assumed stored and every element is
 // retried alone, as if there were no grouping: one bad event (a refused
 // created_at floor, a constraint) gets its own error and never fails the
-// others, and an element whose batch did commit before the failure was
-// reported is answered duplicate: by its retry.
+// others. An element whose batch may have committed before the failure was
+// reported (the answer was lost, not refused) and that its retry finds
+// stored is taken as stored by the batch: answered OK and fanned out
+// (ambiguous.go).
 
 // DefaultGroupCommitMax is the most events one group commit holds.
 const DefaultGroupCommitMax = 128
@@ -107,6 +110,7 @@ func (g *groupCommit) commit(batch []*groupItem) {
 	q := g.p.cfg.Pool
 	m := g.p.cfg.Metrics
 	m.GroupCommitEvents.Observe(float64(len(batch)))
+	ambiguous := false
 	if len(batch) > 1 {
 		// One order for every batch, the primary key's: two batches that
 		// hold the same events (copies in flight) wait for each other
@@ -131,9 +135,16 @@ func (g *groupCommit) commit(batch []*groupItem) {
 		m.GroupCommitRetries.Inc()
 		g.p.log.Debug("group commit failed; retrying its events one by one",
 			"events", len(batch), "err", err.Error())
+		ambiguous = pg.MayHaveCommitted(err)
 	}
 	for _, it := range batch {
 		it.res, it.err = st.EventInsertCounted(ctx, q, it.params)
+		if ambiguous && it.err == nil && !it.res.Inserted {
+			// The failed batch may have committed this event: stored,
+			// and not yet fanned out by anyone (ambiguous.go).
+			it.res.Inserted = true
+			m.AmbiguousCommits.WithLabelValues(outcomeFannedOut).Inc()
+		}
 		close(it.done)
 	}
 }

@@ -69,6 +69,7 @@ func TestGroupCommit(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry())
 	b.p = New(Config{Pool: b.pool, Store: b.store, Broadcaster: b.fanout, RelayKey: b.relay.SK,
 		AuditEnabled: true, Metrics: m})
+	t.Cleanup(b.p.Close)
 	owner, mentioned := eventtest.NewKey(), eventtest.NewKey()
 	channel := b.channel(t, owner)
 	var evs []event.Event
@@ -123,6 +124,7 @@ func TestGroupCommitOneBadEvent(t *testing.T) {
 	// fails the floor at COMMIT.
 	b.p = New(Config{Pool: armed, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m,
 		NowFunc: func() time.Time { return time.Now().Add(-150 * time.Second) }})
+	t.Cleanup(b.p.Close)
 	owner := eventtest.NewKey()
 	channel := b.channel(t, owner)
 	refused := Result{Code: Rejected, Message: "invalid: event timestamp too far from server time"}

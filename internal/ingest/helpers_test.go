@@ -52,6 +52,7 @@ func setup(t *testing.T) *testBundle {
 			defer b.evictMu.Unlock()
 			b.evicted = append(b.evicted, channel+" "+pubkey)
 		}})
+	t.Cleanup(b.p.Close)
 	return b
 }
 

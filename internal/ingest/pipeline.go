@@ -59,13 +59,22 @@ type Config struct {
 	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
 	// alone.
 	GroupCommitMax int
+	// InterruptFunc closes, with the live-interrupted reason, the live
+	// subscriptions of a community on every process: called when an
+	// ambiguous commit (ambiguous.go) may have stored an event that was not
+	// fanned out. Optional.
+	InterruptFunc func(communityID string)
+	// ResolveTimeout bounds how long an ambiguous commit is looked into
+	// before InterruptFunc is called. Default DefaultResolveTimeout.
+	ResolveTimeout time.Duration
 }
 
 // Pipeline is the transport-neutral EVENT pipeline. It is safe for concurrent use.
 type Pipeline struct {
-	cfg   Config
-	log   *slog.Logger
-	group *groupCommit // nil when GroupCommitMax is 1
+	cfg     Config
+	log     *slog.Logger
+	group   *groupCommit // nil when GroupCommitMax is 1
+	resolve *resolver
 }
 
 // New returns a Pipeline.
@@ -86,7 +95,11 @@ func New(cfg Config) *Pipeline {
 	if cfg.GroupCommitMax == 0 {
 		cfg.GroupCommitMax = DefaultGroupCommitMax
 	}
+	if cfg.ResolveTimeout <= 0 {
+		cfg.ResolveTimeout = DefaultResolveTimeout
+	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
+	p.resolve = newResolver(p)
 	if cfg.GroupCommitMax > 1 {
 		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax}
 	}
@@ -159,6 +172,10 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	}
 	if err != nil {
 		p.countIntentError(err)
+		if pg.MayHaveCommitted(err) {
+			_, plain := c.(oneStatement)
+			p.resolve.add(req, changeChannel(c, out), plain)
+		}
 		return p.answer(ctx, req, err)
 	}
 	if p.cfg.AuditWakeFunc != nil && p.auditOn() {
@@ -200,6 +217,15 @@ func (p *Pipeline) afterCommit(req *Request, out *outcome) func() {
 		p.broadcast(cid, channel, fe)
 	}
 	return p.evictions(cid, out.channel, out.evict)
+}
+
+// changeChannel is the channel of the event c writes, for a write that
+// failed before its outcome was known.
+func changeChannel(c change, out outcome) string {
+	if pc, ok := c.(plainChange); ok {
+		return pc.channel
+	}
+	return out.channel
 }
 
 // answer turns a step's error into a Result; anything that is not a refusal

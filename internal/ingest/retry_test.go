@@ -163,6 +163,7 @@ func TestFailureNamesStep(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.SignFunc = func(*event.Event) error { return errors.New("no signer") }
 	p := New(cfg)
+	t.Cleanup(p.Close)
 	k := eventtest.NewKey()
 	internal := Result{Code: Internal, Message: "error: internal server error"}
 

@@ -79,6 +79,10 @@ type Metrics struct {
 	// (counter): group commits that failed and whose events were retried
 	// one by one.
 	GroupCommitRetries prometheus.Counter
+	// AmbiguousCommits is buzz_ingest_ambiguous_commits_total{outcome}
+	// (counter): writes whose answer was lost after they reached the
+	// server, by what was found: fanned_out, interrupted, not_stored.
+	AmbiguousCommits *prometheus.CounterVec
 	// PostCommitDispatchErrors is buzz_post_commit_dispatch_errors_total
 	// (counter): dispatch failures after commit.
 	PostCommitDispatchErrors prometheus.Counter
@@ -198,6 +202,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "buzz_ingest_group_commit_retries_total",
 			Help: "Group commits that failed and were retried event by event.",
 		}),
+		AmbiguousCommits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_ingest_ambiguous_commits_total",
+			Help: "Writes whose answer was lost after reaching the server, by what was found.",
+		}, []string{"outcome"}),
 		PostCommitDispatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_post_commit_dispatch_errors_total",
 			Help: "Dispatch failures after commit.",
@@ -264,7 +272,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.PostCommitDispatchErrors,
-		m.GroupCommitEvents, m.GroupCommitRetries,
+		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
 		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.CountFallbackRejections,
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,

@@ -85,6 +85,7 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 	require.NoError(t, err)
 	for name, d := range map[string]*time.Duration{
 		"TEST_HEARTBEAT": &cfg.HeartbeatInterval, "TEST_MEMBERSHIP_RECHECK": &cfg.MembershipRecheck, "TEST_AUTH_TIMEOUT": &cfg.AuthTimeout,
+		"TEST_AMBIGUOUS_COMMIT_TIMEOUT": &cfg.AmbiguousCommitTimeout,
 	} {
 		if v, ok := env[name]; ok {
 			*d, err = time.ParseDuration(v)

@@ -118,6 +118,7 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 		Pool: db.pool, Store: db.store, Broadcaster: fan, Metrics: b.metrics, Logger: log,
 		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(), EvictFunc: fan.evict,
 	})
+	t.Cleanup(b.pipeline.Close)
 	members := db.store
 	if o.members != nil {
 		members = o.members
