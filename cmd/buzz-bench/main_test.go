@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/abuse"
 	"github.com/buzz-relay/buzz/internal/client"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
@@ -575,4 +576,47 @@ func TestReqTargets(t *testing.T) {
 	}
 	_, err = parseConfig([]string{"--req-targets", dir + "/missing.json"}, io.Discard)
 	require.ErrorContains(t, err, "--req-targets")
+}
+
+// TestBenchAbuse runs the abuse phase briefly, every attack at a small
+// scale against a second community of the relay, and checks the report's
+// shape: every attack with both windows, honest operations in each, and
+// the attacker's answers counted. It asserts no timing.
+func TestBenchAbuse(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	attacked := r.Community(t, "attacked")
+	lines := benchLines(t, r, "--phase", "abuse", "--abuse-host", attacked, "--abuse-seconds", "1",
+		"--abuse-honest", "3", "--abuse-rate", "2", "--abuse-scale", "0.01", "--abuse-seed", "60", "--abuse-conc", "4")
+	names := abuse.Names()
+	require.Len(t, lines, 1+len(names)+1, lines) // abuse-setup, one line per attack, summary
+	setup := lines[0]
+	require.Equal(t, "abuse-setup", setup["phase"], setup)
+	require.Equal(t, attacked, setup["attacked_host"])
+	require.Nil(t, setup["note"], "the relay accepts the honest channel")
+	require.Positive(t, setup["seeded"], setup)
+	channel := setup["channel"].(string)
+	for i, name := range names {
+		line := lines[1+i]
+		require.Equal(t, "abuse", line["phase"], line)
+		require.Equal(t, name, line["attack"], line)
+		require.Nil(t, line["error"], line)
+		for _, w := range []string{"baseline", "during"} {
+			win := line[w].(map[string]any)
+			for _, op := range []string{"publish", "req"} {
+				require.Positive(t, win[op].(map[string]any)["ops"], "%s %s %s: %v", name, w, op, line)
+			}
+		}
+		require.NotEmpty(t, line["attacker"], line)
+		require.Contains(t, line["ratio"], "publish_p99", line)
+		require.Contains(t, line["ratio"], "req_p99", line)
+	}
+	sum := lines[len(lines)-1]
+	require.Equal(t, "summary", sum["phase"])
+	require.Len(t, sum["abuse"], len(names), sum)
+
+	// The honest clients stayed in their own community: none of the
+	// attacked community's kind 1 notes is here, and their channel is.
+	require.Zero(t, stored(t, r, event.Filter{Kinds: []int{event.KindNote}}))
+	require.Positive(t, stored(t, r, event.Filter{Kinds: []int{event.KindStreamMessage}, Tags: map[string][]string{"h": {channel}}}))
 }
