@@ -51,7 +51,9 @@ func tagsValues(ctx context.Context, e *Env) error {
 	for i := range tagsSubs {
 		c, err := sub.conn(ctx)
 		if err != nil {
-			e.Outcomes.Add(ctx, false, "", err)
+			if ctx.Err() == nil {
+				e.Outcomes.Add(ctx, false, "", err)
+			}
 			return nil
 		}
 		// The REQ first as a query, to count its answer (Subscribe
@@ -63,13 +65,17 @@ func tagsValues(ctx context.Context, e *Env) error {
 			_, err := c.Query(ctx, g)
 			return err == nil, "", err
 		})
-		if !ok || err != nil {
-			sub.reset()
+		if err != nil && !refused(err) {
+			sub.reset() // the socket is gone, and its subscriptions with it
+		}
+		if !ok {
 			continue
 		}
 		ch, err := c.Subscribe(sctx, "tv"+strconv.Itoa(i), f)
 		if err != nil {
-			e.Outcomes.Add(ctx, false, "", err)
+			if ctx.Err() == nil {
+				e.Outcomes.Add(ctx, false, "", err)
+			}
 			continue
 		}
 		drains.Go(func() {
