@@ -89,6 +89,8 @@ type windowFigures struct {
 	Seconds float64   `json:"seconds"`
 	Publish opFigures `json:"publish"`
 	Req     opFigures `json:"req"`
+	// CPU is what the --pids processes used in the window.
+	CPU map[string]cpuUse `json:"cpu,omitempty"`
 }
 
 // abuseLine is one attack's figures.
@@ -142,16 +144,17 @@ func runAbuse(ctx context.Context, cfg config, out io.Writer, sum map[string]abu
 		}
 		at, _ := abuse.Lookup(name)
 		line := abuseLine{Phase: "abuse", Attack: at.Name, What: at.What}
-		b0 := time.Now()
+		b0, cpu0 := time.Now(), sampleCPU(cfg.pids)
 		sleepCtx(ctx, a.window)
-		b1 := time.Now()
+		b1, cpu1 := time.Now(), sampleCPU(cfg.pids)
+		baselineCPU := cpuSince(cfg.pids, cpu0)
 		env := &abuse.Env{Target: target, Key: event.GenerateKey(), Opts: a.opts, Outcomes: abuse.NewOutcomes()}
 		actx, cancel := context.WithTimeout(ctx, a.window)
 		var attackErr error
 		var attacking sync.WaitGroup
 		attacking.Go(func() { attackErr = at.Run(actx, env) })
 		<-actx.Done()
-		d1 := time.Now()
+		d1, duringCPU := time.Now(), cpuSince(cfg.pids, cpu1)
 		attacking.Wait()
 		cancel()
 		line.AttackSeconds = round3(time.Since(b1).Seconds())
@@ -162,6 +165,7 @@ func runAbuse(ctx context.Context, cfg config, out io.Writer, sum map[string]abu
 		line.Baseline, refusedMsgs = h.window(b0, b1)
 		line.During, line.HonestRefused = h.window(b1, d1)
 		line.HonestRefused = append(refusedMsgs, line.HonestRefused...)
+		line.Baseline.CPU, line.During.CPU = baselineCPU, duringCPU
 		line.Ratio = map[string]float64{
 			"publish_p50": ratio(line.During.Publish.P50, line.Baseline.Publish.P50),
 			"publish_p99": ratio(line.During.Publish.P99, line.Baseline.Publish.P99),

@@ -620,3 +620,39 @@ func TestBenchAbuse(t *testing.T) {
 	require.Zero(t, stored(t, r, event.Filter{Kinds: []int{event.KindNote}}))
 	require.Positive(t, stored(t, r, event.Filter{Kinds: []int{event.KindStreamMessage}, Tags: map[string][]string{"h": {channel}}}))
 }
+
+func TestParseAbuse(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig([]string{"--phase", "abuse", "--abuse-host", "b.test:3000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, abuse.Names(), c.abuse.attacks, "every attack by default")
+	require.Equal(t, 15*time.Second, c.abuse.window)
+	require.Equal(t, abuse.DefaultOptions(), c.abuse.opts, "the full attack by default")
+
+	c, err = parseConfig([]string{"--phase", "abuse", "--abuse-host", "b.test", "--abuse-attacks", "read-flood, wide-req",
+		"--abuse-seconds", "0.5", "--abuse-scale", "0.1"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"read-flood", "wide-req"}, c.abuse.attacks, "in the order given")
+	require.Equal(t, 500*time.Millisecond, c.abuse.window)
+	require.InDelta(t, 0.1, c.abuse.opts.Scale, 1e-9)
+
+	for _, tt := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"NoHost", "needs --abuse-host", []string{"--phase", "abuse"}},
+		{"HonestHost", "a community other than --relay's", []string{"--relay", "ws://localhost:3000", "--phase", "abuse", "--abuse-host", "LOCALHOST:3000"}},
+		{"UnknownAttack", `unknown attack "meteor"`, []string{"--abuse-attacks", "wide-req,meteor"}},
+		{"ZeroScale", "must be positive", []string{"--abuse-scale", "0"}},
+		{"ZeroWindow", "must be positive", []string{"--abuse-seconds", "0"}},
+		{"NegativeSeed", "not negative", []string{"--abuse-seed", "-1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseConfig(tt.args, io.Discard)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+	_, err = parseConfig([]string{"--abuse-seed", "0"}, io.Discard)
+	require.NoError(t, err, "no seeding is allowed")
+}
