@@ -70,6 +70,7 @@ func (e *Env) repeat(ctx context.Context, n, conc int, f func(ctx context.Contex
 // bridge, signed by the attacker.
 func (e *Env) repeatHTTP(ctx context.Context, n, conc int, f func(ctx context.Context, h *client.HTTP) (bool, string, error)) {
 	h := e.Target.Bridge(e.Key)
+	defer h.Client.CloseIdleConnections() // no keep-alive outlives the attack
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range max(1, min(conc, n)) {
