@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help run build test fuzz soak bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle lint
+.PHONY: help run build test fuzz soak bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle bench-abuse lint
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-10s %s\n",$$1,$$2}'
@@ -48,6 +48,9 @@ bench-idle: ## P6: 10,000 idle authenticated sockets, relay RSS; heap profile in
 	@mkdir -p bin
 	@BENCH_ENV="BUZZ_PPROF_ENABLED=true $(BENCH_ENV)" scripts/bench.sh 1 --phase idle --idle-conns 10000 \
 		--pprof http://127.0.0.1:3392/debug/pprof/heap --heap-profile $(CURDIR)/bin/heap-idle.pb.gz
+
+bench-abuse: ## issue 26: honest p50/p99 with and without each attack, default quotas (about 6 min)
+	@scripts/bench-abuse.sh
 
 lint: ## gofmt check, go vet, golangci-lint (pinned; installed into .bin/ on first use)
 	@scripts/lint.sh

@@ -30,6 +30,7 @@ var may = map[string]string{
 	"wsapi":       "auth event ingest metrics pubsub read service tenant testsignal wire",
 	"httpapi":     "auth event ingest metrics read tenant wire",
 	"client":      "event wire",
+	"abuse":       "client event wire",
 	"app":         "audit auth config event health httpapi ingest listener maintenance metrics notify pg pgcluster pubsub read replica service store tenant wsapi",
 	"dbtest":      "pg pgcluster",
 	"eventtest":   "event",

@@ -29,6 +29,11 @@
 # authors, e and p values reach buzz-bench through --req-targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The per-user quotas are off (0) for this honest load, which is many
+# users' worth from few keys; BENCH_ENV can set them again.
+quotas_off="BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN=0 BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN=0
+  BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC=0 BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN=0
+  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0"
 runs=${1:-3}
 shift || true
 events=${BENCH_1M_EVENTS:-1000000}
@@ -62,7 +67,7 @@ else
 fi
 
 start_relay() {
-  env ${BENCH_ENV:-} BUZZ_DATA_DIR="$data" BUZZ_LOG_LEVEL=warn BUZZ_BIND_ADDR=127.0.0.1:$port \
+  env $quotas_off ${BENCH_ENV:-} BUZZ_DATA_DIR="$data" BUZZ_LOG_LEVEL=warn BUZZ_BIND_ADDR=127.0.0.1:$port \
     RELAY_URL=ws://deployment.bench.invalid:$port BUZZ_HEALTH_PORT=$((port + 1)) BUZZ_METRICS_PORT=$((port + 2)) \
     "$relay_bin" >>"$bin/relay.log" 2>&1 &
   relay=$!

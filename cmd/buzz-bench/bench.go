@@ -136,14 +136,15 @@ type reqLine struct {
 }
 
 type summaryLine struct {
-	Phase       string             `json:"phase"`
-	WallSeconds float64            `json:"wall_seconds"`
-	Kind        int                `json:"kind"`
-	Ingest      map[string]float64 `json:"events_per_sec,omitempty"`
-	ReqQPS      map[string]float64 `json:"req_qps,omitempty"`
-	Fanout      *fanoutSummary     `json:"fanout,omitempty"`
-	Idle        *idleSummary       `json:"idle,omitempty"`
-	Truncated   bool               `json:"truncated,omitempty"`
+	Phase       string                  `json:"phase"`
+	WallSeconds float64                 `json:"wall_seconds"`
+	Kind        int                     `json:"kind"`
+	Ingest      map[string]float64      `json:"events_per_sec,omitempty"`
+	ReqQPS      map[string]float64      `json:"req_qps,omitempty"`
+	Fanout      *fanoutSummary          `json:"fanout,omitempty"`
+	Idle        *idleSummary            `json:"idle,omitempty"`
+	Abuse       map[string]abuseSummary `json:"abuse,omitempty"`
+	Truncated   bool                    `json:"truncated,omitempty"`
 }
 
 // idleSummary is the idle phase's headline in the summary line.
@@ -163,7 +164,7 @@ type fanoutSummary struct {
 // needsFleet reports whether a phase uses the ingest sockets and workload.
 func needsFleet(phases []string) bool {
 	for _, p := range phases {
-		if p != "fanout" && p != "idle" {
+		if p != "fanout" && p != "idle" && p != "abuse" {
 			return true
 		}
 	}
@@ -226,6 +227,11 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 			sum.Fanout = &fanoutSummary{P50: line.P50, P99: line.P99, Missing: line.Missing}
 			sum.Truncated = sum.Truncated || line.Truncated
 			writeLine(out, line)
+		case "abuse":
+			sum.Abuse = map[string]abuseSummary{}
+			if err := runAbuse(ctx, cfg, out, sum.Abuse); err != nil {
+				return err
+			}
 		case "idle":
 			line, err := runIdle(ctx, cfg)
 			if err != nil {

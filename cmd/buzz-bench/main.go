@@ -35,6 +35,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/buzz-relay/buzz/internal/abuse"
 )
 
 type config struct {
@@ -59,6 +61,7 @@ type config struct {
 	// searchWords, when set (--search-words), add one NIP-50 REQ shape per
 	// word to the req phase ("search:<word>").
 	searchWords []string
+	abuse       abuseConfig
 }
 
 // fanoutConfig is the fanout phase's shape (spec 80 P5).
@@ -78,7 +81,7 @@ type fanoutConfig struct {
 	drain time.Duration
 }
 
-var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true, "idle": true}
+var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true, "idle": true, "abuse": true}
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -90,7 +93,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.events, "events", 20000, "events per ingest phase")
 	fs.IntVar(&c.authors, "authors", 64, "distinct authors")
 	fs.DurationVar(&c.duration, "duration", 120*time.Second, "cap on the whole run")
-	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req, fanout, idle")
+	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req, fanout, idle, abuse")
 	reqSecs := fs.Float64("req-seconds", 10, "seconds per REQ shape")
 	fs.IntVar(&c.kind, "kind", 9, "event kind: 9 (channel message, indexed for search) or 1 (note, not indexed)")
 	pids := fs.String("pids", "", "CPU to report: name=PID[+PID…],… e.g. relay=123,postgres=456")
@@ -106,6 +109,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.idle.heapProfile, "heap-profile", "", "idle: file the --pprof profile is saved to, for go tool pprof")
 	searchWords := fs.String("search-words", "", "req: comma-separated words, each measured as a NIP-50 search shape after the four REQ shapes")
 	targets := fs.String("req-targets", "", "req: JSON file of a preloaded dataset's authors, e and p values (cmd/buzz-fixture --targets)")
+	fs.StringVar(&c.abuse.host, "abuse-host", "", "abuse: host of the attacked community, served by the first --relay (the honest clients stay in --relay's own)")
+	abuseSecs := fs.Float64("abuse-seconds", 15, "abuse: seconds of each window, the baseline and the attack")
+	fs.IntVar(&c.abuse.honest, "abuse-honest", 16, "abuse: honest sockets, each its own key")
+	fs.Float64Var(&c.abuse.rate, "abuse-rate", 0.8, "abuse: publish+REQ pairs per second of each honest socket (within the default per-user quotas)")
+	fs.IntVar(&c.abuse.seed, "abuse-seed", 5000, "abuse: kind 1 notes stored in the attacked community before the first window")
+	fs.Float64Var(&c.abuse.opts.Scale, "abuse-scale", 1, "abuse: size of the attacks (1: full size; below 1 against an undefended relay, whose wide REQ otherwise holds a core for hours)")
+	fs.IntVar(&c.abuse.opts.Concurrency, "abuse-conc", 64, "abuse: the attacker's requests in flight in the read flood")
+	fs.IntVar(&c.abuse.opts.FrameBytes, "abuse-frame", 524288, "abuse: the relay's frame limit (BUZZ_MAX_FRAME_BYTES), which the big events are sized to")
+	fs.DurationVar(&c.abuse.opts.OpTimeout, "abuse-op-timeout", 5*time.Second, "abuse: cap on one attacker request")
+	abuseAttacks := fs.String("abuse-attacks", "all", "abuse: comma-separated attacks, in order: "+strings.Join(abuse.Names(), ", ")+", or all")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -127,6 +140,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 			c.searchWords = append(c.searchWords, w)
 		}
 	}
+	if err := parseAbuse(&c.abuse, *abuseSecs, *abuseAttacks); err != nil {
+		return c, err
+	}
 	if *targets != "" {
 		if c.targets, err = loadTargets(*targets); err != nil {
 			return c, err
@@ -141,7 +157,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	c.reqDuration = time.Duration(*reqSecs * float64(time.Second))
 	for p := range strings.SplitSeq(*phases, ",") {
 		if !knownPhases[p] {
-			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req, fanout, idle)", p)
+			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req, fanout, idle, abuse)", p)
+		}
+		if p == "abuse" && (c.abuse.host == "" || strings.EqualFold(c.abuse.host, hostOf(c.relays[0]))) {
+			return c, errf("--phase abuse needs --abuse-host, a community other than --relay's")
 		}
 		c.phases = append(c.phases, p)
 	}

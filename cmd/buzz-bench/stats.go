@@ -57,3 +57,12 @@ func checkLoopbackFlag(name, relay string) error {
 	}
 	return errf("%s %q: buzz-bench only targets loopback hosts (localhost, 127.0.0.0/8, ::1)", name, relay)
 }
+
+// hostOf is the host (and port) of a relay URL, "" when it does not parse.
+func hostOf(relay string) string {
+	u, err := url.Parse(relay)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}

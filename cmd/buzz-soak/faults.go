@@ -64,6 +64,8 @@ func (s *soakRun) inject(ctx context.Context, name string) faultReport {
 		err = s.slowClient(ctx, &r)
 	case "storm":
 		err = s.storm(ctx, &r)
+	case "abuse":
+		err = s.abuseFault(ctx, &r)
 	}
 	r.ended = time.Now()
 	r.ForS = round1(r.ended.Sub(r.began).Seconds())

@@ -55,6 +55,8 @@ type config struct {
 	listenerDown time.Duration
 	stormConns   int
 	stormFor     time.Duration
+	abuseFor     time.Duration // the abuse fault's attacks together
+	abuseScale   float64
 	settle       time.Duration // how long the end checks wait for queues to drain
 	seed         uint64
 	// relayEnv are extra KEY=value settings of every relay (--relay-env),
@@ -63,7 +65,7 @@ type config struct {
 }
 
 // faultNames lists the scenarios in the order a run with "all" injects them.
-var faultNames = []string{"kill-relay", "pg-fast", "pg-immediate", "redis", "listener", "slow-client", "storm"}
+var faultNames = []string{"kill-relay", "pg-fast", "pg-immediate", "redis", "listener", "slow-client", "storm", "abuse"}
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -83,6 +85,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.listenerDown, "listener-down", time.Minute, "how long the listener endpoint fails in listener")
 	fs.IntVar(&c.stormConns, "storm-conns", 3000, "storm: connections opened, each sending a failed AUTH")
 	fs.DurationVar(&c.stormFor, "storm-time", 10*time.Second, "storm: cap on its duration")
+	fs.DurationVar(&c.abuseFor, "abuse-time", 45*time.Second, "abuse: how long the attacks run, all together (each gets an equal share)")
+	fs.Float64Var(&c.abuseScale, "abuse-scale", 1, "abuse: size of the attacks (1: full size, see docs/PERFORMANCE.md \"Abuse benchmark\")")
 	fs.DurationVar(&c.settle, "settle", 2*time.Minute, "cap on the wait for the audit and listener queues to drain at the end")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the operation mix")
 	c.relayEnv = map[string]string{}
@@ -103,8 +107,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.relays < 1 || c.conns < 3 || c.duration <= 0 || c.maxOps < 1 || c.opWait <= 0 || c.settle <= 0 {
 		return c, errors.New("--relays ≥ 1, --conns ≥ 3 (one per community), --duration, --max-ops, --op-timeout and --settle must be positive")
 	}
-	if c.pgDown <= 0 || c.redisOff <= 0 || c.listenerDown <= 0 || c.stormConns < 1 || c.stormFor <= 0 {
-		return c, errors.New("--pg-down, --redis-down, --listener-down, --storm-conns and --storm-time must be positive")
+	if c.pgDown <= 0 || c.redisOff <= 0 || c.listenerDown <= 0 || c.stormConns < 1 || c.stormFor <= 0 || c.abuseFor <= 0 || c.abuseScale <= 0 {
+		return c, errors.New("--pg-down, --redis-down, --listener-down, --storm-conns, --storm-time, --abuse-time and --abuse-scale must be positive")
 	}
 	for f := range strings.SplitSeq(*faults, ",") {
 		switch f = strings.TrimSpace(f); {

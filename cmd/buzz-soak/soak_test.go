@@ -22,6 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/buzz-relay/buzz/internal/abuse"
 )
 
 // relayBin is the buzz-relay TestMain built.
@@ -156,6 +158,18 @@ func TestSoakFaults(t *testing.T) {
 			require.Positive(t, f.Observed["storm_cpu_cores"])
 			require.NotEmpty(t, f.HonestP99ms, "honest clients worked during the storm")
 			require.Empty(t, f.HonestFailed, "no honest operation failed during the storm")
+		}},
+		{"abuse", []string{"--abuse-time", "18s", "--abuse-scale", "0.02"}, func(t *testing.T, sum *summary, f faultReport) {
+			// Every attack ran and its answers were counted by prefix;
+			// the honest load went on beside it, before and during.
+			require.Positive(t, f.Observed["seeded"], f.Observed)
+			per := f.Observed["attacks"].(map[string]map[string]int)
+			for _, name := range abuse.Names() {
+				require.NotEmpty(t, per[name], "attack %s: %v", name, f.Observed)
+			}
+			require.NotEmpty(t, f.Observed["attacker"], f.Observed)
+			require.NotEmpty(t, f.HonestP99ms, "honest clients worked during the attacks")
+			require.NotEmpty(t, f.BeforeP99ms, "and before them")
 		}},
 	}
 	for _, c := range cases {
