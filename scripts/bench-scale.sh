@@ -130,15 +130,10 @@ for i in 1 2 3 4; do
   free_port "metrics_port[$i]"
 done
 
-# Per-user quotas off (docs/OPERATIONS.md "Per-user quotas"): the load
-# publishes faster than any person would; BENCH_ENV can set them again.
-quotas_off="BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN=0 BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN=0
-  BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC=0 BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN=0
-  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0"
 # start_relay I DBURL starts process I on the database at DBURL.
 start_relay() {
   local i=$1 db=$2
-  env $quotas_off ${BENCH_ENV:-} DATABASE_URL="$db" REDIS_URL="$redis_url" BUZZ_RELAY_PRIVATE_KEY="$relay_key" \
+  env ${BENCH_ENV:-} DATABASE_URL="$db" REDIS_URL="$redis_url" BUZZ_RELAY_PRIVATE_KEY="$relay_key" \
     BUZZ_AUTO_MIGRATE=true RELAY_URL="ws://localhost:${app_port[1]}" BUZZ_DATA_DIR="$dir/data-$i" \
     BUZZ_BIND_ADDR="127.0.0.1:${app_port[i]}" BUZZ_HEALTH_PORT="${health_port[i]}" \
     BUZZ_METRICS_PORT="${metrics_port[i]}" BUZZ_LOG_LEVEL=warn \

@@ -35,15 +35,10 @@ else
   go build -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench
   relay_bin=$bin/buzz-relay
 fi
-# Per-user quotas off (docs/OPERATIONS.md "Per-user quotas"): the load
-# publishes faster than any person would; BENCH_ENV can set them again.
-quotas_off="BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN=0 BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN=0
-  BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC=0 BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN=0
-  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0"
 port=${BENCH_PORT:-3390}
 for run in $(seq 1 "$runs"); do
   data="$bin/data-$run"
-  env $quotas_off ${BENCH_ENV:-} BUZZ_DATA_DIR="$data" BUZZ_LOG_LEVEL=warn BUZZ_BIND_ADDR=127.0.0.1:$port \
+  env ${BENCH_ENV:-} BUZZ_DATA_DIR="$data" BUZZ_LOG_LEVEL=warn BUZZ_BIND_ADDR=127.0.0.1:$port \
     RELAY_URL=ws://localhost:$port BUZZ_HEALTH_PORT=$((port + 1)) BUZZ_METRICS_PORT=$((port + 2)) \
     "$relay_bin" >"$bin/relay-$run.log" 2>&1 &
   relay=$!

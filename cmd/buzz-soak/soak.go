@@ -123,14 +123,6 @@ func setUp(ctx context.Context, cfg config, progress io.Writer) (*soakRun, error
 		// sets (OPERATIONS, Connection storms): the storm dials from an
 		// address of its own, the honest clients stay within the burst.
 		"BUZZ_WS_CONNECT_RATE": "20",
-		// Per-user quotas off: the soak's writers publish far faster than
-		// a person, and its figures stay comparable with earlier runs.
-		"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN":           "0",
-		"BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN":          "0",
-		"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC":          "0",
-		"BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN":  "0",
-		"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN": "0",
-		"BUZZ_CHANNEL_CREATES_PER_HOUR":                    "0",
 	}
 	for k, v := range cfg.relayEnv {
 		env[k] = v
