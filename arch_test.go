@@ -26,12 +26,12 @@ var may = map[string]string{
 	"read":        "channelwindow event metrics replica search store threadwindow wire",
 	"search":      "event pg",
 	"auth":        "event tenant",
-	"ingest":      "audit event metrics pg store tenant wire",
-	"wsapi":       "auth event ingest metrics pubsub read service tenant testsignal wire",
-	"httpapi":     "auth event ingest metrics read tenant wire",
+	"ingest":      "admission audit event metrics pg store tenant wire",
+	"wsapi":       "admission auth event ingest metrics pubsub read service tenant testsignal wire",
+	"httpapi":     "admission auth event ingest metrics read tenant wire",
 	"client":      "event wire",
 	"abuse":       "client event wire",
-	"app":         "audit auth config event health httpapi ingest listener maintenance metrics notify pg pgcluster pubsub read replica service store tenant wsapi",
+	"app":         "admission audit auth config event health httpapi ingest listener maintenance metrics notify pg pgcluster pubsub read replica service store tenant wsapi",
 	"dbtest":      "pg pgcluster",
 	"eventtest":   "event",
 	"logtest":     "",
@@ -56,6 +56,9 @@ var may = map[string]string{
 	// operator listeners: signed mention notifications, the delivery worker
 	"notify":   "auth event",
 	"listener": "event metrics notify pg service store testsignal",
+
+	// per-user admission: quotas counted in Redis or in the process
+	"admission": "metrics",
 
 	// NIP-CW window modes (50-windows.md), run by the read door
 	"threadwindow":  "event metrics pg replica store",

@@ -108,6 +108,13 @@ func startRelay(ctx context.Context, dbURL string, log *slog.Logger) (*target, e
 		"BUZZ_HEALTH_PORT":  port(1),
 		"BUZZ_METRICS_PORT": port(2),
 		"BUZZ_LOG_LEVEL":    "warn",
+		// Per-user quotas off: the benchmark reads far faster than a person.
+		"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN":           "0",
+		"BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN":          "0",
+		"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC":          "0",
+		"BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN":  "0",
+		"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN": "0",
+		"BUZZ_CHANNEL_CREATES_PER_HOUR":                    "0",
 	}
 	cfg, _, err := relayconfig.Load(func(k string) string { return vars[k] }, nil)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
@@ -73,6 +74,8 @@ type Relay struct {
 	// ProcessID names this process in logs, control messages and its
 	// barrier topic: a random UUID per start.
 	ProcessID string
+	// Admission is the per-user quotas; nil when every quota is off.
+	Admission *admission.Limiter
 	// Services are the background jobs Run owns.
 	Services  *Services
 	RelayKey  []byte
@@ -152,6 +155,14 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		return nil, err
 	}
 	a.Services.PubSub = a.Bus
+	if a.Admission, err = newAdmission(a, observer); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok {
+			a.Admission.Close()
+		}
+	}()
 	fan := &fanout{a: a}
 	a.Pipeline = ingest.New(ingest.Config{
 		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
@@ -159,6 +170,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
 		InterruptFunc: fan.interrupt, ResolveTimeout: cfg.AmbiguousCommitTimeout,
+		Admission: a.Admission, MaxPTags: cfg.Admission.MaxPTags,
 	})
 	a.Relay = wsapi.New(wsapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
@@ -167,7 +179,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: observer, Bus: a.Bus,
+		Audit: observer, Bus: a.Bus, Admission: a.Admission,
 	})
 	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
@@ -188,7 +200,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 			ReplayHost: cfg.RelayHost, Registry: a.Store},
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		Audit: observer,
+		Audit: observer, Admission: a.Admission,
 	})
 	ok = true
 	return a, nil
@@ -316,12 +328,14 @@ func (a *Relay) drain() {
 	a.Log.Info("drain complete")
 }
 
-// Close releases the audit pool, the database and the private cluster.
+// Close releases the audit pool, the quotas' Redis connections, the
+// database and the private cluster.
 func (a *Relay) Close() {
 	if a.Pipeline != nil {
 		a.Pipeline.Close()
 	}
 	a.Audit.close()
+	a.Admission.Close()
 	a.DB.Close()
 }
 

@@ -162,6 +162,8 @@ type Config struct {
 	// LogFormat is "auto" (JSON unless stdout is a terminal), "json" or "text"
 	// (BUZZ_LOG_FORMAT). Default "auto".
 	LogFormat string
+	// Admission is the per-user quotas and the p-tag cap (admission.go).
+	Admission Admission
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -252,6 +254,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.OperatorAPIOrigin = l.operatorOrigin("RELAY_OPERATOR_API_ORIGIN")
 	c.LogLevel = l.logLevel("BUZZ_LOG_LEVEL")
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
+	c.Admission = l.admission()
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -320,6 +323,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("operator_listener_timeout_ms", c.OperatorListenerTimeout.Milliseconds()),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
+		slog.Any("admission", c.Admission),
 	)
 }
 
@@ -358,6 +362,10 @@ var knownVariables = []string{
 	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",
 	"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS",
 	"BUZZ_LOG_LEVEL", "BUZZ_LOG_FORMAT", "BUZZ_PRIVATE_KEY",
+	// per-user admission (admission.go)
+	"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN", "BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN",
+	"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC", "BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN",
+	"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN", "BUZZ_CHANNEL_CREATES_PER_HOUR", "BUZZ_MAX_P_TAGS",
 }
 
 // reservedPrefixes belong to other spec files (search, audit, read state,

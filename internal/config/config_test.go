@@ -75,6 +75,8 @@ func TestLoad(t *testing.T) {
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
 			OperatorListenerTimeout: 5 * time.Second,
+			Admission: Admission{HumanMessagesPerMin: 60, HumanAPICallsPerMin: 300, HumanWSEventsPerSec: 10,
+				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
 		}, c)
 	})
 
@@ -121,6 +123,13 @@ func TestLoad(t *testing.T) {
 			"RELAY_OPERATOR_API_ORIGIN", "https://relay.example/",
 			"BUZZ_LOG_LEVEL", "DEBUG",
 			"BUZZ_LOG_FORMAT", "Json",
+			"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN", "1",
+			"BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN", "2",
+			"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC", "3",
+			"BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN", "4",
+			"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN", "5",
+			"BUZZ_CHANNEL_CREATES_PER_HOUR", "0",
+			"BUZZ_MAX_P_TAGS", "7",
 		)
 		require.NoError(t, err)
 		require.Empty(t, warnings)
@@ -168,6 +177,8 @@ func TestLoad(t *testing.T) {
 			AuthTimeout:             5 * time.Second,
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
+			Admission: Admission{HumanMessagesPerMin: 1, HumanAPICallsPerMin: 2, HumanWSEventsPerSec: 3,
+				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
 		}, c)
 	})
 

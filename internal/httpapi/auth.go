@@ -31,8 +31,9 @@ type routeFunc func(ctx context.Context, rq *bridgeRequest) (any, error)
 
 // bridge runs the checks every bridge request passes, in the order of spec
 // 10 §8.1: community from Host (404) → body ≤ 1 MiB (413) → NIP-98 (401) →
-// replay (401) → relay membership (403), then the route, which parses the
-// body (400) and does its work. OPTIONS is the CORS preflight.
+// replay (401) → relay membership (403) → the signer's bridge quota (429),
+// then the route, which parses the body (400) and does its work. OPTIONS is
+// the CORS preflight.
 func (s *Server) bridge(route routeFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodOptions {
@@ -80,6 +81,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*bridgeRequest, 
 		return nil, err
 	}
 	if err := s.requireMember(ctx, t, pubkey); err != nil {
+		return nil, err
+	}
+	if err := s.chargeCall(ctx, t, pubkey); err != nil {
 		return nil, err
 	}
 	return &bridgeRequest{tenant: t, pubkey: pubkey, body: body}, nil

@@ -4,7 +4,8 @@
 // with its CORS rules.
 //
 // It owns the order of the bridge's checks (host → body size → NIP-98 →
-// replay → relay membership → body parse → route logic), the filter-list
+// replay → relay membership → the signer's bridge quota → body parse →
+// route logic), the filter-list
 // checks of the bridge, the one ingest.Code → HTTP status table
 // (errors.go) and the JSON error bodies.
 //

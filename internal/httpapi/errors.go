@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/read"
@@ -20,6 +21,8 @@ var statusOfCode = map[ingest.Code]int{
 	ingest.Rejected:  http.StatusBadRequest,
 	ingest.Forbidden: http.StatusForbidden,
 	ingest.Internal:  http.StatusInternalServerError,
+	// RateLimited: a quota of the sender (ingest/admission.go), with Retry-After.
+	ingest.RateLimited: http.StatusTooManyRequests,
 }
 
 // statusOf returns the HTTP status of a pipeline result code; an unknown
@@ -92,6 +95,8 @@ type errorBody struct {
 type apiError struct {
 	status int
 	body   errorBody
+	// retryAfter, when above 0, is sent as Retry-After (seconds).
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.body.Error }
@@ -134,6 +139,9 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	if errors.As(err, &ae) {
+		if ae.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+		}
 		writeJSON(w, ae.status, ae.body)
 		return
 	}

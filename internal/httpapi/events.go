@@ -53,6 +53,8 @@ func (s *Server) events(ctx context.Context, rq *bridgeRequest) (any, error) {
 		// The pipeline has logged the cause; the client sees only the fixed body.
 		return nil, fmt.Errorf("submit event %s: pipeline answered %q", ev.ID, res.Message)
 	default:
-		return nil, refuse(status, res.Message)
+		ae := refuse(status, res.Message)
+		ae.retryAfter = res.RetryAfter
+		return nil, ae
 	}
 }

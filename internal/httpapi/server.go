@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
@@ -67,6 +68,9 @@ type Config struct {
 	// MaxFrameBytes (BUZZ_MAX_FRAME_BYTES, default 524288) is NIP-11's
 	// limitation.max_message_length.
 	MaxFrameBytes int
+	// Admission charges each bridge call to its signer's api_calls quota
+	// before the body is parsed. Nil admits every call.
+	Admission *admission.Limiter
 	// Operator configures the operator-listener registration route
 	// (spec 60 §4).
 	Operator OperatorConfig

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/store"
 )
@@ -56,7 +57,7 @@ func canonicalName(s string) string {
 }
 
 // authorize runs the stateless part of step 16: tags and values.
-func (groupFamily) authorize(_ context.Context, _ *Pipeline, req *Request, rt route) (change, error) {
+func (groupFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt route) (change, error) {
 	ev := &req.Event
 	c := groupChange{channel: rt.channel, chosen: rt.channel != ""}
 	g := &c.cmd
@@ -89,6 +90,9 @@ func (groupFamily) authorize(_ context.Context, _ *Pipeline, req *Request, rt ro
 		g.about = ev.Tags.First("about").Value()
 		if c.channel == "" {
 			c.channel = uuid.NewString()
+		}
+		if err := p.admit(ctx, req, admission.ChannelCreates); err != nil {
+			return nil, err
 		}
 	case event.KindPutUser, event.KindRemoveUser:
 		p := ev.Tags.First("p")

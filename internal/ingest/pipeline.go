@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
@@ -23,6 +24,8 @@ const (
 	MaxClockDrift   = 900 * time.Second
 	MaxDTagBytes    = 1024
 	MaxEmojiChars   = 64
+	// DefaultMaxPTags is Config.MaxPTags's default (BUZZ_MAX_P_TAGS).
+	DefaultMaxPTags = 100
 )
 
 // Config configures a Pipeline.
@@ -55,6 +58,13 @@ type Config struct {
 	// AuditWakeFunc, when set, is called after each commit that wrote
 	// intents: the local chainer's Wake. It must not block.
 	AuditWakeFunc func()
+	// Admission charges each event to its author's messages quota, and a
+	// channel creation to the channel-creation quota (admission.go). Nil
+	// admits everything.
+	Admission *admission.Limiter
+	// MaxPTags is the most p tags an event may carry (BUZZ_MAX_P_TAGS).
+	// Default DefaultMaxPTags.
+	MaxPTags int
 	// GroupCommitMax is the most one-statement inserts committed together
 	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
 	// alone.
@@ -97,6 +107,9 @@ func New(cfg Config) *Pipeline {
 	}
 	if cfg.ResolveTimeout <= 0 {
 		cfg.ResolveTimeout = DefaultResolveTimeout
+	}
+	if cfg.MaxPTags <= 0 {
+		cfg.MaxPTags = DefaultMaxPTags
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
 	p.resolve = newResolver(p)
@@ -148,6 +161,9 @@ func (p *Pipeline) Submit(ctx context.Context, req Request) Result {
 func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	ev := &req.Event
 	if err := p.check(req); err != nil { // steps 1–8
+		return p.answer(ctx, req, err)
+	}
+	if err := p.admit(ctx, req, admission.Messages); err != nil { // the author is verified: charge it
 		return p.answer(ctx, req, err)
 	}
 	if event.IsEphemeral(ev.Kind) {
@@ -257,6 +273,9 @@ func (p *Pipeline) check(req *Request) error {
 	case event.RelayOnly.Has(ev.Kind): // 4
 		return reject(wire.Restricted, "relay-only kind")
 	}
+	if n := countPTags(ev); n > p.cfg.MaxPTags { // before the id is hashed: nothing grows with them
+		return &refusal{Result{Code: Rejected, Message: wire.TooManyPTags(n, p.cfg.MaxPTags)}}
+	}
 	if computed, ok := ev.CheckID(); !ok { // 5
 		return invalid("invalid event id: computed %s, got %s", computed, ev.ID)
 	}
@@ -358,7 +377,7 @@ func rejectReason(r Result) string {
 	switch prefix {
 	case wire.AuthRequired:
 		return "auth"
-	case wire.Invalid, wire.Restricted, wire.Duplicate:
+	case wire.Invalid, wire.Restricted, wire.Duplicate, wire.RateLimited:
 		return prefix
 	}
 	if strings.HasPrefix(r.Message, "invalid") { // "invalid visibility: …" has no colon after invalid

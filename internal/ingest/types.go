@@ -52,6 +52,9 @@ const (
 	Forbidden
 	// Internal means a failure of ours. OK false "error: internal server error", HTTP 500.
 	Internal
+	// RateLimited means the sender is past one of its quotas. OK false
+	// "rate-limited: quota exceeded; retry in <n>s", HTTP 429.
+	RateLimited
 )
 
 // Result is the pipeline's answer to one Request.
@@ -59,6 +62,9 @@ type Result struct {
 	Code Code
 	// Message is the exact OK message (empty for Accepted).
 	Message string
+	// RetryAfter is, for RateLimited, the seconds until the quota's window
+	// ends (the HTTP Retry-After).
+	RetryAfter int
 	// After, when set, is dispatch that must run after the answer was
 	// queued (evictions of revoked subscriptions). The door calls it.
 	After func()

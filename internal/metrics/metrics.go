@@ -20,7 +20,7 @@ var (
 // the series exist (at 0) from the first scrape.
 var (
 	// RejectReasons are the values of buzz_events_rejected_total's reason label.
-	RejectReasons = []string{"auth", "invalid", "restricted", "duplicate", "error"}
+	RejectReasons = []string{"auth", "invalid", "restricted", "duplicate", "rate-limited", "error"}
 	// Transports are the values of buzz_events_rejected_total's transport label.
 	Transports = []string{"ws", "http"}
 	// AuthMethods are the values of buzz_auth_attempts_total's method label.
@@ -132,6 +132,8 @@ type Metrics struct {
 	Listener Listener
 	// Window holds the NIP-CW window metrics of 50-windows.md §10.
 	Window Window
+	// Admission holds the per-user admission metrics (admission.go).
+	Admission Admission
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -264,6 +266,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.ReadState = newReadState(reg)
 	m.Listener = newListener(reg)
 	m.Window = newWindow(reg)
+	m.Admission = newAdmission(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

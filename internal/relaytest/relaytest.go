@@ -41,6 +41,18 @@ type Relay struct {
 	stopOnce   sync.Once
 }
 
+// QuotasOff turns every per-user quota off. Start applies it before env,
+// so tests and benchmarks keep their behaviour; a test of a quota sets
+// its own.
+var QuotasOff = map[string]string{
+	"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN":           "0",
+	"BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN":          "0",
+	"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC":          "0",
+	"BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN":  "0",
+	"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN": "0",
+	"BUZZ_CHANNEL_CREATES_PER_HOUR":                    "0",
+}
+
 // Start runs a relay with the given environment overrides on a fresh
 // database (or on env["DATABASE_URL"] when the caller names one, as
 // benchmarks that keep a loaded dataset do). Its warnings go to the test's
@@ -76,6 +88,9 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 		"BUZZ_DB_POOL_SIZE":       "10",
 		"BUZZ_LOG_LEVEL":          "warn",
 		"BUZZ_REQUIRE_AUTH_TOKEN": "true",
+	}
+	for k, v := range QuotasOff {
+		vars[k] = v
 	}
 	for k, v := range env {
 		vars[k] = v

@@ -16,6 +16,10 @@ func (c *conn) handleCount(id string, filters []event.Filter) {
 		c.reply(wire.Closed(id, wire.MsgNotAuthenticated))
 		return
 	}
+	if msg := c.chargeFrame(pubkey); msg != "" {
+		c.reply(wire.Closed(id, msg))
+		return
+	}
 	if !c.srv.acquire() {
 		c.auditRateLimited()
 		c.reply(wire.Closed(id, wire.MsgRateLimited))

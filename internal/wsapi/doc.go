@@ -6,7 +6,9 @@
 //
 // It owns the NIP-42 handshake state of a connection, the WebSocket door's
 // checks W1–W3 (spec 10 §1.2), the REQ steps of §7.5, COUNT, CLOSE, the
-// per-connection limits of §7.11 and the transport metrics of §11.2.
+// per-connection limits of §7.11, the charge of each authenticated EVENT,
+// REQ and COUNT frame to its pubkey's WebSocket quota (quota.go) and the
+// transport metrics of §11.2.
 //
 // It does NOT store or validate events beyond W1–W3: every EVENT goes to the
 // Submitter (the ingest pipeline), which fans committed and ephemeral events

@@ -10,6 +10,7 @@ import (
 const (
 	rejectAuth         = "auth"
 	rejectInvalid      = "invalid"
+	rejectRateLimited  = "rate-limited"
 	transportWebSocket = "ws"
 )
 
@@ -21,6 +22,11 @@ func (c *conn) handleEvent(ev event.Event) {
 	if !ok {
 		c.rejected(rejectAuth)
 		c.reply(wire.OK(ev.ID, false, wire.MsgNotAuthenticated))
+		return
+	}
+	if msg := c.chargeFrame(pubkey); msg != "" {
+		c.rejected(rejectRateLimited)
+		c.reply(wire.OK(ev.ID, false, msg))
 		return
 	}
 	if !c.srv.acquire() {

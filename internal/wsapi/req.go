@@ -40,6 +40,10 @@ func (c *conn) handleReq(id string, filters []event.Filter) {
 		c.mu.Unlock()
 		return
 	}
+	if msg := c.chargeFrame(pubkey); msg != "" {
+		c.refuseReq(id, msg)
+		return
+	}
 	if !c.srv.acquire() {
 		c.auditRateLimited()
 		c.reply(wire.Closed(id, wire.MsgRateLimited))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
@@ -92,6 +93,9 @@ type Config struct {
 	AuthTimeout time.Duration
 	// MembershipRecheck is the relay-membership revalidation interval. Default 60 s.
 	MembershipRecheck time.Duration
+	// Admission charges the EVENT, REQ and COUNT frames of authenticated
+	// connections to their pubkey's WebSocket quota. Nil admits every frame.
+	Admission *admission.Limiter
 	// Bus carries live traffic to and from the other relay processes
 	// (REDIS_URL, spec 70): subscriptions retain its topics, REQs wait for
 	// them and for its barrier. Nil for a single process.
