@@ -74,6 +74,7 @@ func TestLoad(t *testing.T) {
 			AuthTimeout:             5 * time.Second,
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
+			AmbiguousCommitTimeout:  30 * time.Second,
 			OperatorListenerTimeout: 5 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 60, HumanAPICallsPerMin: 300, HumanWSEventsPerSec: 10,
 				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
@@ -177,6 +178,7 @@ func TestLoad(t *testing.T) {
 			AuthTimeout:             5 * time.Second,
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
+			AmbiguousCommitTimeout:  30 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 1, HumanAPICallsPerMin: 2, HumanWSEventsPerSec: 3,
 				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
 		}, c)
