@@ -162,6 +162,9 @@ type Config struct {
 	// LogFormat is "auto" (JSON unless stdout is a terminal), "json" or "text"
 	// (BUZZ_LOG_FORMAT). Default "auto".
 	LogFormat string
+	// Filters are the filter, subscription and connection caps
+	// (BUZZ_FILTER_MAX_*, BUZZ_SUB_MAX_INDEX_KEYS, BUZZ_CONN_MAX_*; filters.go).
+	Filters FilterLimits
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -246,6 +249,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.OperatorAPIOrigin = l.operatorOrigin("RELAY_OPERATOR_API_ORIGIN")
 	c.LogLevel = l.logLevel("BUZZ_LOG_LEVEL")
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
+	c.Filters = l.filterLimits()
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -314,6 +318,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("operator_listener_timeout_ms", c.OperatorListenerTimeout.Milliseconds()),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
+		slog.Any("filters", c.Filters),
 	)
 }
 
@@ -352,6 +357,9 @@ var knownVariables = []string{
 	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",
 	"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS",
 	"BUZZ_LOG_LEVEL", "BUZZ_LOG_FORMAT", "BUZZ_PRIVATE_KEY",
+	"BUZZ_FILTER_MAX_IDS", "BUZZ_FILTER_MAX_AUTHORS", "BUZZ_FILTER_MAX_KINDS",
+	"BUZZ_FILTER_MAX_TAG_VALUES", "BUZZ_FILTER_MAX_TAG_KEYS",
+	"BUZZ_SUB_MAX_INDEX_KEYS", "BUZZ_CONN_MAX_INDEX_KEYS", "BUZZ_CONN_MAX_FILTER_BYTES",
 }
 
 // reservedPrefixes belong to other spec files (search, audit, read state,

@@ -75,6 +75,7 @@ func TestLoad(t *testing.T) {
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
 			OperatorListenerTimeout: 5 * time.Second,
+			Filters:                 defaultFilterLimits,
 		}, c)
 	})
 
@@ -168,6 +169,7 @@ func TestLoad(t *testing.T) {
 			AuthTimeout:             5 * time.Second,
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
+			Filters:                 defaultFilterLimits,
 		}, c)
 	})
 

@@ -130,6 +130,9 @@ type Metrics struct {
 	Window Window
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
+	// FilterCapRefusals is buzz_filter_cap_refusals_total{cap} (counter):
+	// requests refused by a filter cap; cap in FilterCaps (filters.go).
+	FilterCapRefusals *prometheus.CounterVec
 
 	pool *poolCollector
 }
@@ -257,6 +260,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Listener = newListener(reg)
 	m.Window = newWindow(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
+	m.FilterCapRefusals = newFilterCapRefusals(reg)
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series
 	}
