@@ -67,6 +67,11 @@ type Config struct {
 	// MaxFrameBytes (BUZZ_MAX_FRAME_BYTES, default 524288) is NIP-11's
 	// limitation.max_message_length.
 	MaxFrameBytes int
+	// SubMaxIndexKeys, ConnMaxIndexKeys and ConnMaxFilterBytes are the
+	// WebSocket door's subscription caps (BUZZ_SUB_MAX_INDEX_KEYS,
+	// BUZZ_CONN_MAX_INDEX_KEYS, BUZZ_CONN_MAX_FILTER_BYTES), advertised in
+	// NIP-11's limitation; zero advertises the wsapi default.
+	SubMaxIndexKeys, ConnMaxIndexKeys, ConnMaxFilterBytes int
 	// Operator configures the operator-listener registration route
 	// (spec 60 §4).
 	Operator OperatorConfig
