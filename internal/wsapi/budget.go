@@ -35,10 +35,11 @@ func (s *Server) planSub(sub *subscription, channels []string) (p plan, refusal,
 		}
 	}
 	community := sub.conn.tenant.CommunityID
-	if n := indexKeyCount(sub.filters, p.channels); n > s.cfg.SubMaxIndexKeys {
+	n := indexKeyCount(sub.filters, p.channels)
+	if n > s.cfg.SubMaxIndexKeys {
 		return plan{}, wire.SubscriptionTooManyIndexKeys(n, s.cfg.SubMaxIndexKeys), "subscription_index_keys"
 	}
-	p.keys = keysOf(community, sub.filters, p.channels)
+	p.keys = keysOf(community, sub.filters, p.channels, n)
 	p.match = make([]*event.Matcher, len(sub.filters))
 	var buf []byte
 	for i := range sub.filters {
@@ -121,11 +122,11 @@ func indexKeyCount(filters []event.Filter, channels map[string]struct{}) int {
 }
 
 // keysOf builds the distinct index keys of the filters, deduplicated with
-// a set; call it after indexKeyCount allowed them. A filter with kinds []
-// gets none.
-func keysOf(community string, filters []event.Filter, channels map[string]struct{}) []indexKey {
-	var keys []indexKey
-	seen := make(map[indexKey]struct{})
+// a set sized for n, their count; call it after indexKeyCount allowed them.
+// A filter with kinds [] gets none.
+func keysOf(community string, filters []event.Filter, channels map[string]struct{}, n int) []indexKey {
+	keys := make([]indexKey, 0, n)
+	seen := make(map[indexKey]struct{}, n)
 	add := func(k indexKey) {
 		if _, dup := seen[k]; !dup {
 			seen[k] = struct{}{}

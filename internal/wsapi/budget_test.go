@@ -43,7 +43,7 @@ func TestIndexKeyCount(t *testing.T) {
 			}
 		}
 		for _, scope := range []map[string]struct{}{nil, chans} {
-			want := len(keysOf("x", filters, scope))
+			want := len(keysOf("x", filters, scope, 0))
 			require.Equal(t, want, indexKeyCount(filters, scope))
 		}
 	}
@@ -51,7 +51,7 @@ func TestIndexKeyCount(t *testing.T) {
 	for i := range many {
 		many[i] = event.Filter{Kinds: []int{i % 3, 7}, Tags: map[string][]string{"p": {"a", strconv.Itoa(i % 5)}}}
 	}
-	require.Equal(t, len(keysOf("x", many, nil)), indexKeyCount(many, nil))
+	require.Equal(t, len(keysOf("x", many, nil, 0)), indexKeyCount(many, nil))
 }
 
 // capReq returns a REQ filter of kinds 1…kinds and ps #p values.
