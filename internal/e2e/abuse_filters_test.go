@@ -209,4 +209,30 @@ func TestAbuseFilters(t *testing.T) {
 		afStored(t, r, host, []event.Event{acked[0], acked[1], acked[2], acked[4]})
 		afStored(t, r, other, acked[3:4])
 	})
+
+	t.Run("Configured", func(t *testing.T) {
+		t.Parallel()
+		rc := relaytest.Start(t, map[string]string{
+			"BUZZ_FILTER_MAX_KINDS": "2", "BUZZ_FILTER_MAX_TAG_VALUES": "3",
+			"BUZZ_SUB_MAX_INDEX_KEYS": "4", "BUZZ_CONN_MAX_INDEX_KEYS": "5", "BUZZ_CONN_MAX_FILTER_BYTES": "1024",
+		})
+		status, body := rc.HTTP(t, "", http.MethodGet, "/info", nil, nil)
+		require.Equal(t, http.StatusOK, status)
+		var doc struct{ Limitation map[string]any }
+		require.NoError(t, json.Unmarshal(body, &doc))
+		for key, want := range map[string]float64{"max_filter_kinds": 2, "max_filter_tag_values": 3,
+			"max_subscription_index_keys": 4, "max_connection_index_keys": 5, "max_connection_filter_bytes": 1024} {
+			require.Equal(t, want, doc.Limitation[key], key)
+		}
+		w := rc.Dial(t, "")
+		w.Auth(eventtest.NewKey())
+		_, closed, _ := w.Req("s", map[string]any{"kinds": []int{1, 2, 3}})
+		require.Equal(t, `invalid: filter "kinds" has 3 values (maximum 2)`, closed)
+		_, closed, _ = w.Req("s", map[string]any{"kinds": []int{1, 2}, "#p": []string{"a", "b", "c"}})
+		require.Equal(t, "invalid: subscription needs 6 index keys (maximum 4)", closed)
+		_, closed, eose := w.Req("s", map[string]any{"kinds": []int{1, 2}, "#p": []string{"a", "b"}})
+		require.True(t, eose, closed)
+		_, closed, _ = w.Req("t", map[string]any{"kinds": []int{1, 2}})
+		require.Equal(t, "blocked: connection would hold 6 index keys (maximum 5); close a subscription first", closed)
+	})
 }
