@@ -75,6 +75,38 @@ func TestSubscriptionCaps(t *testing.T) {
 	t.Parallel()
 	db := newTestDB(t)
 
+	t.Run("FilterArraysOnReqAndCount", func(t *testing.T) {
+		t.Parallel()
+		b := db.setup(t, nil)
+		c := b.dial(t)
+		c.auth(t)
+		tags := func(n int) map[string]any {
+			vs := make([]string, n)
+			for i := range vs {
+				vs[i] = "v" + strconv.Itoa(i)
+			}
+			return map[string]any{"kinds": []int{1}, "#t": vs}
+		}
+		cases := []struct {
+			at, over map[string]any
+			msg      string
+		}{
+			{capReq(64, 1), capReq(65, 1), `invalid: filter "kinds" has 65 values (maximum 64)`},
+			{tags(1000), tags(1001), `invalid: filter "#t" has 1001 values (maximum 1000)`},
+		}
+		for i, tc := range cases {
+			id := "r" + strconv.Itoa(i)
+			c.send(t, "REQ", id, tc.at)
+			c.expect(t, "EOSE", id)
+			c.send(t, "REQ", id+"x", tc.over)
+			c.expect(t, "CLOSED", id+"x", tc.msg)
+			c.send(t, "COUNT", "n"+id, tc.at)
+			c.expect(t, "COUNT", "n"+id)
+			c.send(t, "COUNT", "n"+id+"x", tc.over)
+			c.expect(t, "CLOSED", "n"+id+"x", tc.msg)
+		}
+	})
+
 	t.Run("SubscriptionIndexKeys", func(t *testing.T) {
 		t.Parallel()
 		b := db.setup(t, nil)
