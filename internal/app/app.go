@@ -135,7 +135,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Services.Replica = openReplica(ctx, a)
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
-		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey})
+		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
+		Caps: read.Caps{MaxIDs: cfg.Filters.MaxIDs, MaxAuthors: cfg.Filters.MaxAuthors, MaxKinds: cfg.Filters.MaxKinds,
+			MaxTagValues: cfg.Filters.MaxTagValues, MaxTagKeys: cfg.Filters.MaxTagKeys}})
 	if a.Audit, err = startAudit(ctx, a); err != nil {
 		return nil, err
 	}
@@ -180,6 +182,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
 		Audit: observer, Bus: a.Bus, Admission: a.Admission,
+		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
+		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
 	})
 	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
@@ -200,7 +204,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 			ReplayHost: cfg.RelayHost, Registry: a.Store},
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		Audit: observer, Admission: a.Admission,
+		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
+		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
+		Audit:              observer, Admission: a.Admission,
 	})
 	ok = true
 	return a, nil

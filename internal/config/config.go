@@ -164,6 +164,9 @@ type Config struct {
 	LogFormat string
 	// Admission is the per-user quotas and the p-tag cap (admission.go).
 	Admission Admission
+	// Filters are the filter, subscription and connection caps
+	// (BUZZ_FILTER_MAX_*, BUZZ_SUB_MAX_INDEX_KEYS, BUZZ_CONN_MAX_*; filters.go).
+	Filters FilterLimits
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -255,6 +258,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.LogLevel = l.logLevel("BUZZ_LOG_LEVEL")
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
 	c.Admission = l.admission()
+	c.Filters = l.filterLimits()
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -324,6 +328,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
 		slog.Any("admission", c.Admission),
+		slog.Any("filters", c.Filters),
 	)
 }
 
@@ -366,6 +371,9 @@ var knownVariables = []string{
 	"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN", "BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN",
 	"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC", "BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN",
 	"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN", "BUZZ_CHANNEL_CREATES_PER_HOUR", "BUZZ_MAX_P_TAGS",
+	"BUZZ_FILTER_MAX_IDS", "BUZZ_FILTER_MAX_AUTHORS", "BUZZ_FILTER_MAX_KINDS",
+	"BUZZ_FILTER_MAX_TAG_VALUES", "BUZZ_FILTER_MAX_TAG_KEYS",
+	"BUZZ_SUB_MAX_INDEX_KEYS", "BUZZ_CONN_MAX_INDEX_KEYS", "BUZZ_CONN_MAX_FILTER_BYTES",
 }
 
 // reservedPrefixes belong to other spec files (search, audit, read state,

@@ -78,6 +78,7 @@ func TestLoad(t *testing.T) {
 			OperatorListenerTimeout: 5 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 60, HumanAPICallsPerMin: 300, HumanWSEventsPerSec: 10,
 				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
+			Filters: defaultFilterLimits,
 		}, c)
 	})
 
@@ -181,6 +182,7 @@ func TestLoad(t *testing.T) {
 			AmbiguousCommitTimeout:  30 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 1, HumanAPICallsPerMin: 2, HumanWSEventsPerSec: 3,
 				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
+			Filters: defaultFilterLimits,
 		}, c)
 	})
 

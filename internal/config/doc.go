@@ -7,7 +7,9 @@
 // used for RELAY_URL and for every community host. It also parses the
 // operator-listener variables of spec 60 §3 (BUZZ_OPERATOR_LISTENERS,
 // BUZZ_OPERATOR_LISTENER_TIMEOUT_MS, RELAY_OPERATOR_API_ORIGIN) into typed
-// fields, with the normalized delivery URLs the relay signs and posts to.
+// fields, with the normalized delivery URLs the relay signs and posts to,
+// and the filter, subscription and connection caps (filters.go,
+// docs/OPERATIONS.md "Filter caps").
 //
 // It does NOT read the environment by itself (Load receives getenv and environ),
 // print anything or exit: the caller prints the error and exits with status 2.

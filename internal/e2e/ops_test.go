@@ -99,7 +99,15 @@ func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay k
 			"min_pow_difficulty": null,
 			"auth_required": true,
 			"payment_required": false,
-			"restricted_writes": true
+			"restricted_writes": true,
+			"max_filter_ids": 1000,
+			"max_filter_authors": 1000,
+			"max_filter_kinds": 64,
+			"max_filter_tag_values": 1000,
+			"max_filter_tag_keys": 8,
+			"max_subscription_index_keys": 4096,
+			"max_connection_index_keys": 16384,
+			"max_connection_filter_bytes": 262144
 		},
 		"read_state_snapshot": {"version": 1, "max_events": 4096, "max_event_array_bytes": 8388608}}`, string(body))
 	var doc struct {

@@ -49,6 +49,7 @@ var readStatus = map[read.Code]struct {
 	read.CodeSearchInCount:    {http.StatusBadRequest, true},
 	read.CodeCountTooBroad:    {http.StatusBadRequest, false},
 	read.CodeInvalidFilter:    {http.StatusBadRequest, false},
+	read.CodeFilterCap:        {http.StatusBadRequest, false},
 }
 
 // readFailure turns a read door error into the route's answer: a window's

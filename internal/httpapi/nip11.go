@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 
@@ -18,6 +19,12 @@ const (
 	maxFilters       = 10
 	maxSubIDLength   = 256
 	maxContentLength = 262144
+
+	// The WebSocket door's defaults of its subscription caps (wsapi
+	// imports nothing of httpapi, nor the reverse).
+	wsDefaultSubMaxIndexKeys    = 4096
+	wsDefaultConnMaxIndexKeys   = 16384
+	wsDefaultConnMaxFilterBytes = 262144
 )
 
 var supportedNIPs = []int{1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 42, 45, 50}
@@ -55,6 +62,16 @@ type nip11Limitation struct {
 	AuthRequired     bool `json:"auth_required"`
 	PaymentRequired  bool `json:"payment_required"`
 	RestrictedWrites bool `json:"restricted_writes"`
+	// The filter caps (docs/OPERATIONS.md "Filter caps"), keys beyond
+	// NIP-11's list.
+	MaxFilterIDs             int `json:"max_filter_ids"`
+	MaxFilterAuthors         int `json:"max_filter_authors"`
+	MaxFilterKinds           int `json:"max_filter_kinds"`
+	MaxFilterTagValues       int `json:"max_filter_tag_values"`
+	MaxFilterTagKeys         int `json:"max_filter_tag_keys"`
+	MaxSubscriptionIndexKeys int `json:"max_subscription_index_keys"`
+	MaxConnectionIndexKeys   int `json:"max_connection_index_keys"`
+	MaxConnectionFilterBytes int `json:"max_connection_filter_bytes"`
 }
 
 // buildNIP11 encodes the document of a host that maps to no community
@@ -76,6 +93,10 @@ func communityNIP11(cfg Config) []byte {
 
 // nip11Of is the document's content.
 func nip11Of(cfg Config) nip11Doc {
+	caps := read.Caps{}
+	if cfg.Reader != nil {
+		caps = cfg.Reader.Caps()
+	}
 	return nip11Doc{
 		Name:          nip11Name,
 		Description:   nip11Description,
@@ -93,6 +114,15 @@ func nip11Of(cfg Config) nip11Doc {
 			AuthRequired:     true,
 			PaymentRequired:  false,
 			RestrictedWrites: true,
+
+			MaxFilterIDs:             caps.MaxIDs,
+			MaxFilterAuthors:         caps.MaxAuthors,
+			MaxFilterKinds:           caps.MaxKinds,
+			MaxFilterTagValues:       caps.MaxTagValues,
+			MaxFilterTagKeys:         caps.MaxTagKeys,
+			MaxSubscriptionIndexKeys: cmp.Or(cfg.SubMaxIndexKeys, wsDefaultSubMaxIndexKeys),
+			MaxConnectionIndexKeys:   cmp.Or(cfg.ConnMaxIndexKeys, wsDefaultConnMaxIndexKeys),
+			MaxConnectionFilterBytes: cmp.Or(cfg.ConnMaxFilterBytes, wsDefaultConnMaxFilterBytes),
 		},
 	}
 }

@@ -43,7 +43,15 @@ func TestNIP11(t *testing.T) {
 				"min_pow_difficulty": null,
 				"auth_required": true,
 				"payment_required": false,
-				"restricted_writes": true
+				"restricted_writes": true,
+				"max_filter_ids": 1000,
+				"max_filter_authors": 1000,
+				"max_filter_kinds": 64,
+				"max_filter_tag_values": 1000,
+				"max_filter_tag_keys": 8,
+				"max_subscription_index_keys": 4096,
+				"max_connection_index_keys": 16384,
+				"max_connection_filter_bytes": 262144
 			},
 			"read_state_snapshot": {
 				"version": 1,

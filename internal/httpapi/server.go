@@ -71,6 +71,11 @@ type Config struct {
 	// Admission charges each bridge call to its signer's api_calls quota
 	// before the body is parsed. Nil admits every call.
 	Admission *admission.Limiter
+	// SubMaxIndexKeys, ConnMaxIndexKeys and ConnMaxFilterBytes are the
+	// WebSocket door's subscription caps (BUZZ_SUB_MAX_INDEX_KEYS,
+	// BUZZ_CONN_MAX_INDEX_KEYS, BUZZ_CONN_MAX_FILTER_BYTES), advertised in
+	// NIP-11's limitation; zero advertises the wsapi default.
+	SubMaxIndexKeys, ConnMaxIndexKeys, ConnMaxFilterBytes int
 	// Operator configures the operator-listener registration route
 	// (spec 60 §4).
 	Operator OperatorConfig

@@ -136,6 +136,9 @@ type Metrics struct {
 	Admission Admission
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
+	// FilterCapRefusals is buzz_filter_cap_refusals_total{cap} (counter):
+	// requests refused by a filter cap; cap in FilterCaps (filters.go).
+	FilterCapRefusals *prometheus.CounterVec
 
 	pool *poolCollector
 }
@@ -268,6 +271,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Window = newWindow(reg)
 	m.Admission = newAdmission(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
+	m.FilterCapRefusals = newFilterCapRefusals(reg)
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series
 	}

@@ -31,6 +31,8 @@ var specNames = map[string]dto.MetricType{
 	"buzz_post_commit_dispatch_errors_total": dto.MetricType_COUNTER,
 	"buzz_ingest_group_commit_events":        dto.MetricType_HISTOGRAM,
 	"buzz_ingest_group_commit_retries_total": dto.MetricType_COUNTER,
+	// the filter caps (docs/OPERATIONS.md, Filter caps)
+	"buzz_filter_cap_refusals_total": dto.MetricType_COUNTER,
 	// the per-address connection rate (docs/OPERATIONS.md, Connection storms)
 	"buzz_ws_connect_rate_limited_total": dto.MetricType_COUNTER,
 	// per-user admission (admission.go)
@@ -147,7 +149,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, the group commit of 80 P1, the per-address connection rate and per-user admission")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, the group commit of 80 P1, the filter caps, the per-address connection rate and per-user admission")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

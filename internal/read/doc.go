@@ -1,7 +1,8 @@
 // Package read is the read engine shared by WebSocket REQ and COUNT and the
-// HTTP bridge's /query and /count: the filter gates, the reader's accessible
-// channels (with their per-process caches), filter → SQL through the store,
-// and the post-filter every returned row passes.
+// HTTP bridge's /query and /count: the filter caps (caps.go), the filter
+// gates, the reader's accessible channels (with their per-process caches),
+// filter → SQL through the store, and the post-filter every returned row
+// passes.
 //
 // It owns who may read what. It does NOT speak any transport (callers turn
 // its gate messages into CLOSED frames or HTTP 403s), and it does NOT

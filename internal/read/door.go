@@ -68,6 +68,9 @@ const (
 	// CodeInvalidFilter: a malformed bridge extension field (before_id,
 	// thread cursors).
 	CodeInvalidFilter
+	// CodeFilterCap: a filter array or its tag keys over Config.Caps
+	// (caps.go).
+	CodeFilterCap
 )
 
 // Refusal is the read door's answer to a request it will not serve. Reason
@@ -82,7 +85,7 @@ func (r *Refusal) Error() string { return r.Reason }
 
 // Text returns the reason without its machine-readable prefix.
 func (r *Refusal) Text() string {
-	for _, p := range []string{wire.Restricted, wire.Error, wire.Invalid} {
+	for _, p := range []string{wire.Restricted, wire.Error, wire.Invalid, wire.Blocked} {
 		if rest, ok := strings.CutPrefix(r.Reason, p+": "); ok {
 			return rest
 		}
@@ -121,16 +124,18 @@ type Read struct {
 // Open is the read door: every decision about what the reader may see and
 // how the request runs is taken here, in the order each surface defines.
 //
-//	REQ          cap → scope → channel subscription needs a confirmed channel,
+//	REQ          caps → cap → scope → channel subscription needs a confirmed channel,
 //	             a global REQ passes the gates → no mixed search
-//	COUNT        cap → gates → no search → scope
-//	/count       cap → gates* → no search → scope
-//	/query       extension fields → cap → gates* → thread batch, or
+//	COUNT        caps → cap → gates → no search → scope
+//	/count       caps → cap → gates* → no search → scope
+//	/query       caps → extension fields → cap → gates* → thread batch, or
 //	             no mixed search → scope
 //
 //	* on the bridge a legacy thread read is judged as naming the thread kinds
 //
-// where cap is at most MaxExplicitChannels "#h" values across filters and
+// where caps are the filter caps of Config.Caps (caps.go), checked before
+// anything that grows with a filter, cap is at most MaxExplicitChannels
+// "#h" values across filters and
 // scope loads the reader's accessible channels and confirms the requested
 // ones (a cache miss is confirmed uncached, so a member added a moment ago
 // is never refused). It returns a *Refusal for a request it will not serve
@@ -142,6 +147,10 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 		r.log = e.cfg.Logger
 	}
 	filters := req.Filters
+	if ref, which := e.cfg.Caps.checkCaps(filters); ref != nil {
+		e.cfg.Metrics.FilterCapRefusals.WithLabelValues(which).Inc()
+		return nil, ref
+	}
 	// The /query modes are recognised here, before any plain-read rule: a
 	// NIP-CW thread-window batch was scanned by the caller
 	// (ScanThreadWindows) and is opened after the generic gates; channel

@@ -16,13 +16,21 @@ import (
 // name or value rawTest refuses).
 type rowFilter struct {
 	f *event.Filter
-	// untagged is f without its tag constraints.
-	untagged event.Filter
+	// m is f compiled: a decoded row costs its tags, not tags × values.
+	m *event.Matcher
+	// untagged is f without its tag constraints, compiled.
+	untagged *event.Matcher
 	tests    []rawTest
-	// decode is set when some tag constraint cannot be tested raw: every
-	// row is then decoded and matched by f itself.
+	// decode is set when some tag constraint cannot be tested raw, or
+	// when there are more than maxRawNeedles values to search the raw
+	// bytes for: every row is then decoded and matched by m.
 	decode bool
 }
+
+// maxRawNeedles is the number of tag values up to which the raw tags are
+// searched byte by byte; past it one decode and set lookups cost less
+// than a scan of the bytes per value (values × bytes).
+const maxRawNeedles = 16
 
 // rawTest is one "#name" constraint in the bytes of store.EventRow.RawTags:
 // named is `["name"`, present in the raw tags exactly when some tag's name
@@ -41,8 +49,17 @@ type rawTest struct {
 }
 
 func newRowFilter(f *event.Filter) *rowFilter {
-	rf := &rowFilter{f: f, untagged: *f}
-	rf.untagged.Tags = nil
+	untagged := *f
+	untagged.Tags = nil
+	rf := &rowFilter{f: f, m: f.Compile(), untagged: untagged.Compile()}
+	needles := 0
+	for _, values := range f.Tags {
+		needles += len(values)
+	}
+	if needles > maxRawNeedles {
+		rf.decode = true
+		return rf
+	}
 	for name, values := range f.Tags {
 		if len(values) == 0 {
 			continue
@@ -77,9 +94,12 @@ func (rf *rowFilter) visible(sc Scope, acc *Access, r *store.EventRow) (bool, er
 		if err := r.DecodeTags(); err != nil {
 			return false, err
 		}
-		return visible(sc, acc, rf.f, &r.Event, r.Channel), nil
+		if !rf.m.Match(&r.Event, r.Channel) || !visibleTo(sc.Reader, &r.Event) {
+			return false, nil
+		}
+		return r.Channel == "" || acc.Has(r.Channel), nil
 	}
-	if !rf.untagged.Matches(&r.Event, r.Channel) || !rf.tagsMatch(r.RawTags, r.Channel) {
+	if !rf.untagged.Match(&r.Event, r.Channel) || !rf.tagsMatch(r.RawTags, r.Channel) {
 		return false, nil
 	}
 	if !visibleTo(sc.Reader, &r.Event) {

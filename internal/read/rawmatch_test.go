@@ -72,3 +72,32 @@ func TestRowFilterMatchesDecoded(t *testing.T) {
 	require.Greater(t, matched, 1000, "the draw must produce matches too")
 	require.Greater(t, rawOnly, 10000, "most draws are answered raw")
 }
+
+// TestRowFilterManyValues: past maxRawNeedles values the post-filter
+// decodes the row and answers from sets, as visible does.
+func TestRowFilterManyValues(t *testing.T) {
+	t.Parallel()
+	const reader = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	sc := Scope{CommunityID: "c", Reader: reader}
+	acc := newAccess(nil)
+	values := make([]string, maxRawNeedles+1)
+	for i := range values {
+		values[i] = "v" + string(rune('a'+i))
+	}
+	for _, n := range []int{maxRawNeedles, maxRawNeedles + 1} {
+		f := event.Filter{Tags: map[string][]string{"t": values[:n]}}
+		rf := newRowFilter(&f)
+		require.Equal(t, n > maxRawNeedles, rf.decode, "%d values", n)
+		for _, tags := range []event.Tags{{{"t", values[n-1]}}, {{"t", "other"}}, {{"x", values[0]}}} {
+			ev := event.Event{ID: "id", PubKey: reader, Kind: 1, Sig: "s", Tags: tags}
+			js := ev.AppendJSON(nil)
+			at := bytes.Index(js, []byte(`,"tags":`)) + len(`,"tags":`)
+			end := bytes.LastIndex(js, []byte(`,"content":`))
+			row := store.EventRow{Event: ev, JSON: js, RawTags: js[at:end]}
+			row.Event.Tags = nil
+			got, err := rf.visible(sc, acc, &row)
+			require.NoError(t, err)
+			require.Equal(t, visible(sc, acc, &f, &ev, ""), got, "%d values, tags %q", n, tags)
+		}
+	}
+}

@@ -39,6 +39,9 @@ type Config struct {
 	NoReplicaReason string
 	// RelayKey signs the NIP-CW overlays (39005, 39006, 39007).
 	RelayKey []byte
+	// Caps are the filter caps Open checks first (caps.go); zero fields
+	// take the defaults.
+	Caps Caps
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -78,6 +81,7 @@ func New(cfg Config) *Engine {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Disabled()
 	}
+	cfg.Caps = cfg.Caps.withDefaults()
 	if cfg.NoReplicaReason == "" {
 		cfg.NoReplicaReason = "not_configured"
 	}

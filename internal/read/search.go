@@ -250,12 +250,13 @@ func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc 
 		}
 	}
 	var out []Row
+	m := f.Compile() // a page costs each hit's tags, not tags × values
 	for i := range hits {
 		st, ok := stored[hits[i].IDHex()]
 		switch {
 		case !ok: // deleted or gone since the FTS statement
 			count("missing")
-		case !f.Matches(&st.Event, st.Channel):
+		case !m.Match(&st.Event, st.Channel):
 			count("filter")
 		case st.Channel != "" && !acc.Has(st.Channel) && !has(channels, st.Channel):
 			count("channel")

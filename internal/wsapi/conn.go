@@ -62,12 +62,16 @@ type conn struct {
 	// after writerDone.
 	counted bool
 
-	mu        sync.Mutex
-	state     authState
-	pubkey    string
-	subs      map[string]*subscription
-	strikes   int
-	authTimer *time.Timer
+	mu     sync.Mutex
+	state  authState
+	pubkey string
+	subs   map[string]*subscription
+	// indexKeys and filterBytes are what the registered subscriptions hold
+	// against ConnMaxIndexKeys and ConnMaxFilterBytes (budget.go).
+	indexKeys   int
+	filterBytes int
+	strikes     int
+	authTimer   *time.Timer
 }
 
 func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {

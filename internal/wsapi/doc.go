@@ -7,13 +7,16 @@
 // It owns the NIP-42 handshake state of a connection, the WebSocket door's
 // checks W1–W3 (spec 10 §1.2), the REQ steps of §7.5, COUNT, CLOSE, the
 // per-connection limits of §7.11, the charge of each authenticated EVENT,
-// REQ and COUNT frame to its pubkey's WebSocket quota (quota.go) and the
-// transport metrics of §11.2.
+// REQ and COUNT frame to its pubkey's WebSocket quota (quota.go), the
+// subscription and connection caps on live index keys and retained filter
+// bytes (budget.go), checked before registration, and the transport
+// metrics of §11.2.
 //
 // It does NOT store or validate events beyond W1–W3: every EVENT goes to the
 // Submitter (the ingest pipeline), which fans committed and ephemeral events
 // back out through Server.Broadcast. It does NOT decide what a reader may
-// see: every REQ and COUNT goes whole to the read door (read.Engine.Open),
+// see, nor cap filter arrays: every REQ and COUNT goes whole to the read
+// door (read.Engine.Open),
 // and live delivery asks read.Engine.Visible per recipient. It holds no SQL:
 // host resolution goes through the tenant resolver and relay membership
 // through tenant.MemberChecker, filled by package app.

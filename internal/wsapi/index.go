@@ -1,7 +1,6 @@
 package wsapi
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -27,7 +26,9 @@ type indexKey struct {
 type channelKey struct{ community, channel string }
 
 // index finds the subscriptions an event may match without visiting all of
-// them. Lock order: conn.mu, then index.mu.
+// them. Lock order: conn.mu, then index.mu. Nothing that grows with a
+// filter runs under index.mu: keys are computed before (budget.go), and
+// a lookup costs the event's tags.
 type index struct {
 	mu      sync.RWMutex
 	buckets map[indexKey]map[*subscription]struct{}
@@ -43,54 +44,10 @@ func newIndex() *index {
 	}
 }
 
-// keysOf computes the buckets of sub. A filter with kinds [] gets none.
-func keysOf(sub *subscription) []indexKey {
-	community := sub.conn.tenant.CommunityID
-	var keys []indexKey
-	add := func(k indexKey) {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	for i := range sub.filters {
-		f := &sub.filters[i]
-		if f.MatchesNothing() {
-			continue
-		}
-		if sub.channels != nil {
-			for _, ch := range f.Tags["h"] {
-				if _, ok := sub.channels[ch]; !ok {
-					continue
-				}
-				if f.Kinds == nil {
-					add(indexKey{community: community, channel: ch, kind: anyKind})
-				}
-				for _, k := range f.Kinds {
-					add(indexKey{community: community, channel: ch, kind: k})
-				}
-			}
-			continue
-		}
-		if f.Kinds == nil {
-			add(indexKey{community: community, kind: anyKind})
-			continue
-		}
-		ps := f.Tags["p"]
-		for _, k := range f.Kinds {
-			if len(ps) == 0 {
-				add(indexKey{community: community, kind: k})
-			}
-			for _, p := range ps {
-				add(indexKey{community: community, kind: k, p: p})
-			}
-		}
-	}
-	return keys
-}
-
-// add indexes sub. sub.conn.mu must be held.
+// add indexes sub under the keys and scope already set on it (planSub
+// computed them before any lock): the index lock is held only to insert
+// them. sub.conn.mu must be held.
 func (x *index) add(sub *subscription) {
-	sub.keys = keysOf(sub)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, k := range sub.keys {
@@ -170,9 +127,17 @@ func (x *index) candidates(d ingest.Delivery) []*subscription {
 		{community: d.CommunityID, channel: d.Channel, kind: kind},
 	}
 	if d.Channel == "" {
-		for _, p := range d.Event.Tags.Values("p") {
-			if p != "" {
-				keys = append(keys, indexKey{community: d.CommunityID, kind: kind, p: p})
+		var ps map[string]struct{}
+		for _, t := range d.Event.Tags {
+			if len(t) < 2 || t[0] != "p" || t[1] == "" {
+				continue
+			}
+			if ps == nil {
+				ps = make(map[string]struct{})
+			}
+			if _, dup := ps[t[1]]; !dup { // a repeated p is looked up once
+				ps[t[1]] = struct{}{}
+				keys = append(keys, indexKey{community: d.CommunityID, kind: kind, p: t[1]})
 			}
 		}
 	}
@@ -224,8 +189,8 @@ func (s *Server) deliver(sub *subscription, d ingest.Delivery, js []byte, epheme
 		return false
 	}
 	matched := false
-	for i := range sub.filters {
-		if sub.filters[i].Matches(d.Event, d.Channel) {
+	for _, m := range sub.match {
+		if m.Match(d.Event, d.Channel) {
 			matched = true
 			break
 		}
@@ -294,7 +259,9 @@ func (c *conn) evict(sub *subscription, channel string) {
 	if _, ok := sub.channels[channel]; !ok {
 		return
 	}
+	before := len(sub.keys)
 	c.srv.idx.removeChannel(sub, channel)
+	c.indexKeys -= before - len(sub.keys)
 	delete(sub.channels, channel)
 	c.srv.releaseChannelLocked(sub, channel)
 	if len(sub.channels) == 0 {

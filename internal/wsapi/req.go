@@ -25,7 +25,12 @@ type subscription struct {
 	// registeredAt is when it was registered: a gap announced for an
 	// earlier time closes it (InterruptCommunity).
 	registeredAt time.Time
-	keys         []indexKey
+	// keys, match and bytes are set at registration (planSub): the index
+	// keys it holds, its compiled filters (live matching), and the filter
+	// bytes it counts against its connection.
+	keys  []indexKey
+	match []*event.Matcher
+	bytes int
 }
 
 // handleReq runs steps 1 and 2 of spec 10 §7.5 on the read loop, so that
@@ -79,6 +84,8 @@ func (c *conn) dropLocked(sub *subscription) {
 		delete(c.subs, sub.id)
 	}
 	if sub.registered {
+		c.indexKeys -= len(sub.keys)
+		c.filterBytes -= sub.bytes
 		c.srv.idx.remove(sub)
 		c.srv.releaseLocked(sub)
 		c.srv.gap.forget(sub)
@@ -127,6 +134,17 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 		c.closeSub(sub, c.readFailure(log, err))
 		return
 	}
+	// What registration adds is computed before any lock: the keys, the
+	// compiled filters and the bytes, refused past the subscription cap.
+	var p plan
+	if !rd.Search {
+		var refusal, which string
+		if p, refusal, which = c.srv.planSub(sub, rd.Channels); refusal != "" {
+			c.srv.m.FilterCapRefusals.WithLabelValues(which).Inc()
+			c.closeSub(sub, refusal)
+			return
+		}
+	}
 
 	// Register before reading history, so an event committed meanwhile is
 	// delivered live rather than lost.
@@ -135,15 +153,17 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 		c.mu.Unlock()
 		return
 	}
-	if rd.Channels != nil {
-		sub.channels = make(map[string]struct{}, len(rd.Channels))
-		for _, ch := range rd.Channels {
-			sub.channels[ch] = struct{}{}
-		}
-	}
 	sub.search = rd.Search
 	var waits []<-chan struct{}
 	if !sub.search {
+		if refusal, which := c.admitLocked(&p); refusal != "" {
+			c.srv.m.FilterCapRefusals.WithLabelValues(which).Inc()
+			c.dropLocked(sub)
+			c.enqueueLocked(wire.Closed(sub.id, refusal), false)
+			c.mu.Unlock()
+			return
+		}
+		sub.channels, sub.keys, sub.match, sub.bytes = p.channels, p.keys, p.match, p.bytes
 		c.srv.idx.add(sub)
 		sub.registered, sub.registeredAt = true, time.Now()
 		c.srv.subAdded()

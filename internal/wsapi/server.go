@@ -96,6 +96,15 @@ type Config struct {
 	// Admission charges the EVENT, REQ and COUNT frames of authenticated
 	// connections to their pubkey's WebSocket quota. Nil admits every frame.
 	Admission *admission.Limiter
+	// SubMaxIndexKeys is BUZZ_SUB_MAX_INDEX_KEYS, the index keys one
+	// subscription may add. Default 4096.
+	SubMaxIndexKeys int
+	// ConnMaxIndexKeys is BUZZ_CONN_MAX_INDEX_KEYS, the index keys one
+	// connection's subscriptions may hold together. Default 16384.
+	ConnMaxIndexKeys int
+	// ConnMaxFilterBytes is BUZZ_CONN_MAX_FILTER_BYTES, the filter bytes
+	// (JSON) one connection's live subscriptions may retain. Default 262144.
+	ConnMaxFilterBytes int
 	// Bus carries live traffic to and from the other relay processes
 	// (REDIS_URL, spec 70): subscriptions retain its topics, REQs wait for
 	// them and for its barrier. Nil for a single process.
@@ -137,6 +146,9 @@ func New(cfg Config) *Server {
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.AuthTimeout = cmp.Or(cfg.AuthTimeout, DefaultAuthTimeout)
 	cfg.MembershipRecheck = cmp.Or(cfg.MembershipRecheck, DefaultMembershipRecheck)
+	cfg.SubMaxIndexKeys = cmp.Or(cfg.SubMaxIndexKeys, DefaultSubMaxIndexKeys)
+	cfg.ConnMaxIndexKeys = cmp.Or(cfg.ConnMaxIndexKeys, DefaultConnMaxIndexKeys)
+	cfg.ConnMaxFilterBytes = cmp.Or(cfg.ConnMaxFilterBytes, DefaultConnMaxFilterBytes)
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Disabled()
 	}
