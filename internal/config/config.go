@@ -176,6 +176,10 @@ type Config struct {
 	// membership is re-checked when the gate is on. Not read from the
 	// environment (tests shorten it). Default 60 s.
 	MembershipRecheck time.Duration
+
+	// Reads are the read deadlines and shares and the HTTP server's
+	// timeouts and concurrency (reads.go).
+	Reads ReadLimits
 }
 
 // Error is an invalid configuration value. Its text is exactly
@@ -236,6 +240,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.SlowClientGraceLimit = l.integer("BUZZ_SLOW_CLIENT_GRACE_LIMIT", DefaultSlowClientGraceLimit, 1, 255)
 	c.CORSOrigins = l.origins("BUZZ_CORS_ORIGINS")
 	c.DBPoolSize = l.integer("BUZZ_DB_POOL_SIZE", DefaultDBPoolSize, 1, 1000)
+	c.Reads = l.readLimits(c.DBPoolSize)
 	c.RedisURL = l.redisURL("REDIS_URL")
 	c.RedisPoolSize = l.integer("BUZZ_REDIS_POOL_SIZE", DefaultRedisPoolSize, 1, 1000)
 	c.ReadDatabaseURL = l.postgresURL("READ_DATABASE_URL")
@@ -314,6 +319,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("operator_listener_timeout_ms", c.OperatorListenerTimeout.Milliseconds()),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
+		slog.Any("reads", c.Reads),
 	)
 }
 
@@ -352,6 +358,11 @@ var knownVariables = []string{
 	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",
 	"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS",
 	"BUZZ_LOG_LEVEL", "BUZZ_LOG_FORMAT", "BUZZ_PRIVATE_KEY",
+	// reads.go
+	"BUZZ_READ_STATEMENT_TIMEOUT_MS", "BUZZ_DB_ACQUIRE_TIMEOUT_MS", "BUZZ_DB_WRITE_RESERVED",
+	"BUZZ_MAX_CONCURRENT_READS", "BUZZ_READS_PER_CONNECTION", "BUZZ_READS_PER_PUBKEY",
+	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
+	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
 }
 
 // reservedPrefixes belong to other spec files (search, audit, read state,

@@ -75,6 +75,12 @@ func TestLoad(t *testing.T) {
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
 			OperatorListenerTimeout: 5 * time.Second,
+			Reads: ReadLimits{
+				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
+				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: 8,
+				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
+				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
+			},
 		}, c)
 	})
 
@@ -168,6 +174,12 @@ func TestLoad(t *testing.T) {
 			AuthTimeout:             5 * time.Second,
 			DrainTimeout:            30 * time.Second,
 			MembershipRecheck:       60 * time.Second,
+			Reads: ReadLimits{
+				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
+				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: 8,
+				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
+				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
+			},
 		}, c)
 	})
 
