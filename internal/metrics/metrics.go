@@ -128,6 +128,8 @@ type Metrics struct {
 	Listener Listener
 	// Window holds the NIP-CW window metrics of 50-windows.md §10.
 	Window Window
+	// Reads holds the read deadline and share metrics (reads.go).
+	Reads Reads
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 
@@ -256,6 +258,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.ReadState = newReadState(reg)
 	m.Listener = newListener(reg)
 	m.Window = newWindow(reg)
+	m.Reads = newReads(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	if reg == nil {
 		return m // nobody can scrape them: skip the zero series

@@ -117,12 +117,13 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 	}
 	rd, err := c.srv.cfg.Reader.Open(c.ctx, read.Request{
 		Scope:   read.Scope{CommunityID: c.tenant.CommunityID, Reader: pubkey},
-		Surface: read.SurfaceREQ, Filters: sub.filters, Log: log, ContinueFunc: current,
+		Surface: read.SurfaceREQ, Filters: sub.filters, Log: log, ContinueFunc: current, Conn: "ws " + c.id,
 	})
 	if err != nil {
 		c.closeSub(sub, c.readFailure(log, err))
 		return
 	}
+	defer rd.Close()
 
 	// Register before reading history, so an event committed meanwhile is
 	// delivered live rather than lost.

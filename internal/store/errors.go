@@ -1,0 +1,9 @@
+package store
+
+import "github.com/buzz-relay/buzz/internal/pg"
+
+// IsStatementCanceled reports whether err is a statement the server
+// cancelled: its statement_timeout, or the cancel request the writer pool
+// sends when a read's context ends mid-statement (SQLSTATE 57014). Callers
+// that hold no pg import (the read door) ask here.
+func IsStatementCanceled(err error) bool { return pg.IsQueryCanceled(err) }
