@@ -87,10 +87,7 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 	} else if cfg.AutoMigrate {
 		mode = pg.MigrateApply
 	}
-	// CancelOnServer: a read that passes its deadline stops on the server
-	// too (docs/OPERATIONS.md "Read deadlines and shares").
-	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log, CreatedAtFloor: floor,
-		CancelOnServer: true})
+	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log, CreatedAtFloor: floor})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)

@@ -11,18 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DefaultAcquireTimeout is how long a request waits for a pooled connection
 // before failing (spec 10 §10).
 const DefaultAcquireTimeout = 3 * time.Second
-
-// cancelGrace is how long a connection whose statement was cancelled
-// (PoolConfig.CancelOnServer) waits for the server's answer before it is
-// closed.
-const cancelGrace = 2 * time.Second
 
 // ErrAcquireTimeout is returned (wrapped) by Acquire when no connection
 // became free within the timeout.
@@ -46,15 +40,6 @@ type PoolConfig struct {
 	// StatementTimeout, when positive, sets statement_timeout on every
 	// connection (the read replica's 2 s bound).
 	StatementTimeout time.Duration
-	// CancelOnServer makes a context that ends mid-statement send the
-	// server a cancel request, so the statement stops there too (SQLSTATE
-	// 57014) and the connection goes back to the pool; the connection is
-	// closed only when the server has not answered within
-	// cancelGrace. Without it the connection is closed at once and the
-	// server runs the statement to its end. The relay's writer pool sets
-	// it: a read's deadline is a context deadline (docs/OPERATIONS.md
-	// "Read deadlines and shares").
-	CancelOnServer bool
 	// Lazy skips the initial ping: Open returns at once and connections
 	// are dialled on first use, so a server that is down at start fails
 	// its requests, not the caller's startup (the read replica).
@@ -95,11 +80,6 @@ func Open(ctx context.Context, url string, cfg PoolConfig) (*pgxpool.Pool, error
 		pc.MaxConns = cfg.MaxConns
 	}
 	pc.ConnConfig.ConnectTimeout = timeout
-	if cfg.CancelOnServer {
-		pc.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
-		}
-	}
 	if settings := sessionSettings(cfg); len(settings) > 0 {
 		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 			return applySettings(ctx, c, settings)

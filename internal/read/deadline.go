@@ -12,10 +12,10 @@ import (
 // Read deadlines (docs/OPERATIONS.md "Read deadlines and shares"). Every
 // read has one, BUZZ_READ_STATEMENT_TIMEOUT_MS after its share was granted:
 // Open's statements and those of Rows or Count run under a context that
-// ends then, and the writer pool answers a context that ends mid-statement
-// with a cancel request (pg.PoolConfig.CancelOnServer), so the statement
-// stops on the server too and its connection goes back to the pool. Ingest
-// runs under no such context. A read that passes its deadline is refused
+// ends then, and pgx answers a context that ends mid-statement with a
+// cancel request before it closes the connection, so the statement stops
+// on the server too (read.TestReadDeadline checks it). Ingest runs under
+// no such context. A read that passes its deadline is refused
 // with MsgReadTimedOut and counted in buzz_read_timeouts_total{surface}.
 
 // withDeadline is ctx bounded by deadline; a zero deadline leaves it as it is.
