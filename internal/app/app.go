@@ -165,10 +165,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
-		MaxConnectionsPerAddress: cfg.Reads.MaxConnectionsPerAddress,
 		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: observer, Bus: a.Bus,
+		Audit: observer, Bus: a.Bus, MaxConnectionsPerAddress: cfg.Reads.MaxConnectionsPerAddress,
 	})
 	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
