@@ -178,6 +178,9 @@ func (c *conn) readFailure(log *slog.Logger, err error) string {
 	if errors.As(err, &ref) {
 		return ref.Reason
 	}
+	if c.ctx.Err() != nil {
+		return wire.MsgDatabaseError // the connection is closing: nobody reads the answer
+	}
 	log.Error("read failed", slog.Any("err", err))
 	return wire.MsgDatabaseError
 }
