@@ -123,6 +123,10 @@ func setUp(ctx context.Context, cfg config, progress io.Writer) (*soakRun, error
 		// sets (OPERATIONS, Connection storms): the storm dials from an
 		// address of its own, the honest clients stay within the burst.
 		"BUZZ_WS_CONNECT_RATE": "20",
+		// Every worker's bridge reads come from this machine's one
+		// address: a per-connection read share of 4 would queue them all,
+		// so the share is opened wide and figures stay comparable.
+		"BUZZ_READS_PER_CONNECTION": "1000",
 	}
 	for k, v := range cfg.relayEnv {
 		env[k] = v
