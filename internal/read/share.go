@@ -160,13 +160,6 @@ func (s *shares) release(conn, pubkey string, n int) {
 	s.freed = make(chan struct{})
 }
 
-// inFlight returns the shares held in the process, by conn and by pubkey.
-func (s *shares) inFlight(conn, pubkey string) (total, byConn, byPubkey int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total, s.conns[conn], s.pubkeys[pubkey]
-}
-
 // grant is the shares one Read holds; Close gives them back once.
 type grant struct {
 	s            *shares
