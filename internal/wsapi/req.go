@@ -152,6 +152,7 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 	err = rd.Rows(c.ctx, func(row read.Row) bool {
 		return c.sendSub(sub, wire.EventFrame(sub.id, row.JSON), false)
 	})
+	rd.Close() // the share is the database's: the barrier below waits on Redis
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.closeSub(sub, c.readFailure(log, err))
