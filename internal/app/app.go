@@ -131,7 +131,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Services.Listeners = newListenerWorker(a)
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Services.Replica = openReplica(ctx, a)
-	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
+	a.Reader = read.New(read.Config{Store: a.Store.WithAcquireTimeout(cfg.Reads.AcquireTimeout), Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
 		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
 		Shares: readShares(cfg)})
 	if a.Audit, err = startAudit(ctx, a); err != nil {

@@ -43,7 +43,8 @@ func (s Surface) label() string {
 // finish turns err, returned by a read's work under its deadline, into the
 // read's answer: a refusal or a window's status as they are; a deadline
 // that passed, or a statement the server cancelled, into the timeout
-// refusal; anything else unchanged. parent is the caller's context: when it
+// refusal, a pooled connection not found within the acquire timeout into
+// the share refusal; anything else unchanged. parent is the caller's context: when it
 // ended (the client went away) nothing is a timeout.
 func (r *Read) finish(parent context.Context, err error) error {
 	if err == nil || parent.Err() != nil {
@@ -53,6 +54,12 @@ func (r *Read) finish(parent context.Context, err error) error {
 	var se *StatusError
 	if errors.As(err, &ref) || errors.As(err, &se) {
 		return err
+	}
+	if store.IsAcquireTimeout(err) {
+		// The share was granted but the pool had no connection free
+		// within the acquire timeout: ingest holds more than its reserve.
+		r.e.cfg.Metrics.Reads.ShareRejections.WithLabelValues(scopeProcess).Inc()
+		return refuse(CodeTooManyReads, wire.MsgTooManyReads)
 	}
 	passed := !r.deadline.IsZero() && !time.Now().Before(r.deadline)
 	if (passed && errors.Is(err, context.DeadlineExceeded)) || store.IsStatementCanceled(err) {

@@ -17,7 +17,12 @@ func (s *Store) EventCountCandidates(ctx context.Context, p EventQueryParams) ([
 	b := buildQuery(p)
 	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.channel_id::text " + b.fromWhere() +
 		" LIMIT " + strconv.Itoa(p.Limit)
-	rows, err := s.pool.Query(ctx, sql, b.args...)
+	q, release, err := s.reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count candidates: %w", err)
+	}
+	defer release()
+	rows, err := q.Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("count candidates: %w", err)
 	}

@@ -3,10 +3,14 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
@@ -54,4 +58,39 @@ func TestEventCountCandidates(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, n-1)
 	})
+}
+
+// TestReadAcquireTimeout: a Store WithAcquireTimeout fails a read-door
+// statement with pg.ErrAcquireTimeout once the pool has had no free
+// connection for that long, and serves it as soon as one is free.
+func TestReadAcquireTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := dbtest.NewDB(t)
+	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	const wait = 100 * time.Millisecond
+	s := store.New(pool).WithAcquireTimeout(wait)
+	cid := fixture.Community(t, pool).ID
+	p := store.EventQueryParams{CommunityID: cid, Filter: &event.Filter{Kinds: []int{1}}, Limit: 10}
+
+	held, err := pool.Acquire(ctx) // the only connection
+	require.NoError(t, err)
+	start := time.Now()
+	for name, read := range map[string]func() error{
+		"EventRows":            func() error { _, err := s.EventRows(ctx, p); return err },
+		"EventCount":           func() error { _, err := s.EventCount(ctx, p); return err },
+		"EventCountCandidates": func() error { _, err := s.EventCountCandidates(ctx, p); return err },
+		"AccessibleChannels":   func() error { _, err := s.AccessibleChannels(ctx, cid, "00"); return err },
+	} {
+		err := read()
+		require.ErrorIs(t, err, pg.ErrAcquireTimeout, name)
+		require.True(t, store.IsAcquireTimeout(err), name)
+	}
+	require.GreaterOrEqual(t, time.Since(start), 4*wait)
+	held.Release()
+	n, err := s.EventCount(ctx, p)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
