@@ -157,6 +157,8 @@ type Read struct {
 // read (CodeTooManyReads), a deadline that passes ends it
 // (CodeReadTimeout), in Open or in Rows and Count.
 func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
+	// The channel cap comes first on every surface but /query (whose
+	// extension fields are judged before it): such a request takes no share.
 	if explicitChannels(req.Filters) > MaxExplicitChannels && req.Surface != SurfaceQuery {
 		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
 	}
@@ -173,9 +175,7 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 	r, err := e.open(octx, req)
 	if err != nil {
 		g.close()
-		var rd Read
-		rd.e, rd.req, rd.deadline = e, req, deadline
-		return nil, rd.finish(ctx, err)
+		return nil, (&Read{e: e, req: req, deadline: deadline}).finish(ctx, err)
 	}
 	r.grant, r.deadline = g, deadline
 	return r, nil
