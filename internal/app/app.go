@@ -134,10 +134,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Services.Listeners = newListenerWorker(a)
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Services.Replica = openReplica(ctx, a)
-	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
+	a.Reader = read.New(read.Config{Store: a.Store.WithAcquireTimeout(cfg.Reads.AcquireTimeout), Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
 		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
 		Caps: read.Caps{MaxIDs: cfg.Filters.MaxIDs, MaxAuthors: cfg.Filters.MaxAuthors, MaxKinds: cfg.Filters.MaxKinds,
-			MaxTagValues: cfg.Filters.MaxTagValues, MaxTagKeys: cfg.Filters.MaxTagKeys}})
+			MaxTagValues: cfg.Filters.MaxTagValues, MaxTagKeys: cfg.Filters.MaxTagKeys},
+		Shares: readShares(cfg)})
 	if a.Audit, err = startAudit(ctx, a); err != nil {
 		return nil, err
 	}
@@ -183,7 +184,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
 		Audit: observer, Bus: a.Bus, Admission: a.Admission,
 		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
-		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
+		ConnMaxFilterBytes:       cfg.Filters.ConnMaxFilterBytes,
+		MaxConnectionsPerAddress: cfg.Reads.MaxConnectionsPerAddress,
 	})
 	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
@@ -207,6 +209,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
 		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
 		Audit:              observer, Admission: a.Admission,
+		MaxConcurrent: cfg.Reads.HTTPMaxConcurrent, ClientAddrFunc: a.Relay.ClientAddr,
 	})
 	ok = true
 	return a, nil
@@ -273,7 +276,7 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 		metricsL.Close()
 		return err
 	}
-	a.appSrv = &http.Server{Handler: a.HTTP.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	a.appSrv = appServer(a.Config, a.HTTP.Handler())
 	a.healthSrv = &http.Server{Handler: a.Health.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	a.metricSrv = &http.Server{Handler: health.MetricsHandlerWith(a.Registry, health.MetricsOptions{Pprof: a.Config.PprofEnabled}), ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -366,4 +369,29 @@ func listenerSet(ls []config.OperatorListener) map[string]bool {
 		out[l.Pubkey] = true
 	}
 	return out
+}
+
+// readShares is the read engine's bound on concurrent reads and every
+// read's deadline (docs/OPERATIONS.md "Read deadlines and shares").
+func readShares(cfg config.Config) read.ShareConfig {
+	r := cfg.Reads
+	return read.ShareConfig{Max: r.MaxConcurrentReads, PerConnection: r.PerConnection, PerPubkey: r.PerPubkey,
+		AcquireTimeout: r.AcquireTimeout, Timeout: r.StatementTimeout}
+}
+
+// appServer is the app listener's server with its timeouts
+// (docs/OPERATIONS.md "HTTP timeouts and concurrency"): request headers
+// within min(10 s, BUZZ_HTTP_READ_TIMEOUT_MS), the whole request within
+// BUZZ_HTTP_READ_TIMEOUT_MS, the response within BUZZ_HTTP_WRITE_TIMEOUT_MS,
+// an idle keep-alive connection closed after BUZZ_HTTP_IDLE_TIMEOUT_MS. A
+// WebSocket upgrade is hijacked, which clears the connection's deadlines:
+// the socket then lives by its own heartbeat and write timeout.
+func appServer(cfg config.Config, h http.Handler) *http.Server {
+	r := cfg.Reads
+	header := 10 * time.Second
+	if r.HTTPReadTimeout > 0 {
+		header = min(header, r.HTTPReadTimeout)
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: header,
+		ReadTimeout: r.HTTPReadTimeout, WriteTimeout: r.HTTPWriteTimeout, IdleTimeout: r.HTTPIdleTimeout}
 }

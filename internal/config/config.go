@@ -186,6 +186,10 @@ type Config struct {
 	// live subscriptions are interrupted. Not read from the environment
 	// (tests shorten it). Default 30 s.
 	AmbiguousCommitTimeout time.Duration
+
+	// Reads are the read deadlines and shares and the HTTP server's
+	// timeouts and concurrency (reads.go).
+	Reads ReadLimits
 }
 
 // Error is an invalid configuration value. Its text is exactly
@@ -247,6 +251,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.SlowClientGraceLimit = l.integer("BUZZ_SLOW_CLIENT_GRACE_LIMIT", DefaultSlowClientGraceLimit, 1, 255)
 	c.CORSOrigins = l.origins("BUZZ_CORS_ORIGINS")
 	c.DBPoolSize = l.integer("BUZZ_DB_POOL_SIZE", DefaultDBPoolSize, 1, 1000)
+	c.Reads = l.readLimits(c.DBPoolSize)
 	c.RedisURL = l.redisURL("REDIS_URL")
 	c.RedisPoolSize = l.integer("BUZZ_REDIS_POOL_SIZE", DefaultRedisPoolSize, 1, 1000)
 	c.ReadDatabaseURL = l.postgresURL("READ_DATABASE_URL")
@@ -329,6 +334,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_format", c.LogFormat),
 		slog.Any("admission", c.Admission),
 		slog.Any("filters", c.Filters),
+		slog.Any("reads", c.Reads),
 	)
 }
 
@@ -374,6 +380,11 @@ var knownVariables = []string{
 	"BUZZ_FILTER_MAX_IDS", "BUZZ_FILTER_MAX_AUTHORS", "BUZZ_FILTER_MAX_KINDS",
 	"BUZZ_FILTER_MAX_TAG_VALUES", "BUZZ_FILTER_MAX_TAG_KEYS",
 	"BUZZ_SUB_MAX_INDEX_KEYS", "BUZZ_CONN_MAX_INDEX_KEYS", "BUZZ_CONN_MAX_FILTER_BYTES",
+	// reads.go
+	"BUZZ_READ_STATEMENT_TIMEOUT_MS", "BUZZ_DB_ACQUIRE_TIMEOUT_MS", "BUZZ_DB_WRITE_RESERVED",
+	"BUZZ_MAX_CONCURRENT_READS", "BUZZ_READS_PER_CONNECTION", "BUZZ_READS_PER_PUBKEY",
+	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
+	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
 }
 
 // reservedPrefixes belong to other spec files (search, audit, read state,

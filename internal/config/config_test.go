@@ -79,6 +79,12 @@ func TestLoad(t *testing.T) {
 			Admission: Admission{HumanMessagesPerMin: 60, HumanAPICallsPerMin: 300, HumanWSEventsPerSec: 10,
 				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
 			Filters: defaultFilterLimits,
+			Reads: ReadLimits{
+				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
+				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: 8,
+				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
+				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
+			},
 		}, c)
 	})
 
@@ -183,6 +189,12 @@ func TestLoad(t *testing.T) {
 			Admission: Admission{HumanMessagesPerMin: 1, HumanAPICallsPerMin: 2, HumanWSEventsPerSec: 3,
 				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
 			Filters: defaultFilterLimits,
+			Reads: ReadLimits{
+				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
+				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: 8,
+				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
+				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
+			},
 		}, c)
 	})
 

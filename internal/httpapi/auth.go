@@ -13,6 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/auth"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/tenant"
+	"github.com/buzz-relay/buzz/internal/wire"
 )
 
 // bridgeRequest is a bridge request that passed every check before the body
@@ -22,6 +23,17 @@ type bridgeRequest struct {
 	// pubkey is the authenticated signer, lowercase hex.
 	pubkey string
 	body   []byte
+	// client is the request's client address (Config.ClientAddrFunc).
+	client string
+}
+
+// shareKey names the request's connection for its share of concurrent
+// reads: every request of one client address shares one.
+func (rq *bridgeRequest) shareKey() string {
+	if rq.client == "" {
+		return ""
+	}
+	return "http " + rq.client
 }
 
 // routeFunc is the route logic of a bridge route. It returns the 200 body
@@ -46,6 +58,13 @@ func (s *Server) bridge(route routeFunc) http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
+		if !s.enter() {
+			s.cfg.Metrics.Reads.HTTPRejections.WithLabelValues("busy").Inc()
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, wire.MsgServerBusy)
+			return
+		}
+		defer s.leave()
 		rq, err := s.admit(w, r)
 		if err != nil {
 			s.writeFailure(w, r, err)
@@ -86,7 +105,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*bridgeRequest, 
 	if err := s.chargeCall(ctx, t, pubkey); err != nil {
 		return nil, err
 	}
-	return &bridgeRequest{tenant: t, pubkey: pubkey, body: body}, nil
+	return &bridgeRequest{tenant: t, pubkey: pubkey, body: body, client: s.clientAddr(r)}, nil
 }
 
 // readBody reads at most MaxBodyBytes; more is a 413.

@@ -20,11 +20,12 @@ func (s *Server) count(ctx context.Context, rq *bridgeRequest) (any, error) {
 	}
 	rd, err := s.cfg.Reader.Open(ctx, read.Request{
 		Scope:   read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey},
-		Surface: read.SurfaceCountHTTP, Filters: filters, Log: s.log,
+		Surface: read.SurfaceCountHTTP, Filters: filters, Log: s.log, Conn: rq.shareKey(),
 	})
 	if err != nil {
 		return nil, readFailure(err)
 	}
+	defer rd.Close()
 	n, err := rd.Count(ctx)
 	if err != nil {
 		return nil, readFailure(err)

@@ -50,6 +50,8 @@ var readStatus = map[read.Code]struct {
 	read.CodeCountTooBroad:    {http.StatusBadRequest, false},
 	read.CodeInvalidFilter:    {http.StatusBadRequest, false},
 	read.CodeFilterCap:        {http.StatusBadRequest, false},
+	read.CodeTooManyReads:     {http.StatusTooManyRequests, false},
+	read.CodeReadTimeout:      {http.StatusServiceUnavailable, false},
 }
 
 // readFailure turns a read door error into the route's answer: a window's

@@ -80,11 +80,12 @@ func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 	rd, err := s.cfg.Reader.Open(ctx, read.Request{
 		Scope:   read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey},
 		Surface: read.SurfaceQuery, Filters: filters, Log: s.log,
-		Host: rq.tenant.Host, Threads: threads,
+		Host: rq.tenant.Host, Threads: threads, Conn: rq.shareKey(),
 	})
 	if err != nil {
 		return nil, readFailure(err)
 	}
+	defer rd.Close()
 	out := []byte{'['}
 	err = rd.Rows(ctx, func(row read.Row) bool {
 		if len(out) > 1 {

@@ -81,6 +81,14 @@ type Config struct {
 	Operator OperatorConfig
 	// NowFunc defaults to time.Now.
 	NowFunc func() time.Time
+	// MaxConcurrent bounds the bridge requests (/events, /query, /count)
+	// served at once (BUZZ_HTTP_MAX_CONCURRENT); over it a request is
+	// answered 503 at once (admission.go). Zero means no limit.
+	MaxConcurrent int
+	// ClientAddrFunc returns a request's client address, the key of its
+	// share of concurrent reads: the WebSocket door's rule
+	// (BUZZ_TRUSTED_PROXIES, IPv6 /64). Nil uses the peer's address.
+	ClientAddrFunc func(*http.Request) string
 }
 
 // Server is the app listener's HTTP surface. Create it with New; it is safe
@@ -92,6 +100,9 @@ type Server struct {
 	nip11   []byte
 	origins map[string]struct{}
 	mux     *http.ServeMux
+	// busy holds one token per bridge request being served; nil without
+	// a limit (admission.go).
+	busy chan struct{}
 }
 
 // Route patterns, also the action label of the HTTP metrics.
@@ -130,6 +141,9 @@ func New(cfg Config) *Server {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxConcurrent > 0 {
+		s.busy = make(chan struct{}, cfg.MaxConcurrent)
 	}
 	s.log = s.log.With("component", "httpapi")
 	if s.now == nil {

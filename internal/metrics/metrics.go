@@ -134,6 +134,8 @@ type Metrics struct {
 	Window Window
 	// Admission holds the per-user admission metrics (admission.go).
 	Admission Admission
+	// Reads holds the read deadline and share metrics (reads.go).
+	Reads Reads
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
 	AuditSendErrors prometheus.Counter
 	// FilterCapRefusals is buzz_filter_cap_refusals_total{cap} (counter):
@@ -270,6 +272,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Listener = newListener(reg)
 	m.Window = newWindow(reg)
 	m.Admission = newAdmission(reg)
+	m.Reads = newReads(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	m.FilterCapRefusals = newFilterCapRefusals(reg)
 	if reg == nil {

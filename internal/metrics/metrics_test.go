@@ -54,6 +54,11 @@ var specNames = map[string]dto.MetricType{
 	"buzz_db_pool_max":                            dto.MetricType_GAUGE,
 	"http_requests_total":                         dto.MetricType_COUNTER,
 	"http_request_latency_ms":                     dto.MetricType_HISTOGRAM,
+	// the read deadlines and shares (docs/OPERATIONS.md, Running a public relay)
+	"buzz_read_timeouts_total":         dto.MetricType_COUNTER,
+	"buzz_reads_in_flight":             dto.MetricType_GAUGE,
+	"buzz_read_share_rejections_total": dto.MetricType_COUNTER,
+	"buzz_http_rejections_total":       dto.MetricType_COUNTER,
 	// spec 30 §9
 	"buzz_audit_enabled":            dto.MetricType_GAUGE,
 	"buzz_audit_send_errors_total":  dto.MetricType_COUNTER,
@@ -149,7 +154,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, the group commit of 80 P1, the filter caps, the per-address connection rate and per-user admission")
+		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, the group commit of 80 P1, the filter caps, the per-address connection rate, per-user admission and the read limits")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/wire"
@@ -45,6 +46,10 @@ type Request struct {
 	// ContinueFunc, when set, is asked between the pages of a search REQ;
 	// false stops it (the subscription was closed or replaced).
 	ContinueFunc func() bool
+	// Conn names the connection the read came through, for its share of
+	// concurrent reads (share.go): one WebSocket, or one HTTP client
+	// address. "" shares nothing per connection.
+	Conn string
 }
 
 // Code classifies a Refusal so each door maps it through one table.
@@ -71,6 +76,11 @@ const (
 	// CodeFilterCap: a filter array or its tag keys over Config.Caps
 	// (caps.go).
 	CodeFilterCap
+	// CodeTooManyReads: a share of concurrent reads (process, connection,
+	// pubkey) stayed full for the acquire timeout.
+	CodeTooManyReads
+	// CodeReadTimeout: the read passed its deadline.
+	CodeReadTimeout
 )
 
 // Refusal is the read door's answer to a request it will not serve. Reason
@@ -85,7 +95,7 @@ func (r *Refusal) Error() string { return r.Reason }
 
 // Text returns the reason without its machine-readable prefix.
 func (r *Refusal) Text() string {
-	for _, p := range []string{wire.Restricted, wire.Error, wire.Invalid, wire.Blocked} {
+	for _, p := range []string{wire.Restricted, wire.Error, wire.Invalid, wire.Blocked, wire.RateLimited} {
 		if rest, ok := strings.CutPrefix(r.Reason, p+": "); ok {
 			return rest
 		}
@@ -119,6 +129,10 @@ type Read struct {
 	degraded atomic.Bool
 	// thread marks a NIP-CW thread-window batch (windows.go).
 	thread bool
+	// grant is the read's shares of concurrent reads; deadline is when the
+	// read times out (zero: never). Both are set by Open (share.go).
+	grant    *grant
+	deadline time.Time
 }
 
 // Open is the read door: every decision about what the reader may see and
@@ -141,7 +155,47 @@ type Read struct {
 // is never refused). It returns a *Refusal for a request it will not serve
 // and any other error for a database failure (the door answers that as its
 // internal error).
+//
+// A read that is served holds a share of concurrent reads until Close and
+// has a deadline: the caller calls Close once it is done with it, whatever
+// happened. A share that stays full for the acquire timeout refuses the
+// read (CodeTooManyReads), a deadline that passes ends it
+// (CodeReadTimeout), in Open or in Rows and Count.
 func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
+	// The channel cap comes first on every surface but /query (whose
+	// extension fields are judged before it): such a request takes no share.
+	if explicitChannels(req.Filters) > MaxExplicitChannels && req.Surface != SurfaceQuery {
+		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
+	}
+	if err := e.shares.acquire(ctx, req.Conn, req.Reader); err != nil {
+		return nil, err
+	}
+	g := &grant{s: e.shares, conn: req.Conn, pubkey: req.Reader, n: 1}
+	var deadline time.Time
+	if t := e.cfg.Shares.Timeout; t > 0 {
+		deadline = time.Now().Add(t)
+	}
+	octx, cancel := withDeadline(ctx, deadline)
+	defer cancel()
+	r, err := e.open(octx, req)
+	if err != nil {
+		g.close()
+		return nil, (&Read{e: e, req: req, deadline: deadline}).finish(ctx, err)
+	}
+	r.grant, r.deadline = g, deadline
+	return r, nil
+}
+
+// Close gives back the read's shares. It may be called more than once, and
+// on a nil Read.
+func (r *Read) Close() {
+	if r != nil {
+		r.grant.close()
+	}
+}
+
+// open is Open once the share is held.
+func (e *Engine) open(ctx context.Context, req Request) (*Read, error) {
 	r := &Read{e: e, req: req, log: req.Log}
 	if r.log == nil {
 		r.log = e.cfg.Logger

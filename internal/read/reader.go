@@ -26,8 +26,9 @@ type Config struct {
 	CacheTTL time.Duration
 	// NowFunc returns the current time. Default time.Now.
 	NowFunc func() time.Time
-	// QueryHookFunc, when set, runs before each history query; an error it
-	// returns fails the query. Tests use it to inject database failures.
+	// QueryHookFunc, when set, runs before each history query and each
+	// count statement; an error it returns fails the query. Tests use it to
+	// inject database failures and slow statements.
 	// For a search filter it runs before each FTS statement and each
 	// hydration instead; SearchStage(ctx) tells which.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
@@ -42,6 +43,9 @@ type Config struct {
 	// Caps are the filter caps Open checks first (caps.go); zero fields
 	// take the defaults.
 	Caps Caps
+	// Shares bounds concurrent reads and sets every read's deadline
+	// (share.go, deadline.go). The zero value limits nothing.
+	Shares ShareConfig
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -58,6 +62,9 @@ type Engine struct {
 	// threads and channels are the NIP-CW window modes (windows.go).
 	threads  *threadwindow.Engine
 	channels *channelwindow.Engine
+
+	// shares counts the concurrent reads (share.go).
+	shares *shares
 }
 
 type accessKey struct{ community, reader string }
@@ -85,7 +92,7 @@ func New(cfg Config) *Engine {
 	if cfg.NoReplicaReason == "" {
 		cfg.NoReplicaReason = "not_configured"
 	}
-	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}}
+	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics)}
 	if cfg.Store != nil {
 		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
 	}
@@ -266,16 +273,22 @@ func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel
 
 // count counts one filter's matches in its channel scope. A filter whose
 // every constraint is exact in SQL uses COUNT(*); otherwise at most
-// CountFallbackMaximum+1 candidates are fetched and post-filtered, and more
+// CountFallbackMaximum+1 candidates are fetched without their content and
+// post-filtered, and more
 // than CountFallbackMaximum answers errCountTooBroad. The caller has
 // skipped a filter that matches nothing or names no accessible channel.
 func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool) (int64, error) {
 	p := params(sc, acc, f, channels, named)
+	if hook := e.cfg.QueryHookFunc; hook != nil {
+		if err := hook(ctx, f); err != nil {
+			return 0, err
+		}
+	}
 	if fastPath(sc, f) {
 		return e.cfg.Store.EventCount(ctx, p)
 	}
 	p.Limit = CountFallbackMaximum + 1
-	rows, err := e.cfg.Store.EventQuery(ctx, p)
+	rows, err := e.cfg.Store.EventCountCandidates(ctx, p)
 	if err != nil {
 		return 0, err
 	}

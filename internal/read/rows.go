@@ -25,6 +25,13 @@ const historyParallelism = 4
 // (never with the search text) and the read goes on, since a relevance
 // search never promises a complete page (20-search.md §7).
 func (r *Read) Rows(ctx context.Context, emit func(Row) bool) error {
+	dctx, cancel := withDeadline(ctx, r.deadline)
+	defer cancel()
+	return r.finish(ctx, r.rows(dctx, emit))
+}
+
+// rows is Rows under the read's deadline.
+func (r *Read) rows(ctx context.Context, emit func(Row) bool) error {
 	switch {
 	case r.thread:
 		return r.threadRows(ctx, emit)
@@ -45,15 +52,25 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 		err  error
 		done chan struct{}
 	}
+	filters := r.req.Filters
+	// The read's own share runs one query; each further one in flight
+	// needs a share of its own, taken only while one is free and given
+	// back once every query has returned.
+	parallel := 1
+	for parallel < min(historyParallelism, len(filters)) && r.grant.more() {
+		parallel++
+	}
 	qctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
+		for range parallel - 1 {
+			r.grant.less()
+		}
 	}()
-	filters := r.req.Filters
 	results := make([]result, len(filters))
-	slots := make(chan struct{}, historyParallelism)
+	slots := make(chan struct{}, parallel)
 	for i := range filters {
 		results[i].done = make(chan struct{})
 		wg.Add(1)
@@ -213,6 +230,14 @@ func emitNew(rows []Row, seen map[string]struct{}, emit func(Row) bool) bool {
 // than CountFallbackMaximum candidates, and any other error for a database
 // failure.
 func (r *Read) Count(ctx context.Context) (int64, error) {
+	dctx, cancel := withDeadline(ctx, r.deadline)
+	defer cancel()
+	n, err := r.count(dctx)
+	return n, r.finish(ctx, err)
+}
+
+// count is Count under the read's deadline.
+func (r *Read) count(ctx context.Context) (int64, error) {
 	var total int64
 	for i := range r.req.Filters {
 		f := &r.req.Filters[i]

@@ -88,6 +88,11 @@ func start(t testing.TB, env map[string]string, newHandler func(slog.Level) slog
 		"BUZZ_DB_POOL_SIZE":       "10",
 		"BUZZ_LOG_LEVEL":          "warn",
 		"BUZZ_REQUIRE_AUTH_TOKEN": "true",
+		// Every HTTP client of a test is 127.0.0.1 and many tests read
+		// with one key: the per-connection and per-pubkey read shares are
+		// opened wide, the tests of the shares narrow them again.
+		"BUZZ_READS_PER_CONNECTION": "1000",
+		"BUZZ_READS_PER_PUBKEY":     "10000",
 	}
 	for k, v := range QuotasOff {
 		vars[k] = v

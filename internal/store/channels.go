@@ -63,7 +63,12 @@ func (s *Store) ChannelStateGet(ctx context.Context, q pg.Querier, communityID, 
 // channels excluded (archived ones stay readable).
 func (s *Store) AccessibleChannels(ctx context.Context, communityID, pubkey string) ([]string, error) {
 	pub, _ := hex.DecodeString(pubkey)
-	rows, err := s.pool.Query(ctx, `
+	q, release, err := s.reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("accessible channels: %w", err)
+	}
+	defer release()
+	rows, err := q.Query(ctx, `
 		SELECT c.id::text FROM channels c
 		WHERE c.community_id = $1 AND c.deleted_at IS NULL AND c.visibility = 'open'
 		UNION
@@ -89,7 +94,12 @@ func (s *Store) ChannelsAccessible(ctx context.Context, communityID, pubkey stri
 	if len(valid) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
+	q, release, err := s.reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("confirm channels: %w", err)
+	}
+	defer release()
+	rows, err := q.Query(ctx, `
 		SELECT c.id::text FROM channels c
 		WHERE c.community_id = $1 AND c.id = ANY($3::uuid[]) AND c.deleted_at IS NULL
 		  AND (c.visibility = 'open' OR EXISTS (SELECT 1 FROM channel_members m

@@ -63,7 +63,12 @@ func (s *Store) EventRowsOn(ctx context.Context, q pg.Querier, p EventQueryParam
 
 // EventRows is EventRowsOn on the Store's pool.
 func (s *Store) EventRows(ctx context.Context, p EventQueryParams) ([]EventRow, error) {
-	return s.EventRowsOn(ctx, s.pool, p)
+	q, release, err := s.reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	defer release()
+	return s.EventRowsOn(ctx, q, p)
 }
 
 // scanEventRows reads rows of (id, pubkey, created_at, kind, tags, content,

@@ -66,7 +66,12 @@ func (s *Store) EventCount(ctx context.Context, p EventQueryParams) (int64, erro
 	b := buildQuery(p)
 	var n int64
 	sql := "SELECT count(*) " + b.fromWhere()
-	if err := s.pool.QueryRow(ctx, sql, b.args...).Scan(&n); err != nil {
+	q, release, err := s.reader(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	defer release()
+	if err := q.QueryRow(ctx, sql, b.args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count events: %w", err)
 	}
 	return n, nil

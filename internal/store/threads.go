@@ -160,7 +160,12 @@ func (s *Store) ThreadReplies(ctx context.Context, p ThreadRepliesParams) ([]Sto
 			cursor = "t.event_created_at > $6"
 		}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text
+	q, release, err := s.reader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("thread replies: %w", err)
+	}
+	defer release()
+	rows, err := q.Query(ctx, `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text
 		FROM thread_metadata t
 		JOIN events e ON e.community_id = t.community_id AND e.id = t.event_id AND e.created_at = t.event_created_at
 		WHERE t.community_id = $1 AND t.root_event_id = $2 AND t.depth BETWEEN 1 AND $3

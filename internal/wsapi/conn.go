@@ -47,6 +47,9 @@ type conn struct {
 	tenant    tenant.Tenant
 	challenge string
 	log       *slog.Logger
+	// id names the connection in logs and, as "ws <id>", its share of
+	// concurrent reads.
+	id string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,7 +91,8 @@ func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
 	}
-	c.log = s.log.With(slog.String("community", t.Host), slog.String("conn_id", newConnID()))
+	c.id = newConnID()
+	c.log = s.log.With(slog.String("community", t.Host), slog.String("conn_id", c.id))
 	return c
 }
 

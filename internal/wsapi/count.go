@@ -39,11 +39,12 @@ func (c *conn) count(pubkey string, filters []event.Filter) (int64, string) {
 	log := c.log.With(slog.String("pubkey", pubkey))
 	rd, err := c.srv.cfg.Reader.Open(c.ctx, read.Request{
 		Scope:   read.Scope{CommunityID: c.tenant.CommunityID, Reader: pubkey},
-		Surface: read.SurfaceCOUNT, Filters: filters, Log: log,
+		Surface: read.SurfaceCOUNT, Filters: filters, Log: log, Conn: "ws " + c.id,
 	})
 	if err != nil {
 		return 0, c.readFailure(log, err)
 	}
+	defer rd.Close()
 	n, err := rd.Count(c.ctx)
 	if err != nil {
 		return 0, c.readFailure(log, err)

@@ -128,12 +128,13 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 	}
 	rd, err := c.srv.cfg.Reader.Open(c.ctx, read.Request{
 		Scope:   read.Scope{CommunityID: c.tenant.CommunityID, Reader: pubkey},
-		Surface: read.SurfaceREQ, Filters: sub.filters, Log: log, ContinueFunc: current,
+		Surface: read.SurfaceREQ, Filters: sub.filters, Log: log, ContinueFunc: current, Conn: "ws " + c.id,
 	})
 	if err != nil {
 		c.closeSub(sub, c.readFailure(log, err))
 		return
 	}
+	defer rd.Close()
 	// What registration adds is computed before any lock: the keys, the
 	// compiled filters and the bytes, refused past the subscription cap.
 	var p plan
@@ -175,6 +176,7 @@ func (c *conn) runReq(sub *subscription, pubkey string) {
 	err = rd.Rows(c.ctx, func(row read.Row) bool {
 		return c.sendSub(sub, wire.EventFrame(sub.id, row.JSON), false)
 	})
+	rd.Close() // the share is the database's: the barrier below waits on Redis
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.closeSub(sub, c.readFailure(log, err))
@@ -200,6 +202,9 @@ func (c *conn) readFailure(log *slog.Logger, err error) string {
 	var ref *read.Refusal
 	if errors.As(err, &ref) {
 		return ref.Reason
+	}
+	if c.ctx.Err() != nil {
+		return wire.MsgDatabaseError // the connection is closing: nobody reads the answer
 	}
 	log.Error("read failed", slog.Any("err", err))
 	return wire.MsgDatabaseError

@@ -81,6 +81,10 @@ type Config struct {
 	// TrustedProxies is BUZZ_TRUSTED_PROXIES: peers whose X-Forwarded-For
 	// names the client address the ConnectRate applies to.
 	TrustedProxies []netip.Prefix
+	// MaxConnectionsPerAddress is BUZZ_MAX_CONNECTIONS_PER_ADDRESS, the
+	// open WebSockets of one client address (addrcap.go); 0 admits any
+	// number.
+	MaxConnectionsPerAddress int
 	// SendBuffer is BUZZ_SEND_BUFFER, messages per connection queue. Default 1000.
 	SendBuffer int
 	// MaxFrameBytes is BUZZ_MAX_FRAME_BYTES. Default 524288.
@@ -121,6 +125,8 @@ type Server struct {
 	permits chan struct{}
 	// admit is the per-address connection rate; nil when off.
 	admit *addrLimiter
+	// perAddr is the per-address connection cap; nil when off.
+	perAddr *addrCap
 	// inflight counts running EVENT/REQ/COUNT handlers, for Shutdown.
 	inflight atomic.Int64
 	nsubs    atomic.Int64
@@ -163,13 +169,16 @@ func New(cfg Config) *Server {
 		idx:     newIndex(),
 		permits: make(chan struct{}, cfg.MaxConcurrentHandlers),
 		admit:   newAddrLimiter(cfg.ConnectRate, cfg.ConnectBurst, cfg.TrustedProxies),
+		perAddr: newAddrCap(cfg.MaxConnectionsPerAddress, cfg.TrustedProxies),
 		conns:   make(map[*conn]struct{}),
 	}
 }
 
 // ServeHTTP upgrades GET / to a WebSocket and serves it until it closes. In
 // order: the Host is resolved (404 when unmapped), the client address's
-// connection rate is taken (429 past it, when ConnectRate is set), then
+// connection rate is taken (429 past it, when ConnectRate is set), the
+// address's open connections counted (429 at MaxConnectionsPerAddress,
+// when set), then
 // upgrades are refused with 503 while shutting down or at MaxConnections.
 // Any Origin is accepted (see the package documentation).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +196,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.Itoa(s.admit.retryAfter()))
 		plain(w, http.StatusTooManyRequests, wire.MsgConnectRate)
 		return
+	}
+	if s.perAddr != nil {
+		release, ok := s.perAddr.take(r)
+		if !ok {
+			s.m.Reads.HTTPRejections.WithLabelValues("address_connections").Inc()
+			if a := s.cfg.Audit; a != nil {
+				a.RateLimited(t.CommunityID, "", limitConnectionsPerAddress, "ws")
+			}
+			w.Header().Set("Retry-After", "1")
+			plain(w, http.StatusTooManyRequests, wire.MsgConnectRate)
+			return
+		}
+		defer release()
 	}
 	if msg := s.reserve(); msg != "" {
 		plain(w, http.StatusServiceUnavailable, msg)

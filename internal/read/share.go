@@ -1,0 +1,200 @@
+package read
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/wire"
+)
+
+// Read shares (docs/OPERATIONS.md "Read deadlines and shares"). A share is
+// one database connection a read may hold. The process has Max of them,
+// fewer than the writer pool, so the connections left over are ingest's
+// whatever readers do; one connection (a WebSocket, or one HTTP client
+// address) holds at most PerConnection, one pubkey at most PerPubkey across
+// its connections. Every read of every surface takes one share in Open and
+// gives it back in Close; a REQ's history takes up to historyParallelism−1
+// more while they are free and runs its filters one at a time otherwise.
+// A read that finds a share full waits at most AcquireTimeout, then is
+// refused with MsgTooManyReads.
+
+// ShareConfig bounds concurrent reads.
+type ShareConfig struct {
+	// Max is the process's shares (BUZZ_MAX_CONCURRENT_READS). Zero means
+	// no limit.
+	Max int
+	// PerConnection is one connection's shares (BUZZ_READS_PER_CONNECTION).
+	// Zero means no limit.
+	PerConnection int
+	// PerPubkey is one pubkey's shares (BUZZ_READS_PER_PUBKEY). Zero means
+	// no limit.
+	PerPubkey int
+	// AcquireTimeout is how long a read waits for its share
+	// (BUZZ_DB_ACQUIRE_TIMEOUT_MS). Default 3 s.
+	AcquireTimeout time.Duration
+	// Timeout is every read's deadline (BUZZ_READ_STATEMENT_TIMEOUT_MS),
+	// counted from the moment its share is granted. Zero means none.
+	Timeout time.Duration
+}
+
+// Share scopes, the values of buzz_read_share_rejections_total's label.
+const (
+	scopeProcess    = "process"
+	scopeConnection = "connection"
+	scopePubkey     = "pubkey"
+)
+
+// shares counts the shares held, by process, connection and pubkey.
+type shares struct {
+	cfg ShareConfig
+	m   *metrics.Metrics
+
+	mu      sync.Mutex
+	total   int
+	conns   map[string]int
+	pubkeys map[string]int
+	// freed is closed and replaced whenever a share is given back, waking
+	// every waiter to try again.
+	freed chan struct{}
+}
+
+func newShares(cfg ShareConfig, m *metrics.Metrics) *shares {
+	if cfg.AcquireTimeout <= 0 {
+		cfg.AcquireTimeout = 3 * time.Second
+	}
+	return &shares{cfg: cfg, m: m, conns: map[string]int{}, pubkeys: map[string]int{}, freed: make(chan struct{})}
+}
+
+// full returns the scope that has no share left for (conn, pubkey), ""
+// when one may be taken. s.mu must be held.
+func (s *shares) fullLocked(conn, pubkey string) string {
+	switch {
+	case s.cfg.Max > 0 && s.total >= s.cfg.Max:
+		return scopeProcess
+	case conn != "" && s.cfg.PerConnection > 0 && s.conns[conn] >= s.cfg.PerConnection:
+		return scopeConnection
+	case pubkey != "" && s.cfg.PerPubkey > 0 && s.pubkeys[pubkey] >= s.cfg.PerPubkey:
+		return scopePubkey
+	}
+	return ""
+}
+
+// takeLocked takes one share. s.mu must be held.
+func (s *shares) takeLocked(conn, pubkey string) {
+	s.total++
+	if conn != "" {
+		s.conns[conn]++
+	}
+	if pubkey != "" {
+		s.pubkeys[pubkey]++
+	}
+	s.m.Reads.InFlight.Inc()
+}
+
+// acquire takes one share for (conn, pubkey), waiting at most the acquire
+// timeout. It returns a *Refusal (CodeTooManyReads) when the wait ends
+// with a share still full, and ctx's error when ctx ends first.
+func (s *shares) acquire(ctx context.Context, conn, pubkey string) error {
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		scope := s.fullLocked(conn, pubkey)
+		if scope == "" {
+			s.takeLocked(conn, pubkey)
+			s.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(s.cfg.AcquireTimeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-freed:
+		case <-timer.C:
+			s.m.Reads.ShareRejections.WithLabelValues(scope).Inc()
+			return refuse(CodeTooManyReads, wire.MsgTooManyReads)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// tryAcquire takes one share for (conn, pubkey) only if one is free now.
+func (s *shares) tryAcquire(conn, pubkey string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fullLocked(conn, pubkey) != "" {
+		return false
+	}
+	s.takeLocked(conn, pubkey)
+	return true
+}
+
+// release gives back n shares of (conn, pubkey).
+func (s *shares) release(conn, pubkey string, n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total -= n
+	if conn != "" {
+		if s.conns[conn] -= n; s.conns[conn] <= 0 {
+			delete(s.conns, conn)
+		}
+	}
+	if pubkey != "" {
+		if s.pubkeys[pubkey] -= n; s.pubkeys[pubkey] <= 0 {
+			delete(s.pubkeys, pubkey)
+		}
+	}
+	s.m.Reads.InFlight.Sub(float64(n))
+	close(s.freed)
+	s.freed = make(chan struct{})
+}
+
+// grant is the shares one Read holds; Close gives them back once.
+type grant struct {
+	s            *shares
+	conn, pubkey string
+	mu           sync.Mutex
+	n            int
+}
+
+// more takes one more share for the same read if one is free now.
+func (g *grant) more() bool {
+	if g == nil || !g.s.tryAcquire(g.conn, g.pubkey) {
+		return false
+	}
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
+	return true
+}
+
+// less gives back one share taken with more.
+func (g *grant) less() {
+	g.mu.Lock()
+	g.n--
+	g.mu.Unlock()
+	g.s.release(g.conn, g.pubkey, 1)
+}
+
+// close gives back every share still held.
+func (g *grant) close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	n := g.n
+	g.n = 0
+	g.mu.Unlock()
+	g.s.release(g.conn, g.pubkey, n)
+}
