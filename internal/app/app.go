@@ -158,6 +158,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		ForgetAccessFunc: fan.forget,
 		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
+		MaxEventBytes: cfg.Bytes.MaxEventBytes,
 	})
 	a.Relay = wsapi.New(wsapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
@@ -187,7 +188,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 			ReplayHost: cfg.RelayHost, Registry: a.Store},
 		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
 		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		Audit: observer,
+		MaxEventBytes: cfg.Bytes.MaxEventBytes,
+		Audit:         observer,
 	})
 	ok = true
 	return a, nil

@@ -55,6 +55,10 @@ type Config struct {
 	// AuditWakeFunc, when set, is called after each commit that wrote
 	// intents: the local chainer's Wake. It must not block.
 	AuditWakeFunc func()
+	// MaxEventBytes is the largest event accepted, measured as its
+	// serialized JSON with tags (BUZZ_MAX_EVENT_BYTES); it is checked
+	// before the id and the signature. 0 means no limit.
+	MaxEventBytes int
 	// GroupCommitMax is the most one-statement inserts committed together
 	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
 	// alone.
@@ -219,8 +223,14 @@ func (p *Pipeline) answer(ctx context.Context, req *Request, err error) Result {
 }
 
 // check runs steps 1–8: kind refusals, id and signature, clock, size, author.
+// The whole event's size comes first, before any work that grows with it.
 func (p *Pipeline) check(req *Request) error {
 	ev := &req.Event
+	if limit := p.cfg.MaxEventBytes; limit > 0 {
+		if n := ev.JSONSize(); n > limit {
+			return &refusal{Result{Code: Rejected, Message: wire.EventTooLarge(n, limit)}}
+		}
+	}
 	switch {
 	case ev.Kind == event.KindAuth: // 1
 		return invalid("AUTH events cannot be submitted")
