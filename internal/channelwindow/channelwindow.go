@@ -82,6 +82,10 @@ type Config struct {
 	// Logger receives the aux-cut warnings and the details of 500s; nil
 	// discards.
 	Logger *slog.Logger
+	// AuxMaxBytes, above 0, bounds the JSON bytes of one window's aux
+	// closure (BUZZ_READ_MAX_BYTES): the aux event that would go over it
+	// cuts the closure like its page limit does (§4.3). 0 means no bound.
+	AuxMaxBytes int
 }
 
 // Engine serves channel windows and summary recovery. It is safe for
