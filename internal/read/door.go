@@ -116,6 +116,8 @@ type Read struct {
 	degraded atomic.Bool
 	// thread marks a NIP-CW thread-window batch (windows.go).
 	thread bool
+	// budget is the request's byte budget (budget.go).
+	budget byteBudget
 }
 
 // Open is the read door: every decision about what the reader may see and
@@ -138,6 +140,7 @@ type Read struct {
 // internal error).
 func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 	r := &Read{e: e, req: req, log: req.Log}
+	r.budget.max = int64(e.cfg.MaxBytes)
 	if r.log == nil {
 		r.log = e.cfg.Logger
 	}

@@ -39,6 +39,10 @@ type Config struct {
 	NoReplicaReason string
 	// RelayKey signs the NIP-CW overlays (39005, 39006, 39007).
 	RelayKey []byte
+	// MaxBytes is the byte budget of one REQ history or /query answer
+	// across its filters, and of each channel window's aux closure
+	// (BUZZ_READ_MAX_BYTES, budget.go). 0 means none.
+	MaxBytes int
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -91,7 +95,8 @@ func New(cfg Config) *Engine {
 	e.threads = threadwindow.New(threadwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
 	e.channels = channelwindow.New(channelwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
-		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
+		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger,
+		AuxMaxBytes: cfg.MaxBytes})
 	return e
 }
 
@@ -190,7 +195,11 @@ func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
 // the filter's channel scope (Read.channelScope). The statement runs in
 // on, a proved replica snapshot, or on the writer when on is nil. The
 // caller has skipped a filter that yields nothing (Read.yieldsNothing).
-func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
+//
+// maxBytes above 0 stops the read after the row whose JSON takes the
+// total over it (store.EventQueryParams.MaxBytes): a request's byte
+// budget is never fetched far beyond.
+func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string, maxBytes int) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
@@ -198,6 +207,7 @@ func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *
 	p := params(sc, acc, f, channels, named)
 	p.Limit = limit
 	p.BeforeID = beforeID
+	p.MaxBytes = maxBytes
 	if hook := e.cfg.QueryHookFunc; hook != nil {
 		if err := hook(ctx, f); err != nil {
 			return nil, err

@@ -24,6 +24,12 @@ const historyParallelism = 4
 // returned; on a search REQ it ends only the failing filter, is logged here
 // (never with the search text) and the read goes on, since a relevance
 // search never promises a complete page (20-search.md §7).
+//
+// The request's byte budget (Config.MaxBytes) ends the read, without
+// error, before the first event that would take the bytes handed over
+// past it (budget.go). A NIP-CW window is handed over whole: a thread
+// batch keeps its own budgets, and a channel window or summary recovery
+// counts against the request's budget without being cut by it.
 func (r *Read) Rows(ctx context.Context, emit func(Row) bool) error {
 	switch {
 	case r.thread:
@@ -31,9 +37,9 @@ func (r *Read) Rows(ctx context.Context, emit func(Row) bool) error {
 	case r.req.Surface == SurfaceQuery:
 		return r.queryRows(ctx, emit)
 	case r.Search:
-		return r.searchREQ(ctx, emit)
+		return r.searchREQ(ctx, r.budget.wrap(emit))
 	default:
-		return r.history(ctx, emit)
+		return r.history(ctx, r.budget.wrap(emit))
 	}
 }
 
@@ -139,8 +145,13 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 // window's own events, which are handed over complete (50-windows.md §3).
 func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 	seen := make(map[string]struct{})
+	window := emit
+	emit = r.budget.wrap(emit)
 	for i := range r.req.Filters {
 		f := &r.req.Filters[i]
+		if r.budget.spent.Load() {
+			return nil // the answer ended at the budget: no further filter is read
+		}
 		route := routeOf(f)
 		if route == routeResolveRoots || route == routeChannelWindow {
 			rows, err := r.windowRows(ctx, r.opts[i].window)
@@ -148,7 +159,8 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 				return fmt.Errorf("window filter %d: %w", i, err)
 			}
 			for j := range rows {
-				if !emit(rows[j]) {
+				r.budget.charge(len(rows[j].JSON))
+				if !window(rows[j]) {
 					return nil
 				}
 			}

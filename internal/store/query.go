@@ -37,6 +37,10 @@ type EventQueryParams struct {
 	Limit int
 	// BeforeID turns the filter's until into a keyset cursor.
 	BeforeID string
+	// MaxBytes, when above 0, stops EventRows reading once the rows read
+	// hold more than MaxBytes of JSON: the row that crosses it is the last
+	// one returned, so the caller sees where its byte budget ran out.
+	MaxBytes int
 }
 
 // EventQuery returns up to Limit live events matching the filter's pushable
