@@ -132,7 +132,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Services.Replica = openReplica(ctx, a)
 	a.Reader = read.New(read.Config{Store: a.Store, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
-		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey})
+		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
+		MaxBytes: cfg.Bytes.ReadMaxBytes})
 	if a.Audit, err = startAudit(ctx, a); err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
-		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
+		SendBuffer: cfg.SendBuffer, SendBufferBytes: cfg.Bytes.SendBufferBytes, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
 		Audit: observer, Bus: a.Bus,
 	})
