@@ -37,7 +37,7 @@ type closure struct {
 	sc Scope
 	q  pg.Querier
 	// maxBytes, above 0, bounds the JSON of the aux kept (Config.
-	// AuxMaxBytes); bytes is what is kept so far. The aux event that
+	// MaxBytes); bytes is what is kept so far. The aux event that
 	// would go over it cuts the closure, as running out of pages does.
 	maxBytes int
 	bytes    int

@@ -96,7 +96,7 @@ func New(cfg Config) *Engine {
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
 	e.channels = channelwindow.New(channelwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger,
-		AuxMaxBytes: cfg.MaxBytes})
+		MaxBytes: cfg.MaxBytes})
 	return e
 }
 
