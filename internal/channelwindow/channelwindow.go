@@ -85,9 +85,10 @@ type Config struct {
 	// MaxBytes, above 0, bounds the JSON bytes of one window's page rows
 	// and, separately, of its aux closure (BUZZ_READ_MAX_BYTES). The row
 	// that would go over it ends the page like the probe does: has_more
-	// true, next_cursor the last row retained (§2). The aux event that
-	// would go over it cuts the closure like its page limit does (§4.3).
-	// The first row is always retained. 0 means no bound.
+	// true, next_cursor the last row retained (docs/NIP-CW.md §2). The
+	// aux event that would go over it cuts the closure like its page
+	// limit does (docs/NIP-CW.md §3.3). The first row is always retained.
+	// 0 means no bound.
 	MaxBytes int
 }
 
