@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -330,4 +331,64 @@ func TestAbuseSendQueueBytes(t *testing.T) {
 	require.Equal(t, len(acked), stored, "nothing acknowledged is lost")
 	honest.C.CloseNow()
 	<-done
+}
+
+// TestAbuseWindowBudget covers BUZZ_READ_MAX_BYTES on a NIP-CW channel
+// window over /query: an attacker posts the largest messages into an
+// open channel; each page stays within the budget, ends early with
+// relay-signed bounds that say there is more from exactly the last
+// message included, and a reader paging with next_cursor gets every
+// message once.
+func TestAbuseWindowBudget(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, map[string]string{
+		"BUZZ_MAX_EVENT_BYTES": strconv.Itoa(abMaxEvent),
+		"BUZZ_READ_MAX_BYTES":  strconv.Itoa(abReadMax),
+	})
+	attacker := eventtest.NewKey()
+	w := r.Dial(t, "")
+	w.Auth(attacker)
+	ch := uuid.NewString()
+	w.MustPublish(attacker.Signed(t, event.KindCreateGroup, eventtest.Tag("h", ch), eventtest.Tag("name", "flood")))
+	now := time.Now().Unix()
+	var posted []string // newest first
+	for i := range 10 {
+		base := attacker.Signed(t, event.KindStreamMessage, eventtest.Content("m"), eventtest.At(now-int64(i)), eventtest.Tag("h", ch), eventtest.Tag("t", ""))
+		ev := attacker.Signed(t, event.KindStreamMessage, eventtest.Content("m"), eventtest.At(now-int64(i)), eventtest.Tag("h", ch),
+			eventtest.Tag("t", strings.Repeat("w", abMaxEvent-base.JSONSize())))
+		require.Equal(t, abMaxEvent, ev.JSONSize())
+		w.MustPublish(ev)
+		posted = append(posted, ev.ID)
+	}
+
+	reader := eventtest.NewKey()
+	var got []string
+	window := map[string]any{"top_level": true, "#h": []string{ch}, "kinds": []int{event.KindStreamMessage}, "limit": 10}
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10, "paging ends")
+		evs, n := abQuery(t, r, reader, window)
+		require.NotEmpty(t, evs)
+		bounds := evs[len(evs)-1]
+		require.Equal(t, 39006, bounds.Kind)
+		rows := evs[:len(evs)-1]
+		require.LessOrEqual(t, abBytes(rows), abReadMax)
+		require.LessOrEqual(t, n, abReadMax+bounds.JSONSize()+len(evs)+1, "rows, bounds, commas and brackets")
+		var b struct {
+			HasMore    bool `json:"has_more"`
+			NextCursor *struct {
+				CreatedAt int64  `json:"created_at"`
+				ID        string `json:"id"`
+			} `json:"next_cursor"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(bounds.Content), &b))
+		got = append(got, abIDs(rows)...)
+		if !b.HasMore {
+			require.Nil(t, b.NextCursor)
+			break
+		}
+		require.Len(t, rows, 4, "four of the largest messages fill the budget")
+		require.Equal(t, rows[len(rows)-1].ID, b.NextCursor.ID, "more from exactly the last message included")
+		window["until"], window["before_id"] = b.NextCursor.CreatedAt, b.NextCursor.ID
+	}
+	require.Equal(t, posted, got, "every message once, in order")
 }
