@@ -359,6 +359,9 @@ type threadParams struct {
 	// IncludeAux adds the aux closure of the root and the delivered
 	// replies (include_aux: true, 50-windows.md §6).
 	IncludeAux bool
+	// MaxBytes, above 0, is what the request's byte budget has left: the
+	// read stops soon after it (store.ThreadRepliesParams.MaxBytes).
+	MaxBytes int
 }
 
 // Legacy thread read limits.
@@ -391,7 +394,7 @@ func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p thr
 	rows, err := e.cfg.Store.ThreadReplies(ctx, store.ThreadRepliesParams{
 		CommunityID: sc.CommunityID, Root: p.Root, MaxDepth: depth,
 		HasAfter: p.HasCursor && p.CursorTime >= 0, AfterTime: p.CursorTime, AfterID: p.CursorID,
-		Channels: chans, Limit: limit,
+		Channels: chans, Limit: limit, MaxBytes: p.MaxBytes,
 	})
 	if err != nil {
 		return nil, err

@@ -184,6 +184,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 			if perr != nil {
 				return perr
 			}
+			tp.MaxBytes = r.budget.fetchCap()
 			if rows, err = r.e.threadReplies(ctx, r.req.Scope, r.acc, tp); err != nil {
 				return fmt.Errorf("thread read filter %d: %w", i, err)
 			}

@@ -235,9 +235,14 @@ func (b *queryBuilder) tagCondition(name string, values []string) {
 		"EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) t WHERE t->>0 = "+b.arg(name)+" AND t->>1 = ANY("+b.arg(values)+"::text[]))")
 }
 
-func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
+func scanEvents(rows pgx.Rows) ([]StoredEvent, error) { return scanEventsUpTo(rows, 0) }
+
+// scanEventsUpTo is scanEvents that, with maxBytes above 0, stops after
+// the row whose content and tags take the total over maxBytes.
+func scanEventsUpTo(rows pgx.Rows, maxBytes int) ([]StoredEvent, error) {
 	defer rows.Close()
 	var out []StoredEvent
+	total := 0
 	for rows.Next() {
 		var (
 			id, pub, sig []byte
@@ -260,6 +265,9 @@ func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
 			se.Channel = *channel
 		}
 		out = append(out, se)
+		if total += len(se.Event.Content) + len(tags); maxBytes > 0 && total > maxBytes {
+			break
+		}
 	}
 	return out, rows.Err()
 }
