@@ -201,6 +201,20 @@ func TestAbuseReadBudget(t *testing.T) {
 		require.Equal(t, abIDs(flood[:4]), abIDs(qgot))
 	})
 
+	t.Run("TenFiltersInParallel", func(t *testing.T) {
+		filters := make([]any, 10)
+		for i := range filters {
+			filters[i] = map[string]any{"ids": []string{flood[i].ID}}
+		}
+		for round := range 3 {
+			got, closed, eose := w.Req("ten"+strconv.Itoa(round), filters...)
+			require.True(t, eose, closed)
+			require.Equal(t, abIDs(flood[:4]), abIDs(got), "filter order, cut at the budget")
+		}
+		qgot, _ := abQuery(t, r, reader, filters...)
+		require.Equal(t, abIDs(flood[:4]), abIDs(qgot))
+	})
+
 	t.Run("PagingLosesNothing", func(t *testing.T) {
 		want := append(append(append([]event.Event{}, full...), half), flood...)
 		want = append(want[:4], append([]event.Event{lastHalf, overByOne}, want[4:]...)...)

@@ -54,11 +54,10 @@ func (r *Read) onReplica(ctx context.Context, f *event.Filter, run func(*replica
 }
 
 // plain is one filter's plain history read in the request's scope, on
-// the replica when it may serve it, fetching no more than the request's
-// byte budget has left.
-func (r *Read) plain(ctx context.Context, f *event.Filter, beforeID string) ([]Row, error) {
+// the replica when it may serve it, fetching rows up to maxBytes of JSON
+// (0: no cap), what the request's byte budget leaves it.
+func (r *Read) plain(ctx context.Context, f *event.Filter, beforeID string, maxBytes int) ([]Row, error) {
 	chans, named := r.channelScope(f)
-	maxBytes := r.budget.fetchCap()
 	var rows []Row
 	served, err := r.onReplica(ctx, f, func(s *replica.Session) error {
 		var err error

@@ -37,9 +37,9 @@ func (r *Read) Rows(ctx context.Context, emit func(Row) bool) error {
 	case r.req.Surface == SurfaceQuery:
 		return r.queryRows(ctx, emit)
 	case r.Search:
-		return r.searchREQ(ctx, r.budget.wrap(emit))
+		return r.searchREQ(ctx, r.budget.wrap(-1, emit))
 	default:
-		return r.history(ctx, r.budget.wrap(emit))
+		return r.history(ctx, emit)
 	}
 }
 
@@ -59,6 +59,7 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 	}()
 	filters := r.req.Filters
 	results := make([]result, len(filters))
+	r.budget.holdFilters(len(filters))
 	slots := make(chan struct{}, historyParallelism)
 	for i := range filters {
 		results[i].done = make(chan struct{})
@@ -77,7 +78,8 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 				return
 			}
 			defer func() { <-slots }()
-			results[i].rows, results[i].err = r.plain(qctx, f, "")
+			results[i].rows, results[i].err = r.plain(qctx, f, "", r.budget.fetchCap(i))
+			r.budget.hold(i, results[i].rows)
 		}()
 	}
 	seen := make(map[string]struct{})
@@ -91,9 +93,10 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 		if res.err != nil {
 			return fmt.Errorf("read history filter %d: %w", i, res.err)
 		}
-		if !emitNew(res.rows, seen, emit) {
+		if !emitNew(res.rows, seen, r.budget.wrap(i, emit)) {
 			return nil
 		}
+		r.budget.release(i)
 	}
 	return nil
 }
@@ -146,10 +149,10 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 	seen := make(map[string]struct{})
 	window := emit
-	emit = r.budget.wrap(emit)
+	emit = r.budget.wrap(-1, emit)
 	for i := range r.req.Filters {
 		f := &r.req.Filters[i]
-		if r.budget.spent.Load() {
+		if r.budget.isSpent() {
 			return nil // the answer ended at the budget: no further filter is read
 		}
 		route := routeOf(f)
@@ -184,7 +187,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 			if perr != nil {
 				return perr
 			}
-			tp.MaxBytes = r.budget.fetchCap()
+			tp.MaxBytes = r.budget.fetchCap(-1)
 			if rows, err = r.e.threadReplies(ctx, r.req.Scope, r.acc, tp); err != nil {
 				return fmt.Errorf("thread read filter %d: %w", i, err)
 			}
@@ -194,7 +197,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 				}
 			}
 		default:
-			if rows, err = r.plain(ctx, f, r.opts[i].beforeID); err != nil {
+			if rows, err = r.plain(ctx, f, r.opts[i].beforeID, r.budget.fetchCap(-1)); err != nil {
 				return fmt.Errorf("query filter %d: %w", i, err)
 			}
 		}
