@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
 		Caps: read.Caps{MaxIDs: cfg.Filters.MaxIDs, MaxAuthors: cfg.Filters.MaxAuthors, MaxKinds: cfg.Filters.MaxKinds,
 			MaxTagValues: cfg.Filters.MaxTagValues, MaxTagKeys: cfg.Filters.MaxTagKeys},
-		Shares: readShares(cfg)})
+		Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes})
 	if a.Audit, err = startAudit(ctx, a); err != nil {
 		return nil, err
 	}
@@ -174,13 +174,14 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
 		InterruptFunc: fan.interrupt, ResolveTimeout: cfg.AmbiguousCommitTimeout,
 		Admission: a.Admission, MaxPTags: cfg.Admission.MaxPTags,
+		MaxEventBytes: cfg.Bytes.MaxEventBytes,
 	})
 	a.Relay = wsapi.New(wsapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
 		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
 		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
 		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
-		SendBuffer: cfg.SendBuffer, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
+		SendBuffer: cfg.SendBuffer, SendBufferBytes: cfg.Bytes.SendBufferBytes, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
 		Audit: observer, Bus: a.Bus, Admission: a.Admission,
 		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
@@ -210,6 +211,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
 		Audit:              observer, Admission: a.Admission,
 		MaxConcurrent: cfg.Reads.HTTPMaxConcurrent, ClientAddrFunc: a.Relay.ClientAddr,
+		MaxEventBytes: cfg.Bytes.MaxEventBytes,
 	})
 	ok = true
 	return a, nil

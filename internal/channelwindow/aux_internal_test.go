@@ -32,12 +32,13 @@ func TestAuxPage(t *testing.T) {
 		FROM generate_series(1, 1500) AS i`, cid, pub, target.ID, ch)
 	require.NoError(t, err)
 
-	first, err := queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, nil)
+	first, stopped, err := queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, nil, 0)
 	require.NoError(t, err)
+	require.False(t, stopped)
 	require.Len(t, first, auxPageSize+1)
 	require.Equal(t, 1000, auxPageSize)
 	pos := first[auxPageSize-1].position()
-	rest, err := queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, &pos)
+	rest, _, err := queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, &pos, 0)
 	require.NoError(t, err)
 	require.Len(t, rest, 500)
 	require.Equal(t, first[auxPageSize].id, rest[0].id, "the next page starts at the probe")
@@ -46,4 +47,19 @@ func TestAuxPage(t *testing.T) {
 		seen[hex.EncodeToString(s.id)] = struct{}{}
 	}
 	require.Len(t, seen, 1500)
+
+	// A byte cap stops the page after the row that crosses it.
+	row := len(first[0].content) + len(first[0].tags)
+	capped, stopped, err := queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, nil, 3*row)
+	require.NoError(t, err)
+	require.True(t, stopped)
+	require.Len(t, capped, 4)
+	capped, stopped, err = queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, nil, 3*row+1)
+	require.NoError(t, err)
+	require.True(t, stopped)
+	require.Len(t, capped, 4)
+	capped, stopped, err = queryAux(ctx, pool, cid, hop1Kinds, []string{target.ID}, nil, 3*row-1)
+	require.NoError(t, err)
+	require.True(t, stopped)
+	require.Len(t, capped, 3)
 }

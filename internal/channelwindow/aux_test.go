@@ -126,7 +126,7 @@ func TestAuxPageCut(t *testing.T) {
 	require.Equal(t, kept.ID, items[1+reactions].Event.ID, "the deletion in hop 2's first batch is kept, the one in its 65th is cut")
 	require.Equal(t, 39006, items[len(items)-1].Event.Kind)
 	require.Equal(t, 1.0, testutil.ToFloat64(w.m.Window.AuxTruncated))
-	require.Contains(t, w.log.String(), `"level":"WARN","msg":"channel window aux closure cut at its page limit"`)
+	require.Contains(t, w.log.String(), `"level":"WARN","msg":"channel window aux closure cut at its page or byte limit"`)
 }
 
 // TestAuxCorrupt covers §12's corrupt live aux row: a matched aux event

@@ -82,6 +82,14 @@ type Config struct {
 	// Logger receives the aux-cut warnings and the details of 500s; nil
 	// discards.
 	Logger *slog.Logger
+	// MaxBytes, above 0, bounds the JSON bytes of one window's page rows
+	// and, separately, of its aux closure (BUZZ_READ_MAX_BYTES). The row
+	// that would go over it ends the page like the probe does: has_more
+	// true, next_cursor the last row retained (docs/NIP-CW.md §2). The
+	// aux event that would go over it cuts the closure like its page
+	// limit does (docs/NIP-CW.md §3.3). The first row is always retained.
+	// 0 means no bound.
+	MaxBytes int
 }
 
 // Engine serves channel windows and summary recovery. It is safe for

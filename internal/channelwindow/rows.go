@@ -72,15 +72,24 @@ func (s selection) delivered() []row {
 // SQL ones, then the reader's visibility, so the walk asks for further
 // chunks (limit+1, doubling up to maxRowChunk) until limit rows and a
 // probe are found or the rows end. The probe sets hasMore and is dropped.
-func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selection, error) {
+// maxBytes above 0 is a byte budget on the retained rows' JSON: a visible
+// row that would take them over it is a probe too, so the page ends
+// early with an exact next_cursor (the first row is always retained),
+// and no chunk reads rows far past what is left.
+func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request, maxBytes int) (selection, error) {
 	var sel selection
 	pos, err := cursorPosition(r.Cursor)
 	if err != nil {
 		return selection{}, err
 	}
 	chunk := r.Limit + 1
+	used := 0
 	for {
-		batch, err := queryRows(ctx, q, sc.CommunityID, r, pos, chunk)
+		left := 0
+		if maxBytes > 0 {
+			left = max(maxBytes-used, 1)
+		}
+		batch, stopped, err := queryRows(ctx, q, sc.CommunityID, r, pos, chunk, left)
 		if err != nil {
 			return selection{}, err
 		}
@@ -90,13 +99,15 @@ func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selecti
 			if !cand.ev.VisibleTo(sc.Reader) {
 				continue
 			}
-			if len(sel.rows) == r.Limit {
+			n := cand.ev.JSONSize()
+			if len(sel.rows) == r.Limit || (maxBytes > 0 && len(sel.rows) > 0 && used+n > maxBytes) {
 				sel.hasMore = true
 				return sel, nil
 			}
+			used += n
 			sel.rows = append(sel.rows, *cand)
 		}
-		if len(batch) < chunk {
+		if len(batch) < chunk && !stopped {
 			return sel, nil
 		}
 		chunk = min(chunk*2, maxRowChunk)
@@ -104,8 +115,10 @@ func selectRows(ctx context.Context, q pg.Querier, sc Scope, r Request) (selecti
 }
 
 // queryRows runs one chunk of the row walk: up to n rows strictly after
-// pos (from the head when pos is nil).
-func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request, pos *position, n int) ([]row, error) {
+// pos (from the head when pos is nil). maxBytes above 0 stops the scan
+// after the row whose content and tags take the chunk over it (stopped):
+// the walk then goes on after that row.
+func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request, pos *position, n, maxBytes int) (out []row, stopped bool, err error) {
 	sql := rowsSQL
 	args := []any{communityID, r.Channel}
 	if pos != nil {
@@ -120,10 +133,10 @@ func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request,
 	sql += "\nORDER BY e.created_at DESC, e.id ASC\nLIMIT $" + strconv.Itoa(len(args))
 	rs, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("select window rows: %w", err)
+		return nil, false, fmt.Errorf("select window rows: %w", err)
 	}
 	defer rs.Close()
-	var out []row
+	total := 0
 	for rs.Next() {
 		var (
 			s                   stored
@@ -131,7 +144,7 @@ func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request,
 			lastReply           *time.Time
 		)
 		if err := rs.Scan(append(s.targets(), &replies, &descendant, &lastReply)...); err != nil {
-			return nil, fmt.Errorf("scan window row: %w", err)
+			return nil, false, fmt.Errorf("scan window row: %w", err)
 		}
 		ev, ok := s.event()
 		rw := row{key: s.cursor(), pos: s.position(), ev: ev, ok: ok, channel: s.channelID()}
@@ -146,9 +159,13 @@ func queryRows(ctx context.Context, q pg.Querier, communityID string, r Request,
 			rw.lastReplyAt = &t
 		}
 		out = append(out, rw)
+		if total += len(s.content) + len(s.tags); maxBytes > 0 && total > maxBytes {
+			stopped = true
+			break
+		}
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read window rows: %w", err)
+		return nil, false, fmt.Errorf("read window rows: %w", err)
 	}
-	return out, nil
+	return out, stopped, nil
 }

@@ -50,8 +50,8 @@ func (e *Engine) Window(ctx context.Context, sc Scope, r Request) ([]Item, error
 	}
 	if p.auxCut {
 		e.cfg.Metrics.Window.AuxTruncated.Inc()
-		e.log.WarnContext(ctx, "channel window aux closure cut at its page limit",
-			slog.String("community", sc.CommunityID), slog.String("channel", r.Channel), slog.Int("pages_per_hop", auxMaxPages), slog.Int("aux", len(p.aux)))
+		e.log.WarnContext(ctx, "channel window aux closure cut at its page or byte limit",
+			slog.String("community", sc.CommunityID), slog.String("channel", r.Channel), slog.Int("pages_per_hop", auxMaxPages), slog.Int("max_bytes", e.cfg.MaxBytes), slog.Int("aux", len(p.aux)))
 	}
 	items, err := e.assemble(r, p)
 	if err != nil {
@@ -66,7 +66,7 @@ func (e *Engine) route(ctx context.Context, sc Scope, r Request) (page, error) {
 	var p page
 	run := func(q pg.Querier) error {
 		var err error
-		p, err = read(ctx, q, sc, r)
+		p, err = read(ctx, q, sc, r, e.cfg.MaxBytes)
 		return err
 	}
 	if r.Cursor == nil {
@@ -93,14 +93,14 @@ func (e *Engine) route(ctx context.Context, sc Scope, r Request) (page, error) {
 
 // read runs the window's statements on q: rows, then the aux closure and
 // the summaries of the delivered rows when asked for.
-func read(ctx context.Context, q pg.Querier, sc Scope, r Request) (page, error) {
-	sel, err := selectRows(ctx, q, sc, r)
+func read(ctx context.Context, q pg.Querier, sc Scope, r Request, maxBytes int) (page, error) {
+	sel, err := selectRows(ctx, q, sc, r, maxBytes)
 	if err != nil {
 		return page{}, err
 	}
 	p := page{sel: sel, delivered: sel.delivered()}
 	if r.IncludeAux && len(p.delivered) > 0 {
-		if p.aux, p.auxCut, err = auxClosure(ctx, q, sc, p.delivered); err != nil {
+		if p.aux, p.auxCut, err = auxClosure(ctx, q, sc, p.delivered, maxBytes); err != nil {
 			return page{}, err
 		}
 	}
@@ -178,15 +178,15 @@ func (e *Engine) Aux(ctx context.Context, sc Scope, targets []string) ([]Item, e
 	)
 	err := e.onWriter(ctx, func(q pg.Querier) error {
 		var err error
-		items, cut, err = closeOver(ctx, q, sc, targets)
+		items, cut, err = closeOver(ctx, q, sc, targets, e.cfg.MaxBytes)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("legacy thread aux: %w", err)
 	}
 	if cut {
-		e.log.WarnContext(ctx, "legacy thread aux closure cut at its page limit",
-			slog.Int("pages_per_hop", auxMaxPages), slog.Int("aux", len(items)))
+		e.log.WarnContext(ctx, "legacy thread aux closure cut at its page or byte limit",
+			slog.Int("pages_per_hop", auxMaxPages), slog.Int("max_bytes", e.cfg.MaxBytes), slog.Int("aux", len(items)))
 	}
 	return items, nil
 }

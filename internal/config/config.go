@@ -117,6 +117,9 @@ type Config struct {
 	// events before a slow client is closed (BUZZ_SLOW_CLIENT_GRACE_LIMIT),
 	// 1–255. Default 15.
 	SlowClientGraceLimit int
+	// Bytes are the byte budgets: event size, read answers, send queue
+	// (bytes.go).
+	Bytes ByteBudgets
 	// CORSOrigins lists the allowed origins of the HTTP bridge
 	// (BUZZ_CORS_ORIGINS, comma-separated), each normalised to a lowercase
 	// scheme://host[:port]. Default nil: any origin.
@@ -249,6 +252,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.SendBuffer = l.integer("BUZZ_SEND_BUFFER", DefaultSendBuffer, 16, 1000000)
 	c.MaxFrameBytes = l.integer("BUZZ_MAX_FRAME_BYTES", DefaultMaxFrameBytes, 65536, 16777216)
 	c.SlowClientGraceLimit = l.integer("BUZZ_SLOW_CLIENT_GRACE_LIMIT", DefaultSlowClientGraceLimit, 1, 255)
+	c.Bytes = l.byteBudgets(c.MaxFrameBytes)
 	c.CORSOrigins = l.origins("BUZZ_CORS_ORIGINS")
 	c.DBPoolSize = l.integer("BUZZ_DB_POOL_SIZE", DefaultDBPoolSize, 1, 1000)
 	c.Reads = l.readLimits(c.DBPoolSize)
@@ -320,6 +324,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("send_buffer", c.SendBuffer),
 		slog.Int("max_frame_bytes", c.MaxFrameBytes),
 		slog.Int("slow_client_grace_limit", c.SlowClientGraceLimit),
+		slog.Int("max_event_bytes", c.Bytes.MaxEventBytes),
+		slog.Int("read_max_bytes", c.Bytes.ReadMaxBytes),
+		slog.Int("send_buffer_bytes", c.Bytes.SendBufferBytes),
 		slog.String("cors_origins", strings.Join(c.CORSOrigins, ",")),
 		slog.Int("db_pool_size", c.DBPoolSize),
 		slog.String("redis_url", redactURL(c.RedisURL)),
@@ -369,6 +376,7 @@ var knownVariables = []string{
 	"BUZZ_REQUIRE_RELAY_MEMBERSHIP", "BUZZ_MAX_CONNECTIONS", "BUZZ_MAX_CONCURRENT_HANDLERS",
 	"BUZZ_WS_CONNECT_RATE", "BUZZ_WS_CONNECT_BURST", "BUZZ_TRUSTED_PROXIES",
 	"BUZZ_SEND_BUFFER", "BUZZ_MAX_FRAME_BYTES", "BUZZ_SLOW_CLIENT_GRACE_LIMIT",
+	"BUZZ_MAX_EVENT_BYTES", "BUZZ_READ_MAX_BYTES", "BUZZ_SEND_BUFFER_BYTES",
 	"BUZZ_CORS_ORIGINS", "BUZZ_DB_POOL_SIZE", "BUZZ_REDIS_POOL_SIZE",
 	"BUZZ_DB_READ_POOL_SIZE", "BUZZ_AUDIT_ENABLED", "BUZZ_OPERATOR_LISTENERS",
 	"BUZZ_OPERATOR_LISTENER_TIMEOUT_MS",

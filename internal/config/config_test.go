@@ -64,6 +64,7 @@ func TestLoad(t *testing.T) {
 			SendBuffer:              1000,
 			MaxFrameBytes:           524288,
 			SlowClientGraceLimit:    15,
+			Bytes:                   ByteBudgets{MaxEventBytes: 393216, ReadMaxBytes: 8388608, SendBufferBytes: 16777216},
 			DBPoolSize:              50,
 			RedisPoolSize:           16,
 			DBReadPoolSize:          50,
@@ -167,6 +168,7 @@ func TestLoad(t *testing.T) {
 			SendBuffer:           16,
 			MaxFrameBytes:        16777216,
 			SlowClientGraceLimit: 255,
+			Bytes:                ByteBudgets{MaxEventBytes: 393216, ReadMaxBytes: 8388608, SendBufferBytes: 16777216},
 			CORSOrigins:          []string{"https://app.example", "tauri://localhost", "http://127.0.0.1:5173"},
 			DBPoolSize:           7,
 			RedisURL:             "rediss://:secret@redis.example:6380/0",
@@ -441,6 +443,7 @@ func TestLogValue(t *testing.T) {
 	require.Contains(t, out, `"relay_host":"localhost:3000"`)
 	require.Contains(t, out, `"pprof_enabled":false`)
 	require.Contains(t, out, `"ws_connect_rate":0`)
+	require.Contains(t, out, `"max_event_bytes":393216,"read_max_bytes":8388608,"send_buffer_bytes":16777216`)
 }
 
 // The burst defaults to four seconds of the rate, at least 1.

@@ -179,9 +179,13 @@ func TestBridge(t *testing.T) {
 
 	t.Run("BodyTooLarge", func(t *testing.T) { // check 108
 		t.Parallel()
-		status, resp := brHTTP(t, r, "/events", alice, bytes.Repeat([]byte("x"), 2<<20))
+		status, resp := brHTTP(t, r, "/query", alice, bytes.Repeat([]byte("x"), 2<<20))
 		require.Equal(t, http.StatusRequestEntityTooLarge, status)
 		require.Equal(t, `{"error":"request body too large"}`, string(resp))
+		// POST /events follows BUZZ_MAX_EVENT_BYTES instead (docs/OPERATIONS.md "Byte budgets").
+		status, resp = brHTTP(t, r, "/events", alice, bytes.Repeat([]byte("x"), 2<<20))
+		require.Equal(t, http.StatusRequestEntityTooLarge, status)
+		require.Equal(t, `{"error":"invalid: event too large (2097152 bytes, maximum 393216)"}`, string(resp))
 	})
 }
 

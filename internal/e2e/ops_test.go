@@ -96,6 +96,7 @@ func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay k
 			"max_limit": 1000,
 			"max_subid_length": 256,
 			"max_content_length": 262144,
+			"max_event_bytes": 393216,
 			"min_pow_difficulty": null,
 			"auth_required": true,
 			"payment_required": false,

@@ -278,3 +278,66 @@ func IsHexAnyCase64(s string) bool {
 	}
 	return true
 }
+
+// JSONSize returns len(e.AppendJSON(nil)) without building the JSON: the
+// event's serialized size, tags included. It allocates nothing.
+func (e *Event) JSONSize() int {
+	n := len(`{"id":"","pubkey":"","created_at":,"kind":,"tags":,"content":,"sig":""}`)
+	n += len(e.ID) + len(e.PubKey) + len(e.Sig) + intSize(e.CreatedAt) + intSize(int64(e.Kind))
+	n += 2 // the tags' brackets
+	for i, t := range e.Tags {
+		if i > 0 {
+			n++
+		}
+		n += 2 + max(len(t)-1, 0)
+		for _, v := range t {
+			n += stringSize(v)
+		}
+	}
+	return n + stringSize(e.Content)
+}
+
+// intSize is the length of strconv.AppendInt(nil, v, 10).
+func intSize(v int64) int {
+	n := 1
+	if v < 0 {
+		n++
+		if v == -v { // math.MinInt64
+			return 20
+		}
+		v = -v
+	}
+	for v >= 10 {
+		v /= 10
+		n++
+	}
+	return n
+}
+
+// stringSize is the length of AppendString(nil, s).
+func stringSize(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf:
+			n++
+			i++
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				n += len("\ufffd")
+			} else {
+				n += size
+			}
+			i += size
+		case c == '"', c == '\\', c == '\n', c == '\r', c == '\t', c == '\b', c == '\f':
+			n += 2
+			i++
+		default:
+			n += 6
+			i++
+		}
+	}
+	return n
+}

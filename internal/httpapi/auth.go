@@ -47,6 +47,23 @@ type routeFunc func(ctx context.Context, rq *bridgeRequest) (any, error)
 // then the route, which parses the body (400) and does its work. OPTIONS is
 // the CORS preflight.
 func (s *Server) bridge(route routeFunc) http.Handler {
+	return s.bridgeLimited(anyBody, route)
+}
+
+// bodyLimit is a bridge route's largest body and the 413 refusal of a
+// larger one, given the body's length as far as it is known.
+type bodyLimit struct {
+	max      int64
+	tooLarge func(n int64) *apiError
+}
+
+// anyBody is the limit of every bridge route but POST /events.
+var anyBody = bodyLimit{max: MaxBodyBytes, tooLarge: func(int64) *apiError {
+	return refuse(http.StatusRequestEntityTooLarge, msgBodyTooLarge)
+}}
+
+// bridgeLimited is bridge with the body limit of the route.
+func (s *Server) bridgeLimited(limit bodyLimit, route routeFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodOptions {
 			s.bridgePreflight(w, r)
@@ -65,7 +82,7 @@ func (s *Server) bridge(route routeFunc) http.Handler {
 			return
 		}
 		defer s.leave()
-		rq, err := s.admit(w, r)
+		rq, err := s.admit(w, r, limit)
 		if err != nil {
 			s.writeFailure(w, r, err)
 			return
@@ -85,13 +102,13 @@ func (s *Server) bridge(route routeFunc) http.Handler {
 }
 
 // admit runs the checks before the body parse.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*bridgeRequest, error) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit bodyLimit) (*bridgeRequest, error) {
 	ctx := r.Context()
 	t, err := s.cfg.Resolver.Resolve(ctx, r.Host)
 	if err != nil {
 		return nil, refuse(http.StatusNotFound, tenant.MsgNoCommunity)
 	}
-	body, err := readBody(w, r)
+	body, err := readBodyUpTo(w, r, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +127,19 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*bridgeRequest, 
 
 // readBody reads at most MaxBodyBytes; more is a 413.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > MaxBodyBytes {
-		return nil, refuse(http.StatusRequestEntityTooLarge, msgBodyTooLarge)
+	return readBodyUpTo(w, r, anyBody)
+}
+
+// readBodyUpTo reads at most limit.max bytes; more is limit's 413, told
+// the Content-Length or, without one, the bytes read before it stopped.
+func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit bodyLimit) ([]byte, error) {
+	if r.ContentLength > limit.max {
+		return nil, limit.tooLarge(r.ContentLength)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit.max))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, refuse(http.StatusRequestEntityTooLarge, msgBodyTooLarge)
+		return nil, limit.tooLarge(limit.max + 1)
 	}
 	if err != nil {
 		return nil, refuse(http.StatusBadRequest, "could not read request body")

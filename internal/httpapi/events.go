@@ -18,6 +18,20 @@ type eventsResponse struct {
 	Message  string `json:"message"`
 }
 
+// eventsBody is the body limit of POST /events: twice the largest event,
+// room for a client's longer escaping of the same event; the event's own
+// size is then judged by the pipeline, with the same text on both doors.
+// Without an event limit it is MaxBodyBytes.
+func (s *Server) eventsBody() bodyLimit {
+	maximum := s.cfg.MaxEventBytes
+	if maximum <= 0 {
+		return anyBody
+	}
+	return bodyLimit{max: 2 * int64(maximum), tooLarge: func(n int64) *apiError {
+		return refuse(http.StatusRequestEntityTooLarge, wire.EventTooLarge(int(n), maximum))
+	}}
+}
+
 // events is POST /events: one event, submitted to the ingest pipeline with
 // the NIP-98 signer as its author.
 func (s *Server) events(ctx context.Context, rq *bridgeRequest) (any, error) {

@@ -52,12 +52,15 @@ type nip11ReadStateSnapshot struct {
 }
 
 type nip11Limitation struct {
-	MaxMessageLength int  `json:"max_message_length"`
-	MaxSubscriptions int  `json:"max_subscriptions"`
-	MaxFilters       int  `json:"max_filters"`
-	MaxLimit         int  `json:"max_limit"`
-	MaxSubIDLength   int  `json:"max_subid_length"`
-	MaxContentLength int  `json:"max_content_length"`
+	MaxMessageLength int `json:"max_message_length"`
+	MaxSubscriptions int `json:"max_subscriptions"`
+	MaxFilters       int `json:"max_filters"`
+	MaxLimit         int `json:"max_limit"`
+	MaxSubIDLength   int `json:"max_subid_length"`
+	MaxContentLength int `json:"max_content_length"`
+	// MaxEventBytes is an extra key: the largest event, serialized with
+	// its tags (BUZZ_MAX_EVENT_BYTES).
+	MaxEventBytes    int  `json:"max_event_bytes,omitempty"`
 	MinPowDifficulty *int `json:"min_pow_difficulty"`
 	AuthRequired     bool `json:"auth_required"`
 	PaymentRequired  bool `json:"payment_required"`
@@ -111,6 +114,7 @@ func nip11Of(cfg Config) nip11Doc {
 			MaxLimit:         read.MaxLimit,
 			MaxSubIDLength:   maxSubIDLength,
 			MaxContentLength: maxContentLength,
+			MaxEventBytes:    cfg.MaxEventBytes,
 			AuthRequired:     true,
 			PaymentRequired:  false,
 			RestrictedWrites: true,

@@ -76,6 +76,10 @@ type Config struct {
 	// BUZZ_CONN_MAX_INDEX_KEYS, BUZZ_CONN_MAX_FILTER_BYTES), advertised in
 	// NIP-11's limitation; zero advertises the wsapi default.
 	SubMaxIndexKeys, ConnMaxIndexKeys, ConnMaxFilterBytes int
+	// MaxEventBytes (BUZZ_MAX_EVENT_BYTES) is NIP-11's
+	// limitation.max_event_bytes and bounds the body of POST /events
+	// (eventsBody); 0 keeps MaxBodyBytes there and advertises nothing.
+	MaxEventBytes int
 	// Operator configures the operator-listener registration route
 	// (spec 60 §4).
 	Operator OperatorConfig
@@ -169,7 +173,7 @@ func (s *Server) Handler() http.Handler { return s.mux }
 func (s *Server) routes() {
 	s.mux.HandleFunc("/{$}", s.root)
 	s.mux.Handle("/info", s.instrument(actionInfo, http.HandlerFunc(s.serveNIP11)))
-	s.mux.Handle("/events", s.instrument(actionEvents, s.bridge(s.events)))
+	s.mux.Handle("/events", s.instrument(actionEvents, s.bridgeLimited(s.eventsBody(), s.events)))
 	s.mux.Handle("/query", s.instrument(actionQuery, s.bridge(s.query)))
 	s.mux.Handle("/count", s.instrument(actionCount, s.bridge(s.count)))
 	s.mux.Handle(operatorPath, s.instrument(actionOperator, http.HandlerFunc(s.operatorPubkeys)))

@@ -65,6 +65,10 @@ type Config struct {
 	// MaxPTags is the most p tags an event may carry (BUZZ_MAX_P_TAGS).
 	// Default DefaultMaxPTags.
 	MaxPTags int
+	// MaxEventBytes is the largest event accepted, measured as its
+	// serialized JSON with tags (BUZZ_MAX_EVENT_BYTES); it is checked
+	// before the id and the signature. 0 means no limit.
+	MaxEventBytes int
 	// GroupCommitMax is the most one-statement inserts committed together
 	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
 	// alone.
@@ -261,8 +265,14 @@ func (p *Pipeline) answer(ctx context.Context, req *Request, err error) Result {
 }
 
 // check runs steps 1–8: kind refusals, id and signature, clock, size, author.
+// The whole event's size comes first, before any work that grows with it.
 func (p *Pipeline) check(req *Request) error {
 	ev := &req.Event
+	if limit := p.cfg.MaxEventBytes; limit > 0 {
+		if n := ev.JSONSize(); n > limit {
+			return &refusal{Result{Code: Rejected, Message: wire.EventTooLarge(n, limit)}}
+		}
+	}
 	switch {
 	case ev.Kind == event.KindAuth: // 1
 		return invalid("AUTH events cannot be submitted")

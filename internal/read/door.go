@@ -133,6 +133,8 @@ type Read struct {
 	// read times out (zero: never). Both are set by Open (share.go).
 	grant    *grant
 	deadline time.Time
+	// budget is the request's byte budget (budget.go).
+	budget byteBudget
 }
 
 // Open is the read door: every decision about what the reader may see and
@@ -197,6 +199,7 @@ func (r *Read) Close() {
 // open is Open once the share is held.
 func (e *Engine) open(ctx context.Context, req Request) (*Read, error) {
 	r := &Read{e: e, req: req, log: req.Log}
+	r.budget.max = int64(e.cfg.MaxBytes)
 	if r.log == nil {
 		r.log = e.cfg.Logger
 	}

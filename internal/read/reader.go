@@ -46,6 +46,10 @@ type Config struct {
 	// Shares bounds concurrent reads and sets every read's deadline
 	// (share.go, deadline.go). The zero value limits nothing.
 	Shares ShareConfig
+	// MaxBytes is the byte budget of one REQ history or /query answer
+	// across its filters, and of each channel window's aux closure
+	// (BUZZ_READ_MAX_BYTES, budget.go). 0 means none.
+	MaxBytes int
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -102,7 +106,8 @@ func New(cfg Config) *Engine {
 	e.threads = threadwindow.New(threadwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
 	e.channels = channelwindow.New(channelwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
-		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
+		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger,
+		MaxBytes: cfg.MaxBytes})
 	return e
 }
 
@@ -201,7 +206,11 @@ func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
 // the filter's channel scope (Read.channelScope). The statement runs in
 // on, a proved replica snapshot, or on the writer when on is nil. The
 // caller has skipped a filter that yields nothing (Read.yieldsNothing).
-func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string) ([]Row, error) {
+//
+// maxBytes above 0 stops the read after the row whose JSON takes the
+// total over it (store.EventQueryParams.MaxBytes): a request's byte
+// budget is never fetched far beyond.
+func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels []string, named bool, beforeID string, maxBytes int) ([]Row, error) {
 	limit := MaxLimit
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
@@ -209,6 +218,7 @@ func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *
 	p := params(sc, acc, f, channels, named)
 	p.Limit = limit
 	p.BeforeID = beforeID
+	p.MaxBytes = maxBytes
 	if hook := e.cfg.QueryHookFunc; hook != nil {
 		if err := hook(ctx, f); err != nil {
 			return nil, err
@@ -366,6 +376,9 @@ type threadParams struct {
 	// IncludeAux adds the aux closure of the root and the delivered
 	// replies (include_aux: true, 50-windows.md §6).
 	IncludeAux bool
+	// MaxBytes, above 0, is what the request's byte budget has left: the
+	// read stops soon after it (store.ThreadRepliesParams.MaxBytes).
+	MaxBytes int
 }
 
 // Legacy thread read limits.
@@ -398,7 +411,7 @@ func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p thr
 	rows, err := e.cfg.Store.ThreadReplies(ctx, store.ThreadRepliesParams{
 		CommunityID: sc.CommunityID, Root: p.Root, MaxDepth: depth,
 		HasAfter: p.HasCursor && p.CursorTime >= 0, AfterTime: p.CursorTime, AfterID: p.CursorID,
-		Channels: chans, Limit: limit,
+		Channels: chans, Limit: limit, MaxBytes: p.MaxBytes,
 	})
 	if err != nil {
 		return nil, err

@@ -54,19 +54,20 @@ func (r *Read) onReplica(ctx context.Context, f *event.Filter, run func(*replica
 }
 
 // plain is one filter's plain history read in the request's scope, on
-// the replica when it may serve it.
-func (r *Read) plain(ctx context.Context, f *event.Filter, beforeID string) ([]Row, error) {
+// the replica when it may serve it, fetching rows up to maxBytes of JSON
+// (0: no cap), what the request's byte budget leaves it.
+func (r *Read) plain(ctx context.Context, f *event.Filter, beforeID string, maxBytes int) ([]Row, error) {
 	chans, named := r.channelScope(f)
 	var rows []Row
 	served, err := r.onReplica(ctx, f, func(s *replica.Session) error {
 		var err error
-		rows, err = r.e.query(ctx, s, r.req.Scope, r.acc, f, chans, named, beforeID)
+		rows, err = r.e.query(ctx, s, r.req.Scope, r.acc, f, chans, named, beforeID, maxBytes)
 		return err
 	})
 	if served || err != nil {
 		return rows, err
 	}
-	return r.e.query(ctx, nil, r.req.Scope, r.acc, f, chans, named, beforeID)
+	return r.e.query(ctx, nil, r.req.Scope, r.acc, f, chans, named, beforeID, maxBytes)
 }
 
 // search is one search filter, on the replica when it may serve it. The

@@ -24,6 +24,12 @@ const historyParallelism = 4
 // returned; on a search REQ it ends only the failing filter, is logged here
 // (never with the search text) and the read goes on, since a relevance
 // search never promises a complete page (20-search.md §7).
+//
+// The request's byte budget (Config.MaxBytes) ends the read, without
+// error, before the first event that would take the bytes handed over
+// past it (budget.go). A NIP-CW window is handed over whole: a thread
+// batch keeps its own budgets, and a channel window or summary recovery
+// counts against the request's budget without being cut by it.
 func (r *Read) Rows(ctx context.Context, emit func(Row) bool) error {
 	dctx, cancel := withDeadline(ctx, r.deadline)
 	defer cancel()
@@ -38,7 +44,7 @@ func (r *Read) rows(ctx context.Context, emit func(Row) bool) error {
 	case r.req.Surface == SurfaceQuery:
 		return r.queryRows(ctx, emit)
 	case r.Search:
-		return r.searchREQ(ctx, emit)
+		return r.searchREQ(ctx, r.budget.wrap(-1, emit))
 	default:
 		return r.history(ctx, emit)
 	}
@@ -70,6 +76,7 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 		}
 	}()
 	results := make([]result, len(filters))
+	r.budget.holdFilters(len(filters))
 	slots := make(chan struct{}, parallel)
 	for i := range filters {
 		results[i].done = make(chan struct{})
@@ -88,7 +95,8 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 				return
 			}
 			defer func() { <-slots }()
-			results[i].rows, results[i].err = r.plain(qctx, f, "")
+			results[i].rows, results[i].err = r.plain(qctx, f, "", r.budget.fetchCap(i))
+			r.budget.hold(i, results[i].rows)
 		}()
 	}
 	seen := make(map[string]struct{})
@@ -102,9 +110,10 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 		if res.err != nil {
 			return fmt.Errorf("read history filter %d: %w", i, res.err)
 		}
-		if !emitNew(res.rows, seen, emit) {
+		if !emitNew(res.rows, seen, r.budget.wrap(i, emit)) {
 			return nil
 		}
+		r.budget.release(i)
 	}
 	return nil
 }
@@ -156,8 +165,13 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 // window's own events, which are handed over complete (50-windows.md §3).
 func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 	seen := make(map[string]struct{})
+	window := emit
+	emit = r.budget.wrap(-1, emit)
 	for i := range r.req.Filters {
 		f := &r.req.Filters[i]
+		if r.budget.isSpent() {
+			return nil // the answer ended at the budget: no further filter is read
+		}
 		route := routeOf(f)
 		if route == routeResolveRoots || route == routeChannelWindow {
 			rows, err := r.windowRows(ctx, r.opts[i].window)
@@ -165,7 +179,8 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 				return fmt.Errorf("window filter %d: %w", i, err)
 			}
 			for j := range rows {
-				if !emit(rows[j]) {
+				r.budget.charge(len(rows[j].JSON))
+				if !window(rows[j]) {
 					return nil
 				}
 			}
@@ -189,6 +204,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 			if perr != nil {
 				return perr
 			}
+			tp.MaxBytes = r.budget.fetchCap(-1)
 			if rows, err = r.e.threadReplies(ctx, r.req.Scope, r.acc, tp); err != nil {
 				return fmt.Errorf("thread read filter %d: %w", i, err)
 			}
@@ -198,7 +214,7 @@ func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 				}
 			}
 		default:
-			if rows, err = r.plain(ctx, f, r.opts[i].beforeID); err != nil {
+			if rows, err = r.plain(ctx, f, r.opts[i].beforeID, r.budget.fetchCap(-1)); err != nil {
 				return fmt.Errorf("query filter %d: %w", i, err)
 			}
 		}

@@ -54,7 +54,7 @@ func (s *Store) EventRowsOn(ctx context.Context, q pg.Querier, p EventQueryParam
 	if err != nil {
 		return nil, fmt.Errorf("query events: %w", err)
 	}
-	out, err := scanEventRows(rows, p.Limit)
+	out, err := scanEventRows(rows, p.Limit, p.MaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("query events: %w", err)
 	}
@@ -75,10 +75,13 @@ func (s *Store) EventRows(ctx context.Context, p EventQueryParams) ([]EventRow, 
 // sig, channel_id::text). The byte columns are read in place (they are
 // valid until the next row) and appended to the row's JSON. limit sizes
 // the slice up to a page of 64: a REQ without a limit asks for 1,000 and
-// usually gets far fewer.
-func scanEventRows(rows pgx.Rows, limit int) ([]EventRow, error) {
+// usually gets far fewer. maxBytes above 0 stops the read after the row
+// whose JSON takes the total over it; the rest of the result is never
+// decoded.
+func scanEventRows(rows pgx.Rows, limit, maxBytes int) ([]EventRow, error) {
 	defer rows.Close()
 	out := make([]EventRow, 0, min(max(limit, 0), 64))
+	total := 0
 	for rows.Next() {
 		var (
 			id, pub, sig, tags pgtype.DriverBytes
@@ -95,6 +98,9 @@ func scanEventRows(rows pgx.Rows, limit int) ([]EventRow, error) {
 			return nil, err
 		}
 		out = append(out, r)
+		if total += len(r.JSON); maxBytes > 0 && total > maxBytes {
+			break
+		}
 	}
 	return out, rows.Err()
 }

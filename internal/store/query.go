@@ -37,6 +37,10 @@ type EventQueryParams struct {
 	Limit int
 	// BeforeID turns the filter's until into a keyset cursor.
 	BeforeID string
+	// MaxBytes, when above 0, stops EventRows reading once the rows read
+	// hold more than MaxBytes of JSON: the row that crosses it is the last
+	// one returned, so the caller sees where its byte budget ran out.
+	MaxBytes int
 }
 
 // EventQuery returns up to Limit live events matching the filter's pushable
@@ -236,9 +240,14 @@ func (b *queryBuilder) tagCondition(name string, values []string) {
 		"EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) t WHERE t->>0 = "+b.arg(name)+" AND t->>1 = ANY("+b.arg(values)+"::text[]))")
 }
 
-func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
+func scanEvents(rows pgx.Rows) ([]StoredEvent, error) { return scanEventsUpTo(rows, 0) }
+
+// scanEventsUpTo is scanEvents that, with maxBytes above 0, stops after
+// the row whose content and tags take the total over maxBytes.
+func scanEventsUpTo(rows pgx.Rows, maxBytes int) ([]StoredEvent, error) {
 	defer rows.Close()
 	var out []StoredEvent
+	total := 0
 	for rows.Next() {
 		var (
 			id, pub, sig []byte
@@ -261,6 +270,9 @@ func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
 			se.Channel = *channel
 		}
 		out = append(out, se)
+		if total += len(se.Event.Content) + len(tags); maxBytes > 0 && total > maxBytes {
+			break
+		}
 	}
 	return out, rows.Err()
 }

@@ -144,6 +144,9 @@ type ThreadRepliesParams struct {
 	AfterID   string
 	Channels  []string
 	Limit     int
+	// MaxBytes, above 0, stops the read after the reply whose content and
+	// tags take the total over it: a read's byte budget.
+	MaxBytes int
 }
 
 // ThreadReplies returns live replies of a root, oldest first with ties by
@@ -174,7 +177,7 @@ func (s *Store) ThreadReplies(ctx context.Context, p ThreadRepliesParams) ([]Sto
 	if err != nil {
 		return nil, fmt.Errorf("thread replies: %w", err)
 	}
-	out, err := scanEvents(rows)
+	out, err := scanEventsUpTo(rows, p.MaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("thread replies: %w", err)
 	}

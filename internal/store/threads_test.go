@@ -124,6 +124,7 @@ func TestThreadReplies(t *testing.T) {
 		{"AfterSecond", store.ThreadRepliesParams{MaxDepth: 100, HasAfter: true, AfterTime: now + 1}, second},
 		{"AfterKeyset", store.ThreadRepliesParams{MaxDepth: 100, HasAfter: true, AfterTime: now + 2, AfterID: second[0]}, second[1:]},
 		{"OutsideTheChannels", store.ThreadRepliesParams{MaxDepth: 100, Channels: []string{}}, []string{}},
+		{"MaxBytesStopsAfterTheRowOverIt", store.ThreadRepliesParams{MaxDepth: 100, MaxBytes: 1}, []string{th.reply.ID}},
 	} {
 		p := tc.p
 		p.CommunityID, p.Root = cid, th.root.ID

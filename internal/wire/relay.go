@@ -80,6 +80,12 @@ func FrameTooLarge(n, limit int) string {
 	return "error: frame too large (" + strconv.Itoa(n) + " bytes, limit " + strconv.Itoa(limit) + ")"
 }
 
+// EventTooLarge is the refusal of an event whose serialized JSON, tags
+// included, is n bytes, over the maximum; both doors answer it.
+func EventTooLarge(n, maximum int) string {
+	return Invalid + ": event too large (" + strconv.Itoa(n) + " bytes, maximum " + strconv.Itoa(maximum) + ")"
+}
+
 // OK builds ["OK",id,ok,msg].
 func OK(id string, ok bool, msg string) []byte {
 	b := make([]byte, 0, 84+len(msg))

@@ -40,6 +40,7 @@ func TestMessages(t *testing.T) {
 		{"Engram", wire.MsgEngram, "restricted: agent-engram reads require authors=[self] or #p=[self]"},
 		{"AuthorOnly", wire.MsgAuthorOnly, "restricted: author-only kinds require authors=[self]"},
 		{"FrameTooLarge", wire.FrameTooLarge(70000, 65536), "error: frame too large (70000 bytes, limit 65536)"},
+		{"EventTooLarge", wire.EventTooLarge(393217, 393216), "invalid: event too large (393217 bytes, maximum 393216)"},
 		{"Reason", wire.Reason(wire.Blocked, "x"), "blocked: x"},
 	}
 	prefixes := []string{wire.Invalid, wire.Restricted, wire.AuthRequired, wire.Blocked, wire.RateLimited, wire.Error, wire.Duplicate}

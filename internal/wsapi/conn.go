@@ -86,7 +86,7 @@ func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 		challenge:  auth.NewChallenge(),
 		ctx:        ctx,
 		cancel:     cancel,
-		send:       sendQueue{max: s.cfg.SendBuffer, ready: make(chan struct{}, 1)},
+		send:       sendQueue{max: s.cfg.SendBuffer, maxBytes: s.cfg.SendBufferBytes, ready: make(chan struct{}, 1)},
 		ctrl:       make(chan closeReq, 1),
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
@@ -248,35 +248,43 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 	return false
 }
 
-// sendQueue is a connection's outbound queue of at most max messages. It
-// holds memory only while it holds messages, so an idle connection costs
-// no buffer (spec 80 P6); ready is signalled after each push. Like a
-// channel whose receiver is waiting, a message pushed while the writer is
-// parked is handed to the writer rather than counted against max: the
-// writer takes one message out of the queue before it writes it.
+// sendQueue is a connection's outbound queue of at most max messages and,
+// when maxBytes is above 0, at most maxBytes bytes (BUZZ_SEND_BUFFER_BYTES;
+// a message larger than that still goes into an empty queue). It holds
+// memory only while it holds messages, so an idle connection costs no
+// buffer (spec 80 P6); ready is signalled after each push. Like a channel
+// whose receiver is waiting, a message pushed while the writer is parked
+// is handed to the writer rather than counted against max or maxBytes:
+// the writer takes one message out of the queue before it writes it.
 type sendQueue struct {
-	mu     sync.Mutex
-	items  [][]byte
-	head   int
-	max    int
-	parked bool // the writer found the queue empty and waits for ready
-	handed bool // items[head] was pushed to the parked writer: not counted
-	ready  chan struct{}
+	mu       sync.Mutex
+	items    [][]byte
+	head     int
+	max      int
+	maxBytes int
+	bytes    int  // the bytes of the counted messages
+	parked   bool // the writer found the queue empty and waits for ready
+	handed   bool // items[head] was pushed to the parked writer: not counted
+	ready    chan struct{}
 }
 
-// push queues msg unless the queue is full; it never blocks.
+// push queues msg unless the queue is full, in messages or in bytes; it
+// never blocks.
 func (q *sendQueue) push(msg []byte) bool {
 	q.mu.Lock()
 	queued := len(q.items) - q.head
 	if q.handed {
 		queued--
 	}
-	if queued >= q.max && !q.parked {
+	full := queued >= q.max || (q.maxBytes > 0 && q.bytes > 0 && q.bytes+len(msg) > q.maxBytes)
+	if full && !q.parked {
 		q.mu.Unlock()
 		return false
 	}
 	if q.parked {
 		q.parked, q.handed = false, true
+	} else {
+		q.bytes += len(msg)
 	}
 	if q.head > 0 && q.head >= len(q.items)/2 { // drop the written half before growing
 		n := copy(q.items, q.items[q.head:])
@@ -304,6 +312,9 @@ func (q *sendQueue) pop() ([]byte, bool) {
 	msg := q.items[q.head]
 	q.items[q.head] = nil
 	q.head++
+	if !q.handed {
+		q.bytes -= len(msg)
+	}
 	q.handed = false
 	if q.head == len(q.items) {
 		q.items, q.head = nil, 0 // empty: give the backing array back

@@ -87,6 +87,11 @@ type Config struct {
 	MaxConnectionsPerAddress int
 	// SendBuffer is BUZZ_SEND_BUFFER, messages per connection queue. Default 1000.
 	SendBuffer int
+	// SendBufferBytes is BUZZ_SEND_BUFFER_BYTES, bytes per connection
+	// queue; a live event that would go over it is handled like one over
+	// SendBuffer (slow-client close, or an ephemeral drop with a strike).
+	// 0 bounds the queue in messages only.
+	SendBufferBytes int
 	// MaxFrameBytes is BUZZ_MAX_FRAME_BYTES. Default 524288.
 	MaxFrameBytes int
 	// SlowClientGraceLimit is BUZZ_SLOW_CLIENT_GRACE_LIMIT. Default 15.

@@ -1,0 +1,72 @@
+package wsapi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSendQueueBytes covers BUZZ_SEND_BUFFER_BYTES on the queue: up to the
+// byte cap a message is queued, one byte over it is refused like a full
+// queue, a message larger than the cap still enters an empty queue, and a
+// message handed to the parked writer is not counted.
+func TestSendQueueBytes(t *testing.T) {
+	t.Parallel()
+	newQueue := func() *sendQueue { return &sendQueue{max: 100, maxBytes: 10, ready: make(chan struct{}, 1)} }
+	msg := func(n int) []byte { return []byte(strings.Repeat("x", n)) }
+
+	t.Run("AtCapAndOneOver", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue()
+		require.True(t, q.push(msg(5)))
+		require.True(t, q.push(msg(5)), "exactly the cap")
+		require.False(t, q.push(msg(1)), "one byte over")
+		_, ok := q.pop()
+		require.True(t, ok)
+		require.True(t, q.push(msg(5)), "a pop gives its bytes back")
+		require.False(t, q.push(msg(1)))
+	})
+
+	t.Run("LargerThanCapIntoEmptyQueue", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue()
+		require.True(t, q.push(msg(20)))
+		require.False(t, q.push(msg(1)))
+		_, ok := q.pop()
+		require.True(t, ok)
+		require.Zero(t, q.bytes)
+	})
+
+	t.Run("HandedToParkedWriterNotCounted", func(t *testing.T) {
+		t.Parallel()
+		q := newQueue()
+		_, ok := q.pop() // the writer parks
+		require.False(t, ok)
+		require.True(t, q.push(msg(20)))
+		require.True(t, q.push(msg(10)), "the handed message does not count")
+		require.False(t, q.push(msg(1)))
+		for range 2 {
+			_, ok := q.pop()
+			require.True(t, ok)
+		}
+		require.Zero(t, q.bytes)
+	})
+
+	t.Run("EphemeralOverBytesStrikes", func(t *testing.T) {
+		t.Parallel()
+		srv := New(Config{SendBuffer: 100, SendBufferBytes: 10})
+		c := &conn{srv: srv, send: sendQueue{max: 100, maxBytes: 10, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		require.True(t, c.enqueueLocked(msg(10), true))
+		require.False(t, c.enqueueLocked(msg(1), true))
+		require.False(t, c.closing.Load(), "a dropped ephemeral event is a strike")
+		require.False(t, c.enqueueLocked(msg(1), false))
+		require.True(t, c.closing.Load(), "a stored event over the bytes closes")
+		req := <-c.ctrl
+		require.Equal(t, websocket.StatusPolicyViolation, req.code)
+		require.Equal(t, "slow client", req.reason)
+	})
+}
