@@ -74,7 +74,7 @@ func TestAttacksAnswered(t *testing.T) {
 		t.Run(at.Name, func(t *testing.T) {
 			t.Parallel()
 			env := &Env{Target: target, Key: event.GenerateKey(), Opts: opts, Outcomes: NewOutcomes()}
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			require.NoError(t, at.Run(ctx, env))
 			require.Positive(t, env.Outcomes.Total(), "%s: %v", at.Name, env.Outcomes.Counts())

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/client"
 	"github.com/buzz-relay/buzz/internal/event"
@@ -88,13 +89,26 @@ func tagsValues(ctx context.Context, e *Env) error {
 	for i, v := range values {
 		tags[i] = event.Tag{"t", v}
 	}
+	var published atomic.Int64
 	e.repeat(ctx, e.Opts.n(50), 1, func(ctx context.Context, c *client.Conn) (bool, string, error) {
 		ev, err := signed(e.Key, event.KindNote, "tags", tags)
 		if err != nil {
 			return false, "", err
 		}
-		return c.Publish(ctx, ev)
+		ok, msg, err := c.Publish(ctx, ev)
+		if ok {
+			published.Add(1)
+		}
+		return ok, msg, err
 	})
+	// The relay queued each delivery before its OK; give the frames still
+	// on their way a moment to be read before the subscriptions end.
+	if published.Load() > 0 {
+		grace := time.Now().Add(time.Second)
+		for delivered.Load() == 0 && time.Now().Before(grace) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	return nil
 }
 
