@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -51,17 +52,23 @@ func environ(vars map[string]string) []string {
 	return env
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a moment
-// ago: all n are held open together, so the kernel cannot hand out one
-// port twice.
+// freePorts returns n distinct TCP ports that were free a moment ago on
+// every interface (the relay binds its health and metrics ports on all of
+// them): all n are held open together, so none is returned twice. They
+// are drawn below the kernel's ephemeral range, which the many loopback
+// connections of parallel tests keep taking ports from.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		require.Less(t, tries, 10000, "no free port below the ephemeral range")
+		p := 20000 + mrand.IntN(12000)
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
 		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, p)
 	}
 	return ports
 }
