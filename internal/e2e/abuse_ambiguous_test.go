@@ -34,22 +34,14 @@ func TestAbuseAmbiguousCommit(t *testing.T) {
 
 	t.Run("StoredIsFannedOut", func(t *testing.T) {
 		t.Parallel()
-		px, r := ambRelay(t, nil)
-		e := &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey)}
-		author, reader := eventtest.NewKey(), eventtest.NewKey()
-		wa := e.dial(t, author)
-		ch := chCreate(t, wa, author)
-		wr := e.dial(t, reader)
-		_, closed, eose := wr.Req("live", map[string]any{"#h": []string{ch}, "kinds": []int{9}})
-		require.True(t, eose, closed)
-
+		px, e, author, ch, wa, wr := ambSetup(t, nil)
 		msg := chMsg(t, author, ch, "committed, answer lost")
 		px.arm(msg.ID, false)
 		ok, reason := wa.Publish(msg)
 		require.False(t, ok)
 		require.True(t, strings.HasPrefix(reason, "error:"), reason)
 		require.True(t, px.fired(), "the proxy cut the write")
-		require.True(t, eventRow(t, r, e.cid, msg.ID).live, "the write committed")
+		require.True(t, eventRow(t, e.r, e.cid, msg.ID).live, "the write committed")
 
 		got := ambNextEvent(t, wr, "live")
 		require.Equal(t, msg.ID, got.ID, "the stored event reaches the live subscriber")
@@ -60,15 +52,7 @@ func TestAbuseAmbiguousCommit(t *testing.T) {
 
 	t.Run("UnknownInterruptsLive", func(t *testing.T) {
 		t.Parallel()
-		px, r := ambRelay(t, map[string]string{"TEST_AMBIGUOUS_COMMIT_TIMEOUT": "1s"})
-		e := &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey)}
-		author, reader := eventtest.NewKey(), eventtest.NewKey()
-		wa := e.dial(t, author)
-		ch := chCreate(t, wa, author)
-		wr := e.dial(t, reader)
-		_, closed, eose := wr.Req("live", map[string]any{"#h": []string{ch}, "kinds": []int{9}})
-		require.True(t, eose, closed)
-
+		px, _, author, ch, wa, wr := ambSetup(t, map[string]string{"TEST_AMBIGUOUS_COMMIT_TIMEOUT": "1s"})
 		msg := chMsg(t, author, ch, "committed, then the database went away")
 		px.arm(msg.ID, true) // after the cut, every connection fails
 		ok, reason := wa.Publish(msg)
@@ -84,6 +68,21 @@ func TestAbuseAmbiguousCommit(t *testing.T) {
 		require.True(t, eose, closed)
 		require.Equal(t, []string{msg.ID}, ids(evs), "the resubscribed client reads what it missed")
 	})
+}
+
+// ambSetup is a relay behind the proxy, a channel of author's, author's
+// socket and a reader's socket holding a live subscription "live" on it.
+func ambSetup(t *testing.T, env map[string]string) (*ambProxy, *chEnv, eventtest.Key, string, *relaytest.WS, *relaytest.WS) {
+	t.Helper()
+	px, r := ambRelay(t, env)
+	e := &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey)}
+	author, reader := eventtest.NewKey(), eventtest.NewKey()
+	wa := e.dial(t, author)
+	ch := chCreate(t, wa, author)
+	wr := e.dial(t, reader)
+	_, closed, eose := wr.Req("live", map[string]any{"#h": []string{ch}, "kinds": []int{9}})
+	require.True(t, eose, closed)
+	return px, e, author, ch, wa, wr
 }
 
 // ambRelay starts a relay whose database connections pass through a proxy.
