@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,17 +53,21 @@ func environ(vars map[string]string) []string {
 	return env
 }
 
-// freePorts returns n distinct TCP ports that were free a moment ago on
-// every interface (the relay binds its health and metrics ports on all of
-// them): all n are held open together, so none is returned twice. They
-// are drawn below the kernel's ephemeral range, which the many loopback
-// connections of parallel tests keep taking ports from.
+// freePorts returns n TCP ports that were free a moment ago on every
+// interface (the relay binds its health and metrics ports on all of them)
+// and that no other test of this process was given: all n are held open
+// together, and every port handed out is remembered. They are drawn below
+// the kernel's ephemeral range (32768 and up here), which the many
+// loopback connections of parallel tests keep taking source ports from.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
 		require.Less(t, tries, 10000, "no free port below the ephemeral range")
-		p := 20000 + mrand.IntN(12000)
+		p := 1024 + mrand.IntN(32768-1024)
+		if _, taken := handedOut.LoadOrStore(p, struct{}{}); taken {
+			continue
+		}
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
 		if err != nil {
 			continue
@@ -72,6 +77,9 @@ func freePorts(t *testing.T, n int) []int {
 	}
 	return ports
 }
+
+// handedOut holds every port freePorts returned in this test process.
+var handedOut sync.Map
 
 // result is a finished command.
 type result struct {

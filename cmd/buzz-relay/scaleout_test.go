@@ -450,10 +450,13 @@ func TestScaleOutEviction(t *testing.T) {
 	t.Parallel()
 	s := startScaleOut(t, nil)
 	owner := eventtest.NewKey()
-	pubA := authedPeer(t, s.a, "owner on A", owner)
 	for _, visibility := range []string{"open", "private"} {
 		t.Run(strings.ToUpper(visibility[:1])+visibility[1:], func(t *testing.T) {
 			t.Parallel()
+			// Each subtest dials when it runs: a parallel subtest may wait
+			// minutes for its turn, and one failing must not close the
+			// other's connection.
+			pubA := authedPeer(t, s.a, "owner on A", owner)
 			u := eventtest.NewKey()
 			ch := createChannel(t, pubA, owner, eventtest.Tag("visibility", visibility))
 			pubA.mustPublish(addMember(t, owner, ch, u.PubKey))
