@@ -378,7 +378,8 @@ func listenerSet(ls []config.OperatorListener) map[string]bool {
 func readShares(cfg config.Config) read.ShareConfig {
 	r := cfg.Reads
 	return read.ShareConfig{Max: r.MaxConcurrentReads, PerConnection: r.PerConnection, PerPubkey: r.PerPubkey,
-		AcquireTimeout: r.AcquireTimeout, Timeout: r.StatementTimeout}
+		AcquireTimeout: r.AcquireTimeout, Timeout: r.StatementTimeout,
+		TimePerSecond: r.TimePerSecond, TimeBurst: r.TimeBurst}
 }
 
 // appServer is the app listener's server with its timeouts

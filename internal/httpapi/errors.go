@@ -52,6 +52,7 @@ var readStatus = map[read.Code]struct {
 	read.CodeFilterCap:        {http.StatusBadRequest, false},
 	read.CodeTooManyReads:     {http.StatusTooManyRequests, false},
 	read.CodeReadTimeout:      {http.StatusServiceUnavailable, false},
+	read.CodeReadTime:         {http.StatusTooManyRequests, false},
 }
 
 // readFailure turns a read door error into the route's answer: a window's
@@ -70,10 +71,16 @@ func readFailure(err error) error {
 	if !ok {
 		return err
 	}
+	msg := ref.Reason
 	if st.bare {
-		return refuse(st.status, ref.Text())
+		msg = ref.Text()
 	}
-	return refuse(st.status, ref.Reason)
+	ae := refuse(st.status, msg)
+	ae.retryAfter = ref.RetryAfter
+	if st.status == http.StatusTooManyRequests {
+		ae.retryAfter = max(ae.retryAfter, 1)
+	}
+	return ae
 }
 
 // Fixed bridge messages of spec 10 §2.5, §7.11 and §8.

@@ -69,6 +69,9 @@ type Engine struct {
 
 	// shares counts the concurrent reads (share.go).
 	shares *shares
+	// readTime is every reader's read-time budget (readtime.go); nil
+	// when off.
+	readTime *readTime
 }
 
 type accessKey struct{ community, reader string }
@@ -96,7 +99,8 @@ func New(cfg Config) *Engine {
 	if cfg.NoReplicaReason == "" {
 		cfg.NoReplicaReason = "not_configured"
 	}
-	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics)}
+	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics),
+		readTime: newReadTime(cfg.Shares.TimePerSecond, cfg.Shares.TimeBurst)}
 	if cfg.Store != nil {
 		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
 	}

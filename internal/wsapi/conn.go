@@ -64,6 +64,10 @@ type conn struct {
 	// counted is set by the writer once the challenge is written; read
 	// after writerDone.
 	counted bool
+	// quietUntil is when the read loop may read again after a frame was
+	// refused for the WebSocket quota (quota.go), zero when it may now.
+	// Only the read loop touches it.
+	quietUntil time.Time
 
 	mu     sync.Mutex
 	state  authState
@@ -165,6 +169,32 @@ func (c *conn) readLoop() {
 			continue // frames after a close request or during shutdown start no work
 		}
 		c.dispatch(b)
+		if !c.quiet() {
+			return
+		}
+	}
+}
+
+// quiet waits, after a frame refused for the WebSocket quota, until the
+// quota's window has reopened, so the frames the client sends meanwhile
+// wait in the socket (docs/OPERATIONS.md "Per-user quotas"). It reports
+// false when the connection ended meanwhile.
+func (c *conn) quiet() bool {
+	if c.quietUntil.IsZero() {
+		return true
+	}
+	d := time.Until(c.quietUntil)
+	c.quietUntil = time.Time{}
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
 	}
 }
 
