@@ -60,7 +60,7 @@ var may = map[string]string{
 	// per-user admission: quotas counted in Redis or in the process
 	"admission": "metrics",
 
-	// NIP-CW window modes (50-windows.md), run by the read door
+	// NIP-CW window modes (docs/NIP-CW.md), run by the read door
 	"threadwindow":  "event metrics pg replica store",
 	"channelwindow": "event metrics pg replica store",
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P3 of spec 80: REQ {kinds|authors|#e|#p, limit 50} on 1M events. Loads the
+# Target P3 of docs/PERFORMANCE.md: REQ {kinds|authors|#e|#p, limit 50} on 1M events. Loads the
 # cmd/buzz-fixture dataset (validly signed kind 9 events in 10 communities,
 # COPY straight into PostgreSQL) into a private cluster once, then RUNS
 # times starts buzz-relay on it and runs buzz-bench --phase req against

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale-out benchmarks of spec 70 checks 20-21, on loopback: one
+# The scale-out benchmarks (P1 and P5 of docs/PERFORMANCE.md), on loopback: one
 # throwaway PostgreSQL (cmd/buzz-testdb), one throwaway redis-server, and
 # for each of 1, 2 and 4 processes that many buzz-relay processes on one
 # fresh database, sharing DATABASE_URL, REDIS_URL and BUZZ_RELAY_PRIVATE_KEY.

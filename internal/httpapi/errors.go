@@ -12,8 +12,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 )
 
-// statusOfCode is the one pipeline-result → HTTP status table (spec 10
-// §1.2, §8.3, §8.6). Conflict is a 200 with accepted:false.
+// statusOfCode is the one pipeline-result → HTTP status table
+// (docs/PROTOCOL.md §1.2, §8.3, §8.6). Conflict is a 200 with accepted:false.
 var statusOfCode = map[ingest.Code]int{
 	ingest.Accepted:  http.StatusOK,
 	ingest.Duplicate: http.StatusOK,
@@ -83,7 +83,7 @@ func readFailure(err error) error {
 	return ae
 }
 
-// Fixed bridge messages of spec 10 §2.5, §7.11 and §8.
+// Fixed bridge messages of docs/PROTOCOL.md §2.5, §7.11, §8.
 const (
 	msgBodyTooLarge       = "request body too large"
 	msgInternal           = "internal server error"

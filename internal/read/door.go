@@ -294,7 +294,7 @@ func (e *Engine) open(ctx context.Context, req Request) (*Read, error) {
 }
 
 // parseQueryOptions parses each /query filter's extension fields by its
-// route, the summary-recovery id total first (50-windows.md §3 step 6).
+// route, the summary-recovery id total first (docs/NIP-CW.md §4).
 // A thread batch has none: its filters were parsed by the scan.
 func (r *Read) parseQueryOptions() error {
 	filters := r.req.Filters

@@ -282,7 +282,7 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 // when maxBytes is above 0, at most maxBytes bytes (BUZZ_SEND_BUFFER_BYTES;
 // a message larger than that still goes into an empty queue). It holds
 // memory only while it holds messages, so an idle connection costs no
-// buffer (spec 80 P6); ready is signalled after each push. Like a channel
+// buffer (target P6 of docs/PERFORMANCE.md); ready is signalled after each push. Like a channel
 // whose receiver is waiting, a message pushed while the writer is parked
 // is handed to the writer rather than counted against max or maxBytes:
 // the writer takes one message out of the queue before it writes it.
@@ -447,7 +447,7 @@ func (c *conn) authTimeout() {
 // heartbeat pings every HeartbeatInterval; missedPongLimit consecutive
 // pings without a pong within the interval close the connection. It is a
 // timer, not a goroutine: between pings a connection holds no stack for it
-// (spec 80 P6), and a goroutine exists only while a ping waits for its pong.
+// (target P6 of docs/PERFORMANCE.md), and a goroutine exists only while a ping waits for its pong.
 type heartbeat struct {
 	mu      sync.Mutex
 	timer   *time.Timer
