@@ -100,6 +100,13 @@ func TestSecp256k1Tags(t *testing.T) {
 	const flag = "-tags=libsecp256k1"
 	require.Empty(t, run("CGO_ENABLED=0"), "cgo off")
 	require.Empty(t, run("CC=/nonexistent/cc"), "no C compiler")
+	if sys, err := exec.LookPath("cc"); err == nil {
+		// A compiler that finds no system headers stands for a machine
+		// without libsecp256k1-dev.
+		blind := filepath.Join(t.TempDir(), "cc")
+		require.NoError(t, os.WriteFile(blind, []byte("#!/bin/sh\nexec "+sys+" -nostdinc \"$@\"\n"), 0o755))
+		require.Empty(t, run("CC="+blind), "headers missing")
+	}
 	require.Empty(t, run("BUZZ_SECP256K1=0"), "pure Go asked for")
 	require.Equal(t, flag, run("BUZZ_SECP256K1=1", "CGO_ENABLED=0"), "libsecp256k1 asked for")
 
