@@ -1,4 +1,8 @@
 .DEFAULT_GOAL := help
+
+# -tags=libsecp256k1 where the C library can be built against, else empty:
+# the relay then verifies signatures in pure Go (docs/OPERATIONS.md).
+SECP256K1_TAGS = $(shell scripts/secp256k1-tags.sh)
 .PHONY: help run build test fuzz soak bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle bench-abuse lint
 
 help: ## list the targets
@@ -9,7 +13,7 @@ run: ## install what is missing, start buzz-relay on ws://localhost:3000
 
 build: ## build buzz-relay, buzz and buzz-bench into bin/
 	@mkdir -p bin
-	go build -o bin/ ./cmd/...
+	go build $(SECP256K1_TAGS) -o bin/ ./cmd/...
 
 test: ## the whole suite against a real PostgreSQL, plus a short fuzz run
 	@scripts/test.sh
@@ -27,13 +31,13 @@ SEARCH_1M := SearchP4|SearchZipf
 LONG_BENCH := $(SEARCH_1M)|ThreadWindow
 
 bench: ## the quick benchmarks (no tests; the 1M-event ones are bench-1m)
-	go test -run='^$$' -bench=. -skip='$(LONG_BENCH)' -benchmem ./...
+	go test $(SECP256K1_TAGS) -run='^$$' -bench=. -skip='$(LONG_BENCH)' -benchmem ./...
 
 bench-1m: ## the 1M-event search benchmarks (P4, Zipf), timeout 120m
-	go test -run='^$$' -bench='$(SEARCH_1M)' -benchtime=1x -timeout=120m ./internal/search
+	go test $(SECP256K1_TAGS) -run='^$$' -bench='$(SEARCH_1M)' -benchtime=1x -timeout=120m ./internal/search
 
 bench-windows: ## P7 (docs/PERFORMANCE.md): thread windows on 1.1M replies (about 15 min)
-	go test -run='^$$' -bench=ThreadWindow -benchtime=1x -timeout=90m ./cmd/windowbench
+	go test $(SECP256K1_TAGS) -run='^$$' -bench=ThreadWindow -benchtime=1x -timeout=90m ./cmd/windowbench
 
 bench-scale: ## P1 and P5 on several processes (docs/PERFORMANCE.md): ingest on 1/2/4 processes, fan-out single vs cross-process
 	@scripts/bench-scale.sh 3 --events 20000 --subscribers 1000 --rate 100 --fanout-seconds 10 --fanout-drain 30s

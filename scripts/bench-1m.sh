@@ -55,7 +55,7 @@ if [ -n "${BENCH_RELAY_BIN:-}" ]; then
   go build -o "$bin/" ./cmd/buzz-bench ./cmd/buzz-fixture
   relay_bin=$(realpath "$BENCH_RELAY_BIN")
 else
-  go build -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench ./cmd/buzz-fixture
+  go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench ./cmd/buzz-fixture
   relay_bin=$bin/buzz-relay
 fi
 

@@ -84,7 +84,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-go build -o "$dir/" ./cmd/buzz-relay ./cmd/buzz-bench ./cmd/buzz-testdb
+go build $(scripts/secp256k1-tags.sh) -o "$dir/" ./cmd/buzz-relay ./cmd/buzz-bench ./cmd/buzz-testdb
 
 # free_port VAR sets VAR to a loopback TCP port nobody listens on and that
 # this script has not handed out yet (no subshell, so the list is kept).

@@ -37,7 +37,7 @@ if [ -n "${BENCH_RELAY_BIN:-}" ]; then
   go build -o "$bin/" ./cmd/buzz-bench
   relay_bin=$(realpath "$BENCH_RELAY_BIN")
 else
-  go build -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench
+  go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench
   relay_bin=$bin/buzz-relay
 fi
 port=${BENCH_PORT:-3390}

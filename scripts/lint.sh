@@ -27,6 +27,11 @@ if [ -n "$unformatted" ]; then
 fi
 
 go vet ./...
+# The libsecp256k1 verifier is behind a build tag; vet it too where it builds.
+tags=$(scripts/secp256k1-tags.sh)
+if [ -n "$tags" ]; then
+  go vet "$tags" ./internal/event
+fi
 
 # golangci-lint's cache does not notice an edited ruleguard rules file, so the
 # cache directory is named after the rules and the config.

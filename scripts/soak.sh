@@ -20,7 +20,7 @@ scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
 bin=$(mktemp -d /tmp/buzz-soak-bin.XXXXXX)
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-soak
+go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-soak
 "$bin/buzz-soak" --relays 2 --conns 48 --duration 10m --faults all \
   --pg-down 10s --redis-down 10s --listener-down 60s \
   --storm-conns 100000 --storm-time 20s --settle 5m "$@"

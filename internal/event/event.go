@@ -139,7 +139,10 @@ func (e *Event) Sign(sk []byte) error {
 		e.Tags = Tags{}
 	}
 	e.ID = e.ComputeID()
-	id, _ := hex.DecodeString(e.ID)
+	id, err := hex.DecodeString(e.ID)
+	if err != nil {
+		return fmt.Errorf("sign event: decode id: %w", err)
+	}
 	sig, err := schnorr.Sign(priv, id)
 	if err != nil {
 		return fmt.Errorf("sign event: %w", err)

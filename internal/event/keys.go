@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 
 	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
@@ -34,7 +35,10 @@ func ParseSecretKey(s string) ([]byte, error) {
 	if !IsHexAnyCase64(s) {
 		return nil, errors.New("secret key must be 64 hex characters")
 	}
-	sk, _ := hex.DecodeString(s)
+	sk, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
 	priv, _ := btcec.PrivKeyFromBytes(sk)
 	if priv.Key.IsZero() {
 		return nil, errors.New("secret key is zero")

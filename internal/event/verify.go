@@ -5,18 +5,20 @@ import "github.com/btcsuite/btcd/btcec/v2/schnorr"
 // Signature verification has two implementations behind one function,
 // verifySchnorr, chosen when the package is built:
 //
-//   - verify_cgo.go (cgo on, tag purego_secp256k1 absent) calls
-//     libsecp256k1 (Debian libsecp256k1-dev) through cgo, several times
-//     faster per verification than the pure-Go code;
-//   - verify_purego.go (CGO_ENABLED=0, or -tags purego_secp256k1) uses
-//     btcec's schnorr package, pure Go.
+//   - verify_purego.go, the default (no build tag, cgo on or off), uses
+//     btcec's schnorr package, pure Go: the module builds anywhere Go
+//     does, with no C library or headers;
+//   - verify_cgo.go (cgo on and -tags libsecp256k1) calls libsecp256k1
+//     (Debian libsecp256k1-dev) through cgo, several times faster per
+//     verification than the pure-Go code.
 //
 // SignatureVerifier names the one that was built. Both take the decoded
 // x-only public key, the 32-byte event id (the BIP-340 message) and the
 // 64-byte signature, and report whether the signature is valid.
 //
-// The tag purego_secp256k1 is for a machine with cgo but without the
-// library's headers, and for comparing the two.
+// The scripts turn the tag on where the library is installed
+// (scripts/secp256k1-tags.sh); docs/OPERATIONS.md "Signature verification"
+// says how to pick one by hand.
 
 // verifyBtcec is the pure-Go BIP-340 verification. It is the verifier of
 // the pure-Go build and the reference the cgo build is checked against.

@@ -1,4 +1,4 @@
-//go:build cgo && !purego_secp256k1
+//go:build cgo && libsecp256k1
 
 package event
 

@@ -122,8 +122,11 @@ func lockKey(k store.ReplaceableKey) int64 {
 	var kind [4]byte
 	binary.LittleEndian.PutUint32(kind[:], uint32(int32(k.Kind)))
 	mix(kind[:])
-	pub, _ := hex.DecodeString(k.Pubkey)
-	mix(pub)
+	if pub, err := hex.DecodeString(k.Pubkey); err == nil {
+		mix(pub)
+	} else {
+		mix([]byte(k.Pubkey)) // not hex (the pipeline checked it is): still one key per pubkey
+	}
 	if k.DTag != nil {
 		mix([]byte(*k.DTag))
 	} else if k.Channel != "" {

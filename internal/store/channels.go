@@ -34,12 +34,15 @@ func (c ChannelState) CanPost() bool {
 // ChannelStateGet loads a channel's state and pubkey's membership. A missing
 // channel gives Exists false, not an error.
 func (s *Store) ChannelStateGet(ctx context.Context, q pg.Querier, communityID, channel, pubkey string) (ChannelState, error) {
-	pub, _ := hex.DecodeString(pubkey)
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return ChannelState{}, fmt.Errorf("channel state: pubkey: %w", err)
+	}
 	var (
 		st   ChannelState
 		role *string
 	)
-	err := q.QueryRow(ctx, `
+	err = q.QueryRow(ctx, `
 		SELECT c.visibility = 'open', c.archived_at IS NOT NULL, c.deleted_at IS NOT NULL, m.role::text
 		FROM channels c
 		LEFT JOIN channel_members m ON m.community_id = c.community_id AND m.channel_id = c.id
@@ -62,7 +65,10 @@ func (s *Store) ChannelStateGet(ctx context.Context, q pg.Querier, communityID, 
 // those where it is an active member plus every open channel, deleted
 // channels excluded (archived ones stay readable).
 func (s *Store) AccessibleChannels(ctx context.Context, communityID, pubkey string) ([]string, error) {
-	pub, _ := hex.DecodeString(pubkey)
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return nil, fmt.Errorf("accessible channels: pubkey: %w", err)
+	}
 	q, release, err := s.reader(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("accessible channels: %w", err)
@@ -84,7 +90,10 @@ func (s *Store) AccessibleChannels(ctx context.Context, communityID, pubkey stri
 // ChannelsAccessible returns which of the requested channels the reader can
 // access right now (uncached confirmation).
 func (s *Store) ChannelsAccessible(ctx context.Context, communityID, pubkey string, requested []string) ([]string, error) {
-	pub, _ := hex.DecodeString(pubkey)
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return nil, fmt.Errorf("confirm channels: pubkey: %w", err)
+	}
 	valid := make([]string, 0, len(requested))
 	for _, r := range requested {
 		if isUUID(r) {

@@ -260,7 +260,10 @@ func (s *Store) EventLookup(ctx context.Context, q pg.Querier, communityID, id s
 // EventSoftDelete marks one event deleted when it is still live. changed is
 // false when it was already deleted.
 func (s *Store) EventSoftDelete(ctx context.Context, q pg.Querier, communityID, id string, createdAt int64) (changed bool, err error) {
-	raw, _ := hex.DecodeString(id)
+	raw, err := hex.DecodeString(id)
+	if err != nil {
+		return false, fmt.Errorf("soft delete event: event id: %w", err)
+	}
 	tag, err := q.Exec(ctx, `UPDATE events SET deleted_at = now()
 		WHERE community_id = $1 AND created_at = to_timestamp($2) AND id = $3 AND deleted_at IS NULL`, communityID, createdAt, raw)
 	if err != nil {
@@ -325,7 +328,10 @@ type ReplaceableKey struct {
 // id), or ok false when the key has no live version. Call it under the key's
 // advisory lock.
 func (s *Store) ReplaceableHead(ctx context.Context, q pg.Querier, k ReplaceableKey) (h Head, ok bool, err error) {
-	pub, _ := hex.DecodeString(k.Pubkey)
+	pub, err := hex.DecodeString(k.Pubkey)
+	if err != nil {
+		return Head{}, false, fmt.Errorf("replaceable head: pubkey: %w", err)
+	}
 	var (
 		id []byte
 		ts time.Time
@@ -350,8 +356,10 @@ func (s *Store) ReplaceableHead(ctx context.Context, q pg.Querier, k Replaceable
 
 // ReplaceableSupersede soft-deletes every live version of a key.
 func (s *Store) ReplaceableSupersede(ctx context.Context, q pg.Querier, k ReplaceableKey) error {
-	pub, _ := hex.DecodeString(k.Pubkey)
-	var err error
+	pub, err := hex.DecodeString(k.Pubkey)
+	if err != nil {
+		return fmt.Errorf("supersede replaceable: pubkey: %w", err)
+	}
 	if k.DTag != nil {
 		_, err = q.Exec(ctx, `UPDATE events SET deleted_at = now()
 			WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4 AND deleted_at IS NULL`,
@@ -377,7 +385,10 @@ func (s *Store) AdvisoryXactLock(ctx context.Context, q pg.Querier, key int64) e
 
 // UserSetNIP05 records the nip05 handle of a pubkey (kind 0), or clears it.
 func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pubkey string, handle *string) error {
-	pub, _ := hex.DecodeString(pubkey)
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return fmt.Errorf("set nip05: pubkey: %w", err)
+	}
 	const upsert = `INSERT INTO users (community_id, pubkey, nip05_handle) VALUES ($1, $2, $3)
 		ON CONFLICT (community_id, pubkey) DO UPDATE SET nip05_handle = EXCLUDED.nip05_handle, updated_at = now()`
 	// Inside a transaction the upsert runs under a savepoint: a unique
@@ -399,7 +410,7 @@ func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pub
 		}
 		return sp.Commit(ctx)
 	}
-	_, err := q.Exec(ctx, upsert, communityID, pub, handle)
+	_, err = q.Exec(ctx, upsert, communityID, pub, handle)
 	if errors.Is(pg.MapError(err), pg.ErrDuplicate) {
 		return nil // another pubkey holds the handle
 	}
@@ -411,8 +422,11 @@ func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pub
 
 // UserSetAddPolicy records a pubkey's channel_add_policy (kind 10100).
 func (s *Store) UserSetAddPolicy(ctx context.Context, q pg.Querier, communityID, pubkey, policy string) error {
-	pub, _ := hex.DecodeString(pubkey)
-	_, err := q.Exec(ctx, `INSERT INTO users (community_id, pubkey, channel_add_policy) VALUES ($1, $2, $3::channel_add_policy)
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return fmt.Errorf("set channel add policy: pubkey: %w", err)
+	}
+	_, err = q.Exec(ctx, `INSERT INTO users (community_id, pubkey, channel_add_policy) VALUES ($1, $2, $3::channel_add_policy)
 		ON CONFLICT (community_id, pubkey) DO UPDATE SET channel_add_policy = EXCLUDED.channel_add_policy, updated_at = now()`,
 		communityID, pub, policy)
 	if err != nil {

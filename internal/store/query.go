@@ -161,8 +161,7 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 	if f.Until != nil {
 		until := b.arg(time.Unix(*f.Until, 0).UTC())
 		if p.BeforeID != "" {
-			raw, _ := hex.DecodeString(p.BeforeID)
-			b.where = append(b.where, "(e.created_at < "+until+" OR (e.created_at = "+until+" AND e.id > "+b.arg(raw)+"))")
+			b.where = append(b.where, "(e.created_at < "+until+" OR (e.created_at = "+until+" AND e.id > "+b.arg(hexOne(p.BeforeID))+"))")
 		} else {
 			b.where = append(b.where, "e.created_at <= "+until)
 		}
@@ -277,15 +276,25 @@ func scanEventsUpTo(rows pgx.Rows, maxBytes int) ([]StoredEvent, error) {
 	return out, rows.Err()
 }
 
+// hexList decodes each value with hexOne.
 func hexList(vals []string) [][]byte {
 	out := make([][]byte, len(vals))
 	for i, v := range vals {
-		out[i], _ = hex.DecodeString(v)
+		out[i] = hexOne(v)
 	}
 	return out
 }
 
+// hexOne decodes an id or pubkey for a statement's argument. Its callers pass
+// values already checked as hex (event fields and tags by the ingest
+// pipeline, filter ids, authors and before_id by the parsers), so there is
+// no error to return; a value that is not hex anyway gives nil, SQL NULL,
+// which equals no row and which a NOT NULL column refuses, never the bytes
+// decoded before the bad digit.
 func hexOne(v string) []byte {
-	b, _ := hex.DecodeString(v)
+	b, err := hex.DecodeString(v)
+	if err != nil {
+		return nil
+	}
 	return b
 }

@@ -24,9 +24,18 @@ type ReactionAddParams struct {
 // ReactionAdd records an active reaction, reactivating a removed one. fresh
 // is false when the same (target, reactor, emoji) is already active.
 func (s *Store) ReactionAdd(ctx context.Context, q pg.Querier, p ReactionAddParams) (fresh bool, err error) {
-	target, _ := hex.DecodeString(p.Target)
-	pub, _ := hex.DecodeString(p.Pubkey)
-	rid, _ := hex.DecodeString(p.ReactionEventID)
+	target, err := hex.DecodeString(p.Target)
+	if err != nil {
+		return false, fmt.Errorf("add reaction: target id: %w", err)
+	}
+	pub, err := hex.DecodeString(p.Pubkey)
+	if err != nil {
+		return false, fmt.Errorf("add reaction: pubkey: %w", err)
+	}
+	rid, err := hex.DecodeString(p.ReactionEventID)
+	if err != nil {
+		return false, fmt.Errorf("add reaction: reaction id: %w", err)
+	}
 	var one int
 	err = q.QueryRow(ctx, `
 		INSERT INTO reactions (community_id, event_created_at, event_id, pubkey, emoji, reaction_event_id)
@@ -49,8 +58,11 @@ func (s *Store) ReactionAdd(ctx context.Context, q pg.Querier, p ReactionAddPara
 
 // ReactionRemove marks the reaction backed by a deleted kind 7 event removed.
 func (s *Store) ReactionRemove(ctx context.Context, q pg.Querier, communityID, reactionEventID string) error {
-	rid, _ := hex.DecodeString(reactionEventID)
-	_, err := q.Exec(ctx, `UPDATE reactions SET removed_at = now()
+	rid, err := hex.DecodeString(reactionEventID)
+	if err != nil {
+		return fmt.Errorf("remove reaction: reaction id: %w", err)
+	}
+	_, err = q.Exec(ctx, `UPDATE reactions SET removed_at = now()
 		WHERE community_id = $1 AND reaction_event_id = $2 AND removed_at IS NULL`, communityID, rid)
 	if err != nil {
 		return fmt.Errorf("remove reaction: %w", err)

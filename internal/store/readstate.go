@@ -27,7 +27,10 @@ func (s *Store) ReadStateWatermark(ctx context.Context, q pg.Querier, k Replacea
 	if k.DTag == nil {
 		return Head{}, false, errors.New("read-state watermark: a coordinate needs a d tag")
 	}
-	pub, _ := hex.DecodeString(k.Pubkey)
+	pub, err := hex.DecodeString(k.Pubkey)
+	if err != nil {
+		return Head{}, false, fmt.Errorf("read-state watermark: pubkey: %w", err)
+	}
 	var (
 		id []byte
 		ts time.Time
@@ -53,7 +56,10 @@ func (s *Store) ReadStateRemoveHead(ctx context.Context, q pg.Querier, k Replace
 	if k.DTag == nil {
 		return 0, errors.New("read-state remove head: a coordinate needs a d tag")
 	}
-	pub, _ := hex.DecodeString(k.Pubkey)
+	pub, err := hex.DecodeString(k.Pubkey)
+	if err != nil {
+		return 0, fmt.Errorf("read-state remove head: pubkey: %w", err)
+	}
 	if _, err := q.Exec(ctx, `SELECT set_config('buzz.nip_rs_hard_delete', 'on', true)`); err != nil {
 		return 0, fmt.Errorf("read-state hard-delete opt-in: %w", err)
 	}
@@ -84,7 +90,10 @@ func (s *Store) ReadStateAdvance(ctx context.Context, q pg.Querier, k Replaceabl
 	if k.DTag == nil {
 		return errors.New("read-state advance: a coordinate needs a d tag")
 	}
-	pub, _ := hex.DecodeString(k.Pubkey)
+	pub, err := hex.DecodeString(k.Pubkey)
+	if err != nil {
+		return fmt.Errorf("read-state advance: pubkey: %w", err)
+	}
 	eid, err := hex.DecodeString(id)
 	if err != nil {
 		return fmt.Errorf("read-state advance: event id: %w", err)
