@@ -134,7 +134,7 @@ type config struct {
 	abuse       abuseConfig
 }
 
-// fanoutConfig is the fanout phase's shape (spec 80 P5).
+// fanoutConfig is the fanout phase's shape (P5, docs/PERFORMANCE.md).
 type fanoutConfig struct {
 	// subRelay holds the subscribers (--sub-relay, default relays[0]).
 	subRelay string

@@ -207,7 +207,7 @@ func (s *soakRun) slowClient(ctx context.Context, r *faultReport) error {
 			sent++
 		} else if wctx.Err() == nil {
 			// The relay closed the socket without the metric (its write
-			// timeout, spec 10): the write fails on the closed connection.
+			// timeout, docs/OPERATIONS.md): the write fails on the closed connection.
 			closed = true
 			r.Observed["noticed_by"] = "write failed: " + werr.Error()
 			break

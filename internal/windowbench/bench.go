@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// benchmark runs the whole of §11 against t: fixture, warm case, stale
+// benchmark runs the whole benchmark against t: fixture, warm case, stale
 // case, plan checks, and returns the report. An error means the benchmark
 // could not run; failed pass rules are in the report (Pass false).
 func benchmark(ctx context.Context, t *target, cfg Config, p *progress) (*report, error) {

@@ -17,13 +17,13 @@ import (
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
-// selectionSettings open every selection transaction, as the engine's do (§5.4).
+// selectionSettings open every selection transaction, as the engine's do.
 const selectionSettings = `SET LOCAL statement_timeout = '4000ms'; SET LOCAL lock_timeout = '1000ms'; SET LOCAL plan_cache_mode = force_custom_plan`
 
-// windowIndex is the index the scan must walk (§8).
+// windowIndex is the index the scan must walk.
 const windowIndex = "idx_thread_metadata_window"
 
-// maxChunk is the largest scan chunk (§5.4).
+// maxChunk is the largest scan chunk.
 const maxChunk = 1024
 
 // plan is one EXPLAIN (FORMAT JSON) answer.
@@ -87,13 +87,13 @@ type pageCost struct {
 	Scan plan
 }
 
-// selectionRequest is the §11 page of root after cursor.
+// selectionRequest is the benchmark's page of root after cursor.
 func selectionRequest(channel, root string, cursor *threadwindow.Cursor) threadwindow.Request {
 	return threadwindow.Request{Channel: channel, Root: root, Limit: pageLimit, Depth: pageDepth,
 		Kinds: pageKinds, Cursor: cursor}
 }
 
-// explainPage walks one page's selection as the engine does (§5.4) in one
+// explainPage walks one page's selection as the engine does in one
 // selection transaction: scan chunks of limit+1, then doubling up to 1024,
 // each from the last key scanned, until limit+1 eligible rows or a short
 // chunk; then the load of the retained keys. Each statement is first
@@ -227,7 +227,7 @@ func asHex(v any) (string, error) {
 	return "", fmt.Errorf("scan: event id of type %T", v)
 }
 
-// shape is the §11.4 verdict on a scan plan.
+// shape is the plan-shape verdict on a scan plan.
 type shape struct {
 	OK bool `json:"ok"`
 	// Why says what is wrong when not OK.

@@ -20,7 +20,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
-// benchHost is the community of §11.1; requests carry it as their Host.
+// benchHost is the benchmark's community; requests carry it as their Host.
 const benchHost = "bench.local"
 
 // fixture is what the cases need to know about the loaded data.
@@ -28,7 +28,7 @@ type fixture struct {
 	communityID string
 	channel     string
 	// root is R; replies are R's replies newest first (created_at DESC,
-	// id ASC), deleted ones included: the positions §11 draws cursors from.
+	// id ASC), deleted ones included: the positions the benchmark draws cursors from.
 	root    threadwindow.Cursor
 	replies []threadwindow.Cursor
 	// authors sign the fixture; the burst authors are the first ones.
@@ -194,7 +194,7 @@ func (b *builder) generate(start, span int64, others [][2]string) (rootNode int3
 
 // loadFixture creates bench.local, its channel C and the other
 // communities, loads every event (through the store's batch insert) and
-// thread row of §11.1 and runs VACUUM ANALYZE. The communities must not exist yet.
+// thread row of the fixture and runs VACUUM ANALYZE. The communities must not exist yet.
 func loadFixture(ctx context.Context, pool *pgxpool.Pool, st *store.Store, s sizes, seed uint64, p *progress) (*fixture, error) {
 	began := time.Now()
 	fx := &fixture{authors: authors(authorCount)}

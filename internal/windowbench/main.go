@@ -1,14 +1,16 @@
-// Command windowbench is benchmark P7 of 50-windows.md §11: newest-first
-// thread windows (POST /query with thread_window) on a 100k-reply thread.
+// Package windowbench is "buzz-bench windows", benchmark P7
+// (docs/PERFORMANCE.md, "Conversation windows"): newest-first thread
+// windows (POST /query with thread_window) on a 100k-reply thread.
 //
 // It starts everything it measures on loopback: a private PostgreSQL
 // cluster from the machine's binaries (pgcluster, the relay's default
 // settings, in a temporary directory unless --data-dir names one) and a
 // whole relay in this process. Then it
 //
-//  1. loads the §11.1 fixture straight into events and thread_metadata with
-//     COPY (every event really signed, counters as ingest leaves them) and
-//     runs VACUUM ANALYZE;
+//  1. loads the fixture: events through the store's batch insert
+//     (internal/benchload, every event really signed, the deleted replies
+//     soft-deleted), thread_metadata with COPY (counters as ingest leaves
+//     them), then VACUUM ANALYZE;
 //  2. warm case: warm-up pages, then pages at cursors drawn from the deep
 //     half of root R over NIP-98 POST /query, and EXPLAIN (ANALYZE, TIMING
 //     OFF) of the engine's scan and load statements at sampled cursors;
@@ -20,8 +22,8 @@
 //     thread_metadata;
 //
 // and prints one JSON report on stdout and a table on stderr. The exit
-// status is 0 when every pass rule of §11 holds, 1 when one fails, 2 on an
-// error. `go test -bench ThreadWindow ./cmd/windowbench` runs the same
+// status is 0 when every pass rule holds, 1 when one fails, 2 on an
+// error. `go test -bench ThreadWindow ./internal/windowbench` runs the same
 // benchmark against the test helper's PostgreSQL.
 //
 // It does NOT target a relay or database it did not start, and it does NOT
@@ -59,7 +61,7 @@ type Config struct {
 	seed    uint64
 }
 
-// sizes is the fixture of §11.1.
+// sizes is the benchmark's fixture.
 type sizes struct {
 	// Replies is root R's reply count; PerSecond of them share a second.
 	Replies   int `json:"root_replies"`
@@ -76,7 +78,7 @@ type sizes struct {
 	ContentBytes int `json:"content_bytes"`
 }
 
-// specSizes are §11.1's.
+// specSizes are the benchmark's sizes.
 var specSizes = sizes{Replies: 100_000, PerSecond: 4, OtherRoots: 10_000, OtherReplies: 1_000_000,
 	Communities: 2, CommunityEvents: 200_000, DeletedPct: 5, ContentBytes: 200}
 
@@ -84,7 +86,7 @@ var specSizes = sizes{Replies: 100_000, PerSecond: 4, OtherRoots: 10_000, OtherR
 var smallSizes = sizes{Replies: 2_000, PerSecond: 4, OtherRoots: 100, OtherReplies: 20_000,
 	Communities: 2, CommunityEvents: 4_000, DeletedPct: 5, ContentBytes: 200}
 
-// Fixed by §11: the page shape of every request.
+// Fixed by the benchmark: the page shape of every request.
 const (
 	pageLimit = 50
 	pageDepth = 100

@@ -80,7 +80,7 @@ func TestPercentile(t *testing.T) {
 func TestDeepRange(t *testing.T) {
 	t.Parallel()
 	lo, hi := deepRange(100_000)
-	require.Equal(t, [2]int{50_000, 99_000}, [2]int{lo, hi}, "§11: positions 50,000–99,000")
+	require.Equal(t, [2]int{50_000, 99_000}, [2]int{lo, hi}, "positions 50,000–99,000")
 	lo, hi = deepRange(2000)
 	require.Equal(t, [2]int{1000, 1800}, [2]int{lo, hi}, "a small fixture keeps a page and a probe after every cursor")
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
-// kindBounds is the thread bounds event (§5.6).
+// kindBounds is the thread bounds event.
 const kindBounds = 39007
 
 // windowClient sends thread-window pages to one community of the relay
@@ -56,7 +56,7 @@ type page struct {
 	Took time.Duration
 }
 
-// windowFilter is the §11 page of root: limit 50, depth 100, kinds
+// windowFilter is the benchmark's page of root: limit 50, depth 100, kinds
 // [9,40002], no aux, after cursor when set.
 func windowFilter(channel, root string, cursor *threadwindow.Cursor) []byte {
 	f := map[string]any{"thread_window": true, "#h": []string{channel}, "#e": []string{root},
@@ -70,7 +70,7 @@ func windowFilter(channel, root string, cursor *threadwindow.Cursor) []byte {
 
 // fetch posts one page. A non-200 answer is a page with its status and
 // error text, not an error; an error is a transport failure or an answer
-// that does not have the §5.6 shape.
+// that does not have the bounds event's shape.
 func (c *windowClient) fetch(ctx context.Context, channel, root string, cursor *threadwindow.Cursor) (page, error) {
 	body := windowFilter(channel, root, cursor)
 	auth, err := client.NIP98Header(c.sk, http.MethodPost, c.url, body)

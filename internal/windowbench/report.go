@@ -40,7 +40,7 @@ type report struct {
 	Seconds  float64           `json:"wall_seconds"`
 }
 
-// planReport is one §11.4 plan check.
+// planReport is one plan-shape check.
 type planReport struct {
 	Case string `json:"case"`
 	shape
@@ -200,7 +200,7 @@ func writeReport(out, table io.Writer, r *report) {
 
 // writeTable is the short human summary.
 func writeTable(w io.Writer, r *report) {
-	fmt.Fprintf(w, "\nP7 thread windows (50-windows.md §11) at %s\n", r.Commit)
+	fmt.Fprintf(w, "\nP7 thread windows (docs/PERFORMANCE.md) at %s\n", r.Commit)
 	fmt.Fprintf(w, "%s\n%s, %d CPUs, %d MB; shared_buffers %s, fsync %s\n", r.Postgres, r.Machine.CPU, r.Machine.CPUs,
 		r.Machine.MemoryMB, r.Settings["shared_buffers"], r.Settings["fsync"])
 	if f := r.Fixture; f != nil {

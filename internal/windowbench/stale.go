@@ -18,13 +18,13 @@ import (
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
-// §11's target (b): every page ≤ 100 ms; a page of 1 s or more fails.
+// The benchmark's target (b): every page ≤ 100 ms; a page of 1 s or more fails.
 const (
 	staleTarget = 100 * time.Millisecond
 	staleFail   = time.Second
 )
 
-// staleReport is one root of the stale-statistics case (§11.3).
+// staleReport is one root of the stale-statistics case.
 type staleReport struct {
 	Root  string      `json:"root"`
 	Burst burstReport `json:"burst"`
@@ -50,7 +50,7 @@ type staleReport struct {
 	Pass             bool  `json:"pass"`
 }
 
-// burstSeconds is the time §11.3 gives the burst.
+// burstSeconds is the time the benchmark gives the burst.
 const burstSeconds = 10
 
 // burstReport is the inserts of one root through the relay.

@@ -12,10 +12,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
-// warmTarget is §11's target (a): p50 execution of a warm deep page.
+// warmTarget is the benchmark's target (a): p50 execution of a warm deep page.
 const warmTarget = 5 * time.Millisecond
 
-// warmReport is the warm case (§11.2).
+// warmReport is the warm case.
 type warmReport struct {
 	// Positions are the newest-first positions of R the cursors come from.
 	Positions [2]int `json:"cursor_positions"`
@@ -34,7 +34,7 @@ type warmReport struct {
 	Pass       bool `json:"pass"`
 }
 
-// deepRange is the newest-first positions §11 draws deep cursors from:
+// deepRange is the newest-first positions the benchmark draws deep cursors from:
 // 50,000–99,000 of 100,000, scaled to n, and never so close to the end
 // that a page of 50 live rows and its probe might not follow (a small
 // fixture).

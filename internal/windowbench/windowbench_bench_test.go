@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// BenchmarkThreadWindow is P7 (50-windows.md §11, checks 29–31) against
+// BenchmarkThreadWindow is P7 (docs/PERFORMANCE.md, "Conversation windows") against
 // the test helper's PostgreSQL (dbtest: the throwaway cluster, or
 // TEST_DATABASE_URL) and an in-process relay (relaytest): the same
 // fixture, warm case, stale-statistics case and plan checks as the
