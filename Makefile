@@ -32,10 +32,10 @@ bench: ## the quick benchmarks (no tests; the 1M-event ones are bench-1m)
 bench-1m: ## the 1M-event search benchmarks (P4, Zipf), timeout 120m
 	go test -run='^$$' -bench='$(SEARCH_1M)' -benchtime=1x -timeout=120m ./internal/search
 
-bench-windows: ## P7: thread windows on 1.1M replies (about 15 min; buzz-bench windows alone)
+bench-windows: ## P7 (docs/PERFORMANCE.md): thread windows on 1.1M replies (about 15 min)
 	go test -run='^$$' -bench=ThreadWindow -benchtime=1x -timeout=90m ./internal/windowbench
 
-bench-scale: ## ingest on 1/2/4 processes, fan-out single vs cross-process (3 runs)
+bench-scale: ## P1 and P5 on several processes (docs/PERFORMANCE.md): ingest on 1/2/4 processes, fan-out single vs cross-process
 	@scripts/bench-scale.sh 3 --events 20000 --subscribers 1000 --rate 100 --fanout-seconds 10 --fanout-drain 30s
 
 bench-req-1m: ## P3: REQ shapes on 1M fixture events, 3 runs (BENCH_1M_CACHE=dir keeps the load)

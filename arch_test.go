@@ -68,7 +68,7 @@ var may = map[string]string{
 	"windowbench": "app benchload benchstat client config event pg pgcluster store threadwindow",
 	"soak":        "abuse benchstat client event pgcluster",
 
-	// NIP-CW window modes (50-windows.md), run by the read door
+	// NIP-CW window modes (docs/NIP-CW.md), run by the read door
 	"threadwindow":  "event metrics pg replica store",
 	"channelwindow": "event metrics pg replica store",
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P3 (docs/PERFORMANCE.md): REQ {kinds|authors|#e|#p, limit 50} on 1M events. Loads the
+# Target P3 of docs/PERFORMANCE.md: REQ {kinds|authors|#e|#p, limit 50} on 1M events. Loads the
 # "buzz-bench fixture" dataset (validly signed kind 9 events in 10 communities,
 # COPY straight into PostgreSQL) into a private cluster once, then RUNS
 # times starts buzz-relay on it and runs "buzz-bench req" against
@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 # users' worth from few keys; BENCH_ENV can set them again.
 quotas_off="BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN=0 BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN=0
   BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC=0 BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN=0
-  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0"
+  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0 BUZZ_READ_TIME_PER_SECOND_MS=0"
 runs=${1:-3}
 shift || true
 events=${BENCH_1M_EVENTS:-1000000}

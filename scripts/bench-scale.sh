@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale-out benchmarks (docs/PERFORMANCE.md, "Scale-out"), on loopback: one
+# The scale-out benchmarks (P1 and P5 of docs/PERFORMANCE.md), on loopback: one
 # throwaway PostgreSQL (cmd/buzz-testdb), one throwaway redis-server, and
 # for each of 1, 2 and 4 processes that many buzz-relay processes on one
 # fresh database, sharing DATABASE_URL, REDIS_URL and BUZZ_RELAY_PRIVATE_KEY.
@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 # users' worth from few keys; BENCH_ENV can set them again.
 quotas_off="BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN=0 BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN=0
   BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC=0 BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN=0
-  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0"
+  BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0 BUZZ_READ_TIME_PER_SECOND_MS=0"
 
 runs=${1:-3}
 shift || true

@@ -22,7 +22,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// Exit codes of `audit head` and `audit verify` (spec 30 §10).
+// Exit codes of `audit head` and `audit verify` (docs/PROTOCOL.md §13.10).
 const (
 	exitVerified  = 0
 	exitIntegrity = 1
@@ -38,7 +38,7 @@ that vanishes proves nothing later. Make one once and keep it with the
 relay's configuration:
   export BUZZ_RELAY_PRIVATE_KEY=$(buzz keygen --get private_key)`
 
-// auditCmd is the `audit head | verify` group (spec 30 §10).
+// auditCmd is the `audit head | verify` group (docs/PROTOCOL.md §13.10).
 func auditCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "audit",
@@ -117,7 +117,7 @@ Exit status: 0 printed, 2 cannot run (no key, unknown host, database),
 	return c
 }
 
-// auditHead prints the signed checkpoint of the chain head (spec 30 §10.1).
+// auditHead prints the signed checkpoint of the chain head (docs/PROTOCOL.md §13.10).
 func auditHead(c *cobra.Command, community string) error {
 	cfg, _, err := loadConfig()
 	if err != nil {
@@ -238,7 +238,7 @@ type verifyRun struct {
 }
 
 // auditVerify verifies a range of the chain, optionally against a
-// checkpoint (spec 30 §10.2). Its error carries exit status 1, 2 or 3.
+// checkpoint (docs/PROTOCOL.md §13.10). Its error carries exit status 1, 2 or 3.
 func auditVerify(c *cobra.Command, o verifyOptions) error {
 	cfg, _, err := loadConfig()
 	if err != nil {
@@ -373,7 +373,7 @@ func (r *verifyRun) finish(v verdict) error {
 	return exitWith(v.code, v.msg)
 }
 
-// printVerified prints the success lines of spec 30 §10.2.
+// printVerified prints the success lines of docs/PROTOCOL.md §13.10.
 func (r *verifyRun) printVerified() {
 	o, cp := r.o, r.cp
 	fmt.Fprintf(r.stdout, "verified %s: seq %d..%d (%d entries) in %s\n", r.tg.host, o.from, o.to, r.report.Entries,

@@ -45,7 +45,7 @@ func (b *cliBundle) mustRun(t *testing.T, args ...string) result {
 	return res
 }
 
-// Check 14 and the output of spec 10 §2.4.
+// Check 14 and the output of docs/PROTOCOL.md §2.4.
 func TestCommunityCommand(t *testing.T) {
 	t.Parallel()
 
@@ -130,7 +130,7 @@ func TestCommunityCommand(t *testing.T) {
 	})
 }
 
-// Spec 10 §2.4: member add / remove / list, and invalid pubkeys.
+// docs/PROTOCOL.md §2.4: member add / remove / list, and invalid pubkeys.
 func TestMemberCommand(t *testing.T) {
 	t.Parallel()
 

@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// communityCmd is the `community add | add-host | list` group (spec 10 §2.4).
+// communityCmd is the `community add | add-host | list` group (docs/PROTOCOL.md §2.4).
 func communityCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "community",
@@ -151,7 +151,7 @@ func communityListCmd() *cobra.Command {
 // errInvalidHost is the answer to a --host that normalises to nothing.
 var errInvalidHost = errors.New("invalid host")
 
-// noCommunity is the spec's answer to a host no community has (10 §2.4).
+// noCommunity is the documented answer to a host no community has (docs/PROTOCOL.md §2.4).
 func noCommunity(host string) error {
 	return fmt.Errorf("no community is configured for host %s", host)
 }

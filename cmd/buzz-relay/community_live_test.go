@@ -69,7 +69,7 @@ func TestCommunityAddedWhileRunning(t *testing.T) {
 		attempt := time.Now()
 		if w, status = tryDial(t, p, host); w != nil {
 			require.False(t, attempt.After(servedBy),
-				"served %s after the add; the spec allows 5 s", attempt.Sub(added).Round(time.Millisecond))
+				"served %s after the add; the negative cache allows 5 s", attempt.Sub(added).Round(time.Millisecond))
 			break
 		}
 		require.Equal(t, http.StatusNotFound, status, "only the not-found answer while the miss is cached")

@@ -80,7 +80,7 @@ func pipelinedPublisher(t *testing.T, w *wsClient, key eventtest.Key, ch string,
 	}
 }
 
-// Spec 80 P1 crash test: kill -9 while 8 connections each keep 16 events
+// Group commit crash test: kill -9 while 8 connections each keep 16 events
 // in flight (so the group commit holds many events per batch), then check
 // the database the dead process left: every event that got OK true is
 // stored with its two event_mentions rows and its event_created intent (in

@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// Spec 60 §13 checks 2 and 3: a malformed operator-listener variable stops
+// A malformed operator-listener variable stops
 // startup with status 2 and its exact text, before any port opens.
 func TestOperatorListenerConfigInvalid(t *testing.T) {
 	t.Parallel()
@@ -76,7 +76,7 @@ func TestOperatorListenerConfigInvalid(t *testing.T) {
 	}
 }
 
-// Spec 60 §13 check 1, on the configuration side: valid listeners start the
+// Operator listeners on the configuration side (docs/PROTOCOL.md §15.2): valid listeners start the
 // relay, and the startup log shows them normalized with the origin and the
 // timeout.
 func TestOperatorListenerConfigLogged(t *testing.T) {

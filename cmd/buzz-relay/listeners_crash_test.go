@@ -214,7 +214,7 @@ func storedMentions(t *testing.T, pool *pgxpool.Pool) map[string]bool {
 	return out
 }
 
-// Spec 60 §6 and §7 across a crash: kill -9 while 8 connections publish
+// docs/PROTOCOL.md §15.4, §15.5 across a crash: kill -9 while 8 connections publish
 // kind 9 events mentioning registered targets, restart on the same
 // database, and check that nothing acknowledged was lost and that
 // duplicates come only from rows in flight at the kill.

@@ -60,7 +60,7 @@ func (e *listenerEndpoint) received() []received {
 	return append([]received(nil), e.got...)
 }
 
-// Spec 60 through a real relay process: a listener configured in the
+// Operator listeners (docs/PROTOCOL.md §15) through a real relay process: a listener configured in the
 // environment registers a target over HTTP, a kind 9 mentioning it is
 // published over WebSocket, and the listener's HTTPS endpoint receives the
 // metadata-only body, signed by the relay key for its own URL. The relay

@@ -151,11 +151,12 @@ func relayEnv(t *testing.T) map[string]string {
 	env["BUZZ_METRICS_PORT"] = strconv.Itoa(ports[2])
 	env["BUZZ_LOG_FORMAT"] = "json"
 	env["BUZZ_DB_POOL_SIZE"] = "5"
-	// Per-user quotas off, as relaytest does: these tests are about
+	// Per-user quotas and the read-time budget off, as relaytest does: these tests are about
 	// other things and some publish faster than a person.
 	for _, name := range []string{"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN", "BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN",
 		"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC", "BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN",
-		"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN", "BUZZ_CHANNEL_CREATES_PER_HOUR"} {
+		"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN", "BUZZ_CHANNEL_CREATES_PER_HOUR",
+		"BUZZ_READ_TIME_PER_SECOND_MS"} {
 		env[name] = "0"
 	}
 	return env

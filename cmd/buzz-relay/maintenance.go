@@ -20,8 +20,8 @@ import (
 )
 
 // maintenanceCmd is the `maintenance` group: out-of-band jobs an operator
-// runs by hand: search-kinds (spec 20 §9.2), read-state (spec 40 §9) and
-// operator-listeners (spec 60 §11).
+// runs by hand: search-kinds (docs/PROTOCOL.md §12.10), read-state (docs/PROTOCOL.md §14.7) and
+// operator-listeners (docs/PROTOCOL.md §15.10).
 func maintenanceCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "maintenance",

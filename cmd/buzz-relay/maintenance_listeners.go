@@ -30,7 +30,7 @@ func operatorListenersCmd() *cobra.Command {
 		Long: `operator-listeners --report prints, read-only, one JSON object per line
 for every listener pubkey found in BUZZ_OPERATOR_LISTENERS (of this
 command's environment) or in the registration and outbox tables, by
-pubkey (spec 60 §11):
+pubkey (docs/PROTOCOL.md §15.10):
   {"listener":"<hex>","configured":BOOL,"url_host":"<host>"|null,
    "registrations":N,"oldest_registration_age_s":N|null,
    "outbox_pending":N,"outbox_sending":N,"oldest_outbox_age_s":N|null,
@@ -104,8 +104,8 @@ func operatorListeners(c *cobra.Command, o operatorListenersOptions) error {
 	return nil
 }
 
-// listenerReportLine is one line of --report, keys in the order of spec 60
-// §11.
+// listenerReportLine is one line of --report, keys in the order of
+// docs/PROTOCOL.md §15.10.
 type listenerReportLine struct {
 	Listener              string  `json:"listener"`
 	Configured            bool    `json:"configured"`
@@ -169,8 +169,8 @@ func urlHost(raw string) *string {
 	return &u.Host
 }
 
-// listenerForgetLine is the line of --forget, keys in the order of spec 60
-// §11.
+// listenerForgetLine is the line of --forget, keys in the order of
+// docs/PROTOCOL.md §15.10.
 type listenerForgetLine struct {
 	Listener             string `json:"listener"`
 	RegistrationsDeleted int64  `json:"registrations_deleted"`

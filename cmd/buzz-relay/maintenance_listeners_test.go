@@ -118,7 +118,7 @@ func requireAge(t *testing.T, line map[string]any, key string, atLeast float64) 
 	delete(line, key)
 }
 
-// Spec 60 §11 and §13 check 26: maintenance operator-listeners.
+// maintenance operator-listeners (docs/PROTOCOL.md §15.10).
 func TestOperatorListenersCommand(t *testing.T) {
 	t.Parallel()
 
@@ -131,7 +131,7 @@ func TestOperatorListenersCommand(t *testing.T) {
 		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
 			require.Regexp(t, `^\{"listener":"[0-9a-f]{64}","configured":(true|false),"url_host":("[^"]+"|null),"registrations":\d+,`+
 				`"oldest_registration_age_s":(\d+|null),"outbox_pending":\d+,"outbox_sending":\d+,"oldest_outbox_age_s":(\d+|null),`+
-				`"outbox_past_eligibility":\d+\}$`, line, "keys in the order of spec 60 §11")
+				`"outbox_past_eligibility":\d+\}$`, line, "keys in the order of docs/PROTOCOL.md §15.10")
 		}
 		lines := res.lines(t)
 		got := map[string]map[string]any{}

@@ -26,7 +26,7 @@ func readStateCmd() *cobra.Command {
 		Use:   "read-state --report [--community HOST] [--text]",
 		Short: "report NIP-RS read-state retention and the space it freed",
 		Long: `read-state --report prints what read-state retention (NIP-RS, kind 30078)
-holds and what the purge of superseded versions freed (spec 40 §9). It is
+holds and what the purge of superseded versions freed (docs/PROTOCOL.md §14.7). It is
 read-only: one read-only transaction that takes only ordinary read locks,
 each statement bounded by a 60 s statement_timeout, so it can run beside
 relay traffic.

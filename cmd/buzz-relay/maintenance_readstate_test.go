@@ -84,7 +84,7 @@ func (b *rsReport) partitions(t *testing.T) []string {
 }
 
 // requireStorageLines checks one storage line per events partition, in
-// order, with the keys of spec 40 §9.
+// order, with the keys of docs/PROTOCOL.md §14.7.
 func requireStorageLines(t *testing.T, lines []map[string]any, partitions []string) {
 	t.Helper()
 	require.Len(t, lines, len(partitions))
@@ -98,7 +98,7 @@ func requireStorageLines(t *testing.T, lines []map[string]any, partitions []stri
 	}
 }
 
-// Spec 40 §9: maintenance read-state --report.
+// docs/PROTOCOL.md §14.7: maintenance read-state --report.
 func TestReadStateCommand(t *testing.T) {
 	t.Parallel()
 

@@ -18,7 +18,7 @@ import (
 )
 
 // mtUpgraded returns a database migrated to 0001, given one event, then
-// migrated to the latest: an upgraded installation (20-search.md §2.3 a).
+// migrated to the latest: an upgraded installation (docs/PROTOCOL.md §12.1).
 func mtUpgraded(t *testing.T) (*pgxpool.Pool, string, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -175,7 +175,7 @@ func jsonKeys(path string, v any) map[string]string {
 }
 
 // Issue 10: search-kinds --show --json uses snake_case keys throughout,
-// nested partition sizes included, and keeps the contents of 20 §9.2.
+// nested partition sizes included, and keeps the contents of docs/PROTOCOL.md §12.10.
 func TestSearchKindsJSONKeys(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)

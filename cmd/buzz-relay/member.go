@@ -20,7 +20,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// memberCmd is the `member add | remove | list` group (spec 10 §2.5).
+// memberCmd is the `member add | remove | list` group (docs/PROTOCOL.md §2.5).
 func memberCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "member",
@@ -173,7 +173,7 @@ set, running processes disconnect the removed member at once.`,
 }
 
 // announceRemoval tells the running processes to disconnect the removed
-// member at once (spec 70 §5 relay_member_removed). The removal is already
+// member at once (docs/PROTOCOL.md §16.4 relay_member_removed). The removal is already
 // committed: a failure only delays the disconnect to each process's next
 // membership revalidation, so it is a warning, not an error.
 func (t *memberTarget) announceRemoval(c *cobra.Command, pk string) {
@@ -232,7 +232,7 @@ func memberListCmd() *cobra.Command {
 }
 
 // parsePubkey accepts 64 hex characters of either case and returns them
-// lowercase; anything else is the spec's "invalid pubkey" (10 §2.4).
+// lowercase; anything else is the documented "invalid pubkey" (docs/PROTOCOL.md §2.4).
 func parsePubkey(s string) (string, error) {
 	if !event.IsHexAnyCase64(s) {
 		return "", errors.New("invalid pubkey")

@@ -11,7 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// A PUBLISH that fails while every link stays up is a gap too (70 §4.6, no
+// A PUBLISH that fails while every link stays up is a gap too (docs/PROTOCOL.md §16.3, no
 // silent gaps). Redis holds writes (CLIENT PAUSE … WRITE blocks PUBLISH but
 // answers PING and keeps subscriptions), so A's PUBLISH of X times out
 // while B's link never drops. A still acknowledges X, and then announces

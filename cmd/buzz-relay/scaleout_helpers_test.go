@@ -1,6 +1,6 @@
 package main
 
-// Helpers of the multi-process tests (scaleout_test.go, spec 70 §10): two
+// Helpers of the multi-process tests (scaleout_test.go, docs/PROTOCOL.md §16): two
 // real `buzz-relay serve` processes on one database, one relay key and one
 // real redis-server, WebSocket clients that read all the time, and
 // readers of /metrics and the processes' logs.
@@ -27,14 +27,14 @@ import (
 	"github.com/buzz-relay/buzz/internal/redistest"
 )
 
-// Bounds of the scale-out checks. The spec's figures are upper bounds for
+// Bounds of the scale-out checks. The documented figures are upper bounds for
 // correctness; the tests wait a few times longer before they fail.
 const (
 	// deliveryWait is how long a cross-process delivery, cache drop or
-	// eviction may take (the spec says 1 s).
+	// eviction may take (docs/OPERATIONS.md says within a second).
 	deliveryWait = 3 * time.Second
 	// reconnectWait is how long both processes may take to show
-	// buzz_pubsub_connected 1 after Redis returns (the spec says 35 s).
+	// buzz_pubsub_connected 1 after Redis returns (retries at most 30 s apart, docs/PROTOCOL.md §16.3).
 	reconnectWait = 35 * time.Second
 	// frameWait bounds any other wait for a frame the relay owes.
 	frameWait = 10 * time.Second

@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Check 12 of spec 70 §10: with the relay-membership gate on and REDIS_URL
+// Relay membership across processes (docs/PROTOCOL.md §16.4): with the relay-membership gate on and REDIS_URL
 // set, `buzz-relay member remove` disconnects the member's connections on
 // both processes within a second: NOTICE "restricted: not a relay member",
 // then close 1008. Each process's own revalidation runs every 60 s, so a

@@ -26,7 +26,7 @@ func (w *peer) countOf(sub string, filter any) float64 {
 	return f[2].(map[string]any)["count"].(float64)
 }
 
-// Spec 70 §10 check 17 with two processes in front of one writer and one
+// The read replica (docs/PROTOCOL.md §16.6) with two processes in front of one writer and one
 // real streaming standby: on either process an old #h history page is
 // served by the replica; head pages, channel-less filters, COUNT and every
 // ingest lookup use the writer; an event published on one process is found

@@ -1,6 +1,6 @@
 package main
 
-// The multi-process acceptance checks of spec 70 §10: two real buzz-relay
+// The multi-process checks of docs/PROTOCOL.md §16: two real buzz-relay
 // processes, A and B, on one PostgreSQL database, one relay key and one
 // real redis-server that the tests stop and start. Helpers are in
 // scaleout_helpers_test.go.
@@ -829,8 +829,8 @@ func TestScaleOutPresence(t *testing.T) {
 // Check 19: the delivery barrier across processes. K on B holds a live
 // subscription; X is published on A and acknowledged; K's next REQ ends
 // with EOSE only after X reached K's first subscription. 200 rounds, and no
-// barrier timed out, for a channel filter (70 check 19) and for the NIP-RS
-// read-state filter (the cross-process half of spec 40 check 21).
+// barrier timed out, for a channel filter (docs/PROTOCOL.md §16.2) and for the NIP-RS
+// read-state filter (the cross-process half of docs/PROTOCOL.md §14.5).
 func TestScaleOutBarrier(t *testing.T) {
 	t.Parallel()
 	s := startScaleOut(t, nil)

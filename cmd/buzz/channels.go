@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Kinds the channel, message and thread commands emit or read (10-relay-core §4.1).
+// Kinds the channel, message and thread commands emit or read (docs/PROTOCOL.md §4.1).
 const (
 	kindDeletion      = 5
 	kindReaction      = 7
@@ -220,7 +220,7 @@ type channelInfo struct {
 	Archived   bool   `json:"archived"`
 }
 
-// channelFromMetadata reads a relay-signed 39000 (10-relay-core §5.4).
+// channelFromMetadata reads a relay-signed 39000 (docs/PROTOCOL.md §5.4).
 func channelFromMetadata(ev event.Event) (channelInfo, bool) {
 	c := channelInfo{Visibility: "open", Type: "stream"}
 	for _, t := range ev.Tags {

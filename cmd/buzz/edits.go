@@ -8,7 +8,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// maxRows is the relay's per-filter row bound (10-relay-core §7.11).
+// maxRows is the relay's per-filter row bound (docs/PROTOCOL.md §7.11).
 const maxRows = 1000
 
 // editsFilter asks for the kind 40003 edits in channel that name one of
@@ -24,7 +24,7 @@ func editsFilter(channel string, messages []event.Event) event.Filter {
 }
 
 // editTarget is the message an edit replaces: its first e tag with a
-// 64-hex value (10-relay-core §6.2), lowercase; "" when there is none.
+// 64-hex value (docs/PROTOCOL.md §6.2), lowercase; "" when there is none.
 func editTarget(edit event.Event) string {
 	for _, t := range edit.Tags {
 		if len(t) >= 2 && t[0] == "e" && event.IsHexAnyCase64(t[1]) {
@@ -38,7 +38,7 @@ func editTarget(edit event.Event) string {
 // text. Only a kind 40003 by the message's own author counts (the relay
 // refuses others, but an e tag may also just mention a message); the
 // newest created_at wins, and on a tie the lowest id, as for replaceable
-// events (10-relay-core §6.5).
+// events (docs/PROTOCOL.md §6.5).
 func newestEdits(messages, edits []event.Event) map[string]event.Event {
 	author := make(map[string]string, len(messages))
 	for _, m := range messages {

@@ -25,10 +25,10 @@ var (
 	// tag keys "#<name>" are the others.
 	knownKeys = "ids, authors, kinds, since, until, limit, search, #<tag>"
 
-	// bridgeKeys are the HTTP bridge's extension fields, following spec 10
-	// §8.4 (before_id; the legacy thread read's depth_limit and cursors),
-	// its search extensions (spec 20 §5: search_mode, page and their other
-	// spellings) and spec 50 (channel and thread windows). The WebSocket
+	// bridgeKeys are the HTTP bridge's extension fields, following
+	// docs/PROTOCOL.md §8.4 (before_id; the legacy thread read's depth_limit and cursors),
+	// its search extensions (docs/PROTOCOL.md §12.7: search_mode, page and their other
+	// spellings) and docs/NIP-CW.md (channel and thread windows). The WebSocket
 	// knows none of them, so they are accepted only with --http.
 	bridgeKeys = map[string]bool{
 		"before_id": true, "depth_limit": true,
@@ -175,7 +175,7 @@ func (ff *filterFlags) fill(fs *pflag.FlagSet, filters []event.Filter) {
 }
 
 // pgateHint says what to change when the relay refused filters at the
-// p-gate (spec 10 §7.7): kinds on every filter, or which listed kinds are
+// p-gate (docs/PROTOCOL.md §7.7): kinds on every filter, or which listed kinds are
 // p-gated. It reacts to the relay's answer; it does not judge the gate.
 func pgateHint(filters []event.Filter, pubkey string) string {
 	for _, f := range filters {

@@ -65,9 +65,8 @@ var errRefused = errors.New("refused")
 // relay (OK false, CLOSED, an HTTP 4xx including 401 and 403, a lookup
 // that found nothing, a display name that does not resolve); 2 usage or
 // connection errors (bad flags or arguments, a missing key, an unreachable
-// relay, an HTTP 5xx). messages search follows it too: this deliberately
-// replaces the separate codes of spec 20 §9.1 (1 bad input, 2 relay, 3
-// auth, 4 other), so that a script handles every command alike.
+// relay, an HTTP 5xx). messages search follows it too: it has no separate
+// codes of its own (such as 1 bad input, 2 relay, 3 auth, 4 other), so that a script handles every command alike.
 func exitStatus(err error) int {
 	var refused *client.RefusedError
 	switch {

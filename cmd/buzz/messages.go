@@ -62,7 +62,7 @@ func (o *sendArgs) check(_ *pflag.FlagSet, args []string) error {
 }
 
 // threadRoot returns the root of the thread parent belongs to: its last
-// valid NIP-10 "root" marker, else parent itself (10-relay-core §6.1).
+// valid NIP-10 "root" marker, else parent itself (docs/PROTOCOL.md §6.1).
 func threadRoot(parent event.Event) string {
 	root := parent.ID
 	for _, t := range parent.Tags {

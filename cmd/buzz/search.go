@@ -15,10 +15,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// --- messages search (20-search.md §9.1) ---
+// --- messages search (docs/PROTOCOL.md §12.10) ---
 //
-// Its exit statuses are those of every buzz command (see exitStatus), not
-// the separate ones of spec 20 §9.1, and it prints one event per line in
+// Its exit statuses are those of every buzz command (see exitStatus), with
+// no separate set of its own, and it prints one event per line in
 // the relay's rank order instead of the answer's JSON array.
 
 const (

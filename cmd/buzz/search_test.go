@@ -149,7 +149,7 @@ var errSearchFault = errors.New("injected search failure")
 
 // TestSearchExitCodes runs the command against real relays: one as
 // deployed by default, one behind TLS (its NIP-98 tokens name https), one
-// stopped. The exit statuses are buzz's one convention, not spec 20 §9.1's.
+// stopped. The exit statuses are buzz's one convention.
 func TestSearchExitCodes(t *testing.T) {
 	t.Parallel()
 	t.Cleanup(http.DefaultClient.CloseIdleConnections) // r.HTTP's, for goleak

@@ -69,7 +69,7 @@ type Relay struct {
 	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
 	Audit *Audit
 	// Bus carries live traffic between relay processes; nil without
-	// REDIS_URL (spec 70).
+	// REDIS_URL (docs/PROTOCOL.md §16).
 	Bus *pubsub.Bus
 	// ProcessID names this process in logs, control messages and its
 	// barrier topic: a random UUID per start.
@@ -218,7 +218,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 }
 
 // Bootstrap creates the deployment community of RELAY_URL when it does not
-// exist and, with RELAY_OWNER_PUBKEY, upserts its owner (spec 10 §2.5).
+// exist and, with RELAY_OWNER_PUBKEY, upserts its owner (docs/PROTOCOL.md §2.5).
 // Run calls it before serving, on listeners already bound, so a start
 // that cannot bind its ports leaves the database as it found it.
 func (a *Relay) bootstrap(ctx context.Context) error {
@@ -323,7 +323,7 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 	return g.Wait()
 }
 
-// drain is the graceful shutdown of spec 10 §9 step 8.
+// drain is the graceful shutdown of docs/PROTOCOL.md §9.
 func (a *Relay) drain() {
 	timeout := a.Config.DrainTimeout
 	if timeout == 0 {
@@ -378,7 +378,8 @@ func listenerSet(ls []config.OperatorListener) map[string]bool {
 func readShares(cfg config.Config) read.ShareConfig {
 	r := cfg.Reads
 	return read.ShareConfig{Max: r.MaxConcurrentReads, PerConnection: r.PerConnection, PerPubkey: r.PerPubkey,
-		AcquireTimeout: r.AcquireTimeout, Timeout: r.StatementTimeout}
+		AcquireTimeout: r.AcquireTimeout, Timeout: r.StatementTimeout,
+		TimePerSecond: r.TimePerSecond, TimeBurst: r.TimeBurst}
 }
 
 // appServer is the app listener's server with its timeouts

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// auditPoolSize is the dedicated audit pool's size (spec 30 §8).
+// auditPoolSize is the dedicated audit pool's size (docs/PROTOCOL.md §13.8).
 const auditPoolSize = 5
 
 // flushTimeout bounds the chaining of what is pending at shutdown.
@@ -27,7 +27,7 @@ type Audit struct {
 }
 
 // startAudit opens the audit pool and builds the chainer and the observer,
-// or logs that audit is off (spec 30 §8).
+// or logs that audit is off (docs/PROTOCOL.md §13.8).
 func startAudit(ctx context.Context, a *Relay) (*Audit, error) {
 	if !a.Config.AuditEnabled {
 		a.Metrics.Audit.Enabled.Set(0)

@@ -113,12 +113,12 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 }
 
 // readStatePurgeFile is the migration that purges superseded read-state
-// history (spec 40 §5.2).
+// history (docs/PROTOCOL.md §14.4).
 const readStatePurgeFile = "0007_read_state_purge_superseded.sql"
 
 // logReadStatePurges logs, right after the purge migration was applied,
-// one line per community that lost superseded read-state rows (spec 40
-// §11). A failure to read them is a warning: the purge itself committed.
+// one line per community that lost superseded read-state rows
+// (docs/PROTOCOL.md §14.4). A failure to read them is a warning: the purge itself committed.
 func logReadStatePurges(ctx context.Context, q pg.Querier, log *slog.Logger) {
 	purges, err := maintenance.ReadStatePurges(ctx, q)
 	if err != nil {

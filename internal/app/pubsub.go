@@ -14,7 +14,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pubsub"
 )
 
-// The app's side of scale-out over Redis (spec 70): which Bus the relay
+// The app's side of scale-out over Redis (docs/PROTOCOL.md §16): which Bus the relay
 // runs, what the pipeline's after-commit dispatch sends to the other
 // processes, and what a control message from them does here. Without
 // REDIS_URL the Bus is nil and every function below only acts locally.
@@ -60,7 +60,7 @@ func (a *Relay) replicaStatus() func() string {
 }
 
 // fanout is the pipeline's dispatch after commit: local fan-out, then the
-// one PUBLISH to the other processes, before the OK is sent (70 §4.3). It
+// one PUBLISH to the other processes, before the OK is sent (docs/PROTOCOL.md §16.2). It
 // also breaks the construction cycle between the pipeline (which
 // broadcasts) and the WebSocket server (which submits).
 type fanout struct {
@@ -95,7 +95,7 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 }
 
 // evict is the pipeline's EvictFunc: the eviction runs here, then on every
-// other process through a control message (70 §5).
+// other process through a control message (docs/PROTOCOL.md §16.4).
 func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
 	a := f.a
 	if a.Relay == nil {
@@ -146,7 +146,7 @@ func (f *fanout) control(c pubsub.Control) {
 }
 
 // applyControl is what a control message of another process does here
-// (70 §5). It runs on the Bus's consumer goroutine, in order with the
+// (docs/PROTOCOL.md §16.4). It runs on the Bus's consumer goroutine, in order with the
 // events, so anything that may wait on the database runs apart.
 func (a *Relay) applyControl(c pubsub.Control) {
 	switch c.Op {
@@ -179,7 +179,7 @@ func (a *Relay) applyControl(c pubsub.Control) {
 	}
 }
 
-// maxPresenceStatus is the longest status a presence key holds (spec 10 §7.4).
+// maxPresenceStatus is the longest status a presence key holds (docs/PROTOCOL.md §7.4).
 const maxPresenceStatus = 128
 
 // presenceStatus is the status of a kind 20001: its content, or the

@@ -63,7 +63,7 @@ func ids(evs []event.Event) []string {
 	return out
 }
 
-// Spec 70 §10 checks 17 and 18 on a whole relay over real sockets, with
+// The read replica (docs/PROTOCOL.md §16.6) on a whole relay over real sockets, with
 // READ_DATABASE_URL set to a real streaming standby.
 func TestRelayWithReplica(t *testing.T) {
 	t.Parallel()

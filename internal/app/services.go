@@ -32,10 +32,10 @@ type Services struct {
 	// REDIS_URL. It connects in the background and keeps retrying.
 	PubSub *pubsub.Bus
 	// Listeners delivers mention notifications to the operator listeners
-	// configured on this process (spec 60 §7); nil without any.
+	// configured on this process (docs/PROTOCOL.md §15.5); nil without any.
 	Listeners *listener.Worker
 	// ListenerReaper deletes outbox rows past 15 minutes and registrations
-	// past 30 days (spec 60 §8), on every process, listeners or not.
+	// past 30 days (docs/PROTOCOL.md §15.8), on every process, listeners or not.
 	ListenerReaper *listener.Reaper
 }
 
@@ -53,7 +53,7 @@ func newServices(a *Relay) *Services {
 }
 
 // newListenerWorker is the delivery worker of the listeners configured on
-// this process, or nil (logged) when there are none (spec 60 §3).
+// this process, or nil (logged) when there are none (docs/PROTOCOL.md §15.2).
 func newListenerWorker(a *Relay) *listener.Worker {
 	cfg := a.Config
 	if len(cfg.OperatorListeners) == 0 {

@@ -2,7 +2,7 @@ package audit
 
 import "fmt"
 
-// Action is one of the eleven stable action strings of spec 30 §4.1. They
+// Action is one of the eleven stable action strings of docs/PROTOCOL.md §13.3. They
 // appear in the hash and in the action column and never change.
 type Action string
 
@@ -22,7 +22,7 @@ const (
 	MediaUploaded     Action = "media_uploaded"
 )
 
-// Actions lists every known action in the order of spec 30 §4.1.
+// Actions lists every known action in the order of docs/PROTOCOL.md §13.3.
 var Actions = []Action{EventCreated, EventDeleted, ChannelCreated, ChannelUpdated, ChannelDeleted,
 	MemberAdded, MemberRemoved, AuthSuccess, AuthFailure, RateLimitExceeded, MediaUploaded}
 

@@ -14,7 +14,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/dbtest"
 )
 
-// BenchmarkChainAndVerify measures spec 30 checks 39 and 41: the chainer's
+// BenchmarkChainAndVerify measures the audit chain (target P8 in docs/PERFORMANCE.md): the chainer's
 // append rate for one community (batches of 500) and the time `audit
 // verify` takes over the resulting chain. BUZZ_AUDIT_BENCH_ENTRIES sets the
 // chain length (default 200,000). Run with

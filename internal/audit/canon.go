@@ -11,7 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Canonical writes a JSON value in the canonical form of spec 30 §3.3: no
+// Canonical writes a JSON value in the canonical form of docs/PROTOCOL.md §13.2: no
 // whitespace, object keys sorted byte-wise, arrays in order, integers only,
 // strings escaped by the fixed table and otherwise raw UTF-8. nil, empty
 // input and JSON null give "null". A non-integer number or invalid JSON is

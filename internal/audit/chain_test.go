@@ -425,7 +425,7 @@ func TestChainerCommunitiesNeverContend(t *testing.T) {
 
 	var key int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT hashtextextended('buzz_audit:' || $1::uuid::text, 0)`, "00000000-0000-0000-0000-000000000001").Scan(&key))
-	require.Equal(t, int64(-2642062752538308840), key, "the lock key of spec 30 §5.2")
+	require.Equal(t, int64(-2642062752538308840), key, "the lock key of docs/PROTOCOL.md §13.5")
 
 	holder, err := b.pool.Begin(ctx)
 	require.NoError(t, err)

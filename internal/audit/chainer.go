@@ -17,7 +17,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// Chainer constants of spec 30 §8.
+// Chainer constants of docs/PROTOCOL.md §13.8.
 const (
 	// BatchSize is the most intents one batch transaction chains.
 	BatchSize = 500
@@ -34,7 +34,7 @@ const (
 
 // ChainerConfig configures a Chainer.
 type ChainerConfig struct {
-	// Pool is the audit pool (spec 30 §8: at most 5 connections). Required.
+	// Pool is the audit pool (docs/PROTOCOL.md §13.8: at most 5 connections). Required.
 	Pool *pgxpool.Pool
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -73,8 +73,8 @@ func (ts *ChainerTestSignals) Init() {
 	ts.Failed.Init()
 }
 
-// Chainer moves intents from audit_outbox into each community's chain (spec
-// 30 §5.2). One runs per process; several processes may run against one
+// Chainer moves intents from audit_outbox into each community's chain
+// (docs/PROTOCOL.md §13.5). One runs per process; several processes may run against one
 // database, the per-community advisory lock keeping each chain single-writer.
 type Chainer struct {
 	service.Base
@@ -251,7 +251,7 @@ type claimed struct {
 	occurredAt time.Time
 }
 
-// batch is the batch transaction of spec 30 §5.2. It returns 0 when another
+// batch is the batch transaction of docs/PROTOCOL.md §13.5. It returns 0 when another
 // process holds the community's lock or nothing is pending. A panic is
 // recovered, the transaction rolled back and the connection returned clean.
 func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {

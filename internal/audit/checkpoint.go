@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// KindCheckpoint is the relay-only kind of an audit checkpoint (spec 30 §6.3).
+// KindCheckpoint is the relay-only kind of an audit checkpoint (docs/PROTOCOL.md §13.7).
 const KindCheckpoint = 48002
 
 // Checkpoint is a chain head as a relay-signed checkpoint names it.
@@ -33,7 +33,7 @@ func NewCheckpoint(key []byte, host string, h Head, now time.Time) (event.Event,
 	return ev, nil
 }
 
-// Checkpoint parse errors, with the exact texts of spec 30 §10.2.
+// Checkpoint parse errors, with the exact texts of docs/PROTOCOL.md §13.10.
 var (
 	ErrCheckpointInvalid   = errors.New("checkpoint: not a valid event")
 	ErrCheckpointSignature = errors.New("checkpoint: invalid signature")

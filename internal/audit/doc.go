@@ -1,4 +1,4 @@
-// Package audit keeps each community's tamper-evident hash chain (spec 30).
+// Package audit keeps each community's tamper-evident hash chain (docs/PROTOCOL.md §13).
 //
 // It owns the audit_log and audit_outbox tables' SQL (apart from the one
 // statement that stores an event and its event_created intent together, which

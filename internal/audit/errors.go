@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The errors of spec 30 §6.2. Their texts are exact and sanitised: they never
+// The errors of docs/PROTOCOL.md §13.6. Their texts are exact and sanitised: they never
 // contain a community id, a constraint or table name; only a seq, which means
 // nothing without the chain it indexes. A driver error is kept as the
 // wrapped cause of a DatabaseError, for the server log only.
@@ -85,7 +85,7 @@ func dbError(err error) error {
 }
 
 // IntentError is the failure to write an audit intent inside the caller's
-// transaction (spec 30 §5.1): the caller rolls the whole transaction back,
+// transaction (docs/PROTOCOL.md §13.5): the caller rolls the whole transaction back,
 // answers "error: internal server error" and counts a send error.
 type IntentError struct{ err error }
 

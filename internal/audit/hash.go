@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// HashVersion is the encoding every new entry carries (spec 30 §3.5).
+// HashVersion is the encoding every new entry carries (docs/PROTOCOL.md §13.2).
 const HashVersion = 2
 
 // v2Prefix is the domain separator of version 2: "buzz:audit:v2" and a NUL.
@@ -53,7 +53,7 @@ func Hash(e Entry) ([32]byte, error) {
 	}
 }
 
-// PreimageV2 is the version 2 preimage of spec 30 §3.1: the prefix, then
+// PreimageV2 is the version 2 preimage of docs/PROTOCOL.md §13.2: the prefix, then
 // TLV records in ascending tag order, each a tag byte, an unsigned 64-bit
 // big-endian length and the value.
 func PreimageV2(e Entry) ([]byte, error) {
@@ -93,7 +93,7 @@ func tlv(b []byte, tag byte, v []byte) []byte {
 	return append(b, v...)
 }
 
-// FormatTime writes an instant as spec 30 §3.2 wants: truncated (never
+// FormatTime writes an instant as docs/PROTOCOL.md §13.2 wants: truncated (never
 // rounded) to microseconds, in UTC, "YYYY-MM-DDTHH:MM:SS", then no fraction
 // (0 µs), 3 digits (whole milliseconds) or 6 digits, then "+00:00".
 func FormatTime(t time.Time) string {

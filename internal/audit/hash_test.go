@@ -30,7 +30,7 @@ func ts(t *testing.T, s string) time.Time {
 	return v
 }
 
-// The vectors of spec 30 §3.4, built from their exact inputs.
+// The vectors of docs/PROTOCOL.md §13.2, built from their exact inputs.
 func vectors(t *testing.T) (a, a1, a2, b, c, d audit.Entry) {
 	t.Helper()
 	a = audit.Entry{CommunityID: community1, Seq: 1, CreatedAt: ts(t, "2026-01-01T00:00:00Z"), Action: "event_created",

@@ -14,7 +14,7 @@ import (
 
 // Intent is one action waiting to be chained: an audit_outbox row. Build it
 // with the constructors below, which fill the dedupe key and a detail with
-// every key of spec 30 §4.1 from typed fields, so canonicalisation cannot
+// every key of docs/PROTOCOL.md §13.3 from typed fields, so canonicalisation cannot
 // fail later.
 type Intent struct {
 	CommunityID string

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the audit series of spec 30 §9, registered by the caller
+// Metrics are the audit series of docs/PROTOCOL.md §13.9, registered by the caller
 // (package metrics) and passed in. Every field may be nil.
 type Metrics struct {
 	SendErrors    prometheus.Counter     // buzz_audit_send_errors_total

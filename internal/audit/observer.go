@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// Observer constants of spec 30 §4.3 and §8.
+// Observer constants of docs/PROTOCOL.md §13.4, §13.8.
 const (
 	// QueueSize bounds the observational queue; a full queue drops the intent.
 	QueueSize = 1000
@@ -43,8 +43,8 @@ type ObserverConfig struct {
 }
 
 // Observer records the observational actions — auth_success, auth_failure,
-// rate_limit_exceeded — that have no transaction of their own (spec 30
-// §5.3). It samples them per community in fixed 60-second windows (§4.3),
+// rate_limit_exceeded — that have no transaction of their own
+// (docs/PROTOCOL.md §13.4). It samples them per community in fixed 60-second windows,
 // queues what passes on a bounded queue and writes it to audit_outbox from
 // one goroutine (Start). The handlers that report never wait.
 type Observer struct {

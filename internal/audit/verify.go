@@ -24,7 +24,7 @@ type VerifyParams struct {
 	ProgressFunc func(done int64)
 }
 
-// Verify checks the chain segment From..To of one community (spec 30 §6.1)
+// Verify checks the chain segment From..To of one community (docs/PROTOCOL.md §13.6)
 // and returns (true, nil) when every row passes, (false, nil) when the range
 // holds no row, and otherwise the first failure: *ChainViolation,
 // *UnsupportedHashVersion, *UnknownAction, *HashMismatch,

@@ -1,6 +1,6 @@
 // Package auth verifies who is speaking: NIP-42 AUTH events on the
-// WebSocket (spec 10 §7.3) and NIP-98 HTTP Authorization headers on the
-// bridge (spec 10 §8.2), and carries the result as an Identity in the
+// WebSocket (docs/PROTOCOL.md §7.3) and NIP-98 HTTP Authorization headers on the
+// bridge (docs/PROTOCOL.md §8.2), and carries the result as an Identity in the
 // request context.
 //
 // It owns the verification rules and their exact client messages, the

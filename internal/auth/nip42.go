@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// NIP42Window is the largest |now − created_at| an AUTH event may have (spec 10 §7.3).
+// NIP42Window is the largest |now − created_at| an AUTH event may have (docs/PROTOCOL.md §7.3).
 const NIP42Window = 60 * time.Second
 
 // NewChallenge returns a fresh NIP-42 challenge: 64 lowercase hex characters
@@ -38,7 +38,7 @@ type NIP42Params struct {
 	Now time.Time
 }
 
-// VerifyNIP42 checks a kind 22242 AUTH event (spec 10 §7.3 step 2): kind,
+// VerifyNIP42 checks a kind 22242 AUTH event (docs/PROTOCOL.md §7.3): kind,
 // a challenge tag equal to p.Challenge, a relay tag naming the tenant host
 // with the expected scheme, id and Schnorr signature, and created_at within
 // NIP42Window of p.Now. It returns nil when all hold. The error says which

@@ -18,10 +18,10 @@ import (
 const KindHTTPAuth = 27235
 
 // NIP98Window is the largest accepted distance between a NIP-98 event's
-// created_at and the server clock, either way (spec 10 §7.11).
+// created_at and the server clock, either way (docs/PROTOCOL.md §7.11).
 const NIP98Window = 60 * time.Second
 
-// Fixed NIP-98 messages of spec 10 §8.2. The others carry values and are
+// Fixed NIP-98 messages of docs/PROTOCOL.md §8.2. The others carry values and are
 // built by VerifyNIP98.
 const (
 	MsgNIP98Missing           = "missing Nostr auth"
@@ -39,7 +39,7 @@ const (
 const nip98Prefix = "Nostr "
 
 // NIP98Error is a NIP-98 refusal. Message is the exact client message of
-// spec 10 §8.2; the bridge answers it as 401 {"error": Message}.
+// docs/PROTOCOL.md §8.2; the bridge answers it as 401 {"error": Message}.
 type NIP98Error struct{ Message string }
 
 func (e *NIP98Error) Error() string { return e.Message }
@@ -60,7 +60,7 @@ type NIP98Request struct {
 	RawQuery string
 	// Body is the exact request body, for the optional payload tag.
 	Body []byte
-	// TenantHost is the normalised host the request resolved with (spec 10 §2.2).
+	// TenantHost is the normalised host the request resolved with (docs/PROTOCOL.md §2.2).
 	TenantHost string
 	// Secure selects https (RELAY_URL is wss://) over http in the expected URL.
 	Secure bool
@@ -82,7 +82,7 @@ func (r *NIP98Request) ExpectedURL() string {
 	return u
 }
 
-// VerifyNIP98 runs every check of spec 10 §8.2 in table order, except the
+// VerifyNIP98 runs every check of docs/PROTOCOL.md §8.2 in table order, except the
 // replay check: the caller records the returned event's id as used only
 // after this succeeds, so a rejected token never burns its id. Errors are
 // *NIP98Error carrying the exact client message. It has no side effects and
@@ -132,7 +132,7 @@ func VerifyNIP98(r NIP98Request) (event.Event, error) {
 	return ev, nil
 }
 
-// urlMatches applies the u-tag rule of spec 10 §8.2: equal scheme, an
+// urlMatches applies the u-tag rule of docs/PROTOCOL.md §8.2: equal scheme, an
 // authority that normalises to the tenant host, paths equal after removing
 // one trailing '/', and byte-for-byte equal query strings.
 func urlMatches(raw string, r *NIP98Request) bool {
@@ -160,7 +160,7 @@ func urlMatches(raw string, r *NIP98Request) bool {
 // "Nostr <standard base64 of an event's JSON>" into the event. It checks
 // the shape of the event (event.Parse) but not its kind, id, signature or
 // tags; VerifyNIP98 does. Errors are *NIP98Error with the messages of
-// spec 10 §8.2: missing Nostr auth, invalid base64 in Nostr auth, invalid
+// docs/PROTOCOL.md §8.2: missing Nostr auth, invalid base64 in Nostr auth, invalid
 // UTF-8 in Nostr auth, invalid NIP-98 event JSON.
 func ParseNIP98Header(h string) (event.Event, error) {
 	token, ok := strings.CutPrefix(h, nip98Prefix)

@@ -8,7 +8,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Relay message types (spec 10 §7.1).
+// Relay message types (docs/PROTOCOL.md §7.1).
 const (
 	typeEvent  = "EVENT"
 	typeOK     = "OK"

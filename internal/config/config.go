@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Default values of the variables of spec 10 §10, and of the tuning knobs that
+// Default values of the variables of docs/PROTOCOL.md §10, and of the tuning knobs that
 // are not read from the environment.
 const (
 	DefaultDataDir               = "./buzz-data"
@@ -144,7 +144,7 @@ type Config struct {
 	// Default true.
 	AuditEnabled bool
 	// OperatorListeners are the companion services that receive mention
-	// notifications (BUZZ_OPERATOR_LISTENERS, spec 60 §3), in the order given,
+	// notifications (BUZZ_OPERATOR_LISTENERS, docs/PROTOCOL.md §15.2), in the order given,
 	// with distinct lowercase pubkeys and normalized HTTPS URLs. Default nil:
 	// mention delivery is off and no registration can be made. Neither
 	// pubkeys nor URLs are secret; LogValue shows them.
@@ -213,7 +213,7 @@ func (e *Error) Error() string { return "invalid " + e.Variable + ": " + e.Reaso
 // nothing (every variable unset) and a nil environ skips the typo guard.
 //
 // Empty or blank values mean unset. The first invalid value, checked in the
-// order of spec 10 §10 and then the cross-variable rules, is returned as an
+// order of docs/PROTOCOL.md §10 and then the cross-variable rules, is returned as an
 // *Error; nothing falls back to a default. The warnings are returned even
 // when err is not nil.
 func Load(getenv func(string) string, environ []string) (Config, []string, error) {
@@ -391,11 +391,12 @@ var knownVariables = []string{
 	// reads.go
 	"BUZZ_READ_STATEMENT_TIMEOUT_MS", "BUZZ_DB_ACQUIRE_TIMEOUT_MS", "BUZZ_DB_WRITE_RESERVED",
 	"BUZZ_MAX_CONCURRENT_READS", "BUZZ_READS_PER_CONNECTION", "BUZZ_READS_PER_PUBKEY",
+	"BUZZ_READ_TIME_PER_SECOND_MS", "BUZZ_READ_TIME_BURST_MS",
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
 }
 
-// reservedPrefixes belong to other spec files (search, audit, read state,
+// reservedPrefixes belong to other parts of the relay (search, audit, read state,
 // windows, operator listeners), whose packages validate their own variables.
 // A typo after one of these prefixes is not caught here.
 var reservedPrefixes = []string{

@@ -1,11 +1,11 @@
 // Package config turns the process environment into a validated Config.
 //
-// It owns the list of environment variables of the relay (spec 10 §10), their
+// It owns the list of environment variables of the relay (docs/PROTOCOL.md §10), their
 // defaults and valid ranges, the cross-variable rules, the typo guard for
 // unknown BUZZ_ variables, the redacted startup view of the configuration
-// (Config.LogValue) and NormalizeHost, the host normalisation of spec 10 §2.1
+// (Config.LogValue) and NormalizeHost, the host normalisation of docs/PROTOCOL.md §2.1
 // used for RELAY_URL and for every community host. It also parses the
-// operator-listener variables of spec 60 §3 (BUZZ_OPERATOR_LISTENERS,
+// operator-listener variables of docs/PROTOCOL.md §15.2 (BUZZ_OPERATOR_LISTENERS,
 // BUZZ_OPERATOR_LISTENER_TIMEOUT_MS, RELAY_OPERATOR_API_ORIGIN) into typed
 // fields, with the normalized delivery URLs the relay signs and posts to,
 // and the filter, subscription and connection caps (filters.go,

@@ -9,7 +9,7 @@ import (
 func TestNormalizeHost(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want string }{
-		// Acceptance check 6 of spec 10.
+		// The normalisation steps of docs/PROTOCOL.md §2.1.
 		{"  Relay.Example.:443 ", "relay.example"},
 		{"relay.example:80", "relay.example"},
 		{"relay.example:8443", "relay.example:8443"},

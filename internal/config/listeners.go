@@ -11,14 +11,14 @@ import (
 	"unicode/utf8"
 )
 
-// Defaults and bounds of the operator-listener variables (spec 60 §3).
+// Defaults and bounds of the operator-listener variables (docs/PROTOCOL.md §15.2).
 const (
 	DefaultOperatorListenerTimeout = 5000 * time.Millisecond
 	minOperatorListenerTimeoutMS   = 100
 	maxOperatorListenerTimeoutMS   = 10000
 )
 
-// OperatorListener is one entry of BUZZ_OPERATOR_LISTENERS (spec 60 §3): a
+// OperatorListener is one entry of BUZZ_OPERATOR_LISTENERS (docs/PROTOCOL.md §15.2): a
 // companion service that receives mention notifications.
 type OperatorListener struct {
 	// Pubkey is the listener's identity, 64 lowercase hex characters of a
@@ -32,7 +32,7 @@ type OperatorListener struct {
 
 // listeners parses BUZZ_OPERATOR_LISTENERS: "<hex pubkey>:<https url>" entries
 // separated by ";". Blank means unset (nil: the feature is off). The first
-// failure in the order of spec 60 §3 is recorded; the result is then nil.
+// failure in the order of docs/PROTOCOL.md §15.2 is recorded; the result is then nil.
 func (l *loader) listeners(name string) []OperatorListener {
 	raw := l.get(name)
 	if raw == "" {
@@ -89,7 +89,7 @@ func validPubkey(s string) bool {
 }
 
 // parseDeliveryURL checks one listener URL and returns its normalized form.
-// The error is the reason of spec 60 §3, without the variable name; it never
+// The error is the reason of docs/PROTOCOL.md §15.2, without the variable name; it never
 // repeats the URL itself.
 func parseDeliveryURL(raw string) (string, error) {
 	u, err := url.Parse(raw)

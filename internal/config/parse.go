@@ -86,7 +86,7 @@ func (l *loader) boolean(name string, def bool) (value, set bool) {
 	return def, true
 }
 
-// auditEnabled reads BUZZ_AUDIT_ENABLED (spec 30 §8): the booleans of
+// auditEnabled reads BUZZ_AUDIT_ENABLED (docs/PROTOCOL.md §13.8): the booleans of
 // boolean, default true, and its own message for anything else.
 func (l *loader) auditEnabled(name string) bool {
 	raw := l.get(name)

@@ -12,6 +12,8 @@ const (
 	DefaultDBAcquireTimeout     = 3 * time.Second
 	DefaultReadsPerConnection   = 4
 	DefaultReadsPerPubkey       = 8
+	DefaultReadTimePerSecond    = 100 * time.Millisecond
+	DefaultReadTimeBurst        = time.Second
 	DefaultHTTPReadTimeout      = 30 * time.Second
 	DefaultHTTPWriteTimeout     = 60 * time.Second
 	DefaultHTTPIdleTimeout      = 120 * time.Second
@@ -44,6 +46,15 @@ type ReadLimits struct {
 	// PerPubkey is one reader pubkey's share across all its connections
 	// (BUZZ_READS_PER_PUBKEY), 1–10000. Default 8.
 	PerPubkey int
+	// TimePerSecond is the read time one reader (a pubkey, or a
+	// connection without one) earns each second
+	// (BUZZ_READ_TIME_PER_SECOND_MS, 0–60000 ms), and TimeBurst what it may
+	// save up (BUZZ_READ_TIME_BURST_MS, 1–3600000 ms). Every read pays the
+	// time it holds its database connections; a reader whose budget is
+	// spent is refused "rate-limited: quota exceeded; retry in <n>s" until
+	// it has earned it back. Defaults 100 ms a second and 1 s: a tenth of
+	// one connection's time. 0 turns it off.
+	TimePerSecond, TimeBurst time.Duration
 	// HTTPReadTimeout bounds reading one HTTP request, headers and body
 	// (BUZZ_HTTP_READ_TIMEOUT_MS, 100–3600000 ms). Default 30 s. The
 	// request headers alone get at most 10 s. WebSocket upgrades are not
@@ -78,6 +89,8 @@ func (l *loader) readLimits(poolSize int) ReadLimits {
 	r.MaxConcurrentReads = l.integer("BUZZ_MAX_CONCURRENT_READS", poolSize-r.WriteReserved, 1, max(1, poolSize-r.WriteReserved))
 	r.PerConnection = l.integer("BUZZ_READS_PER_CONNECTION", DefaultReadsPerConnection, 1, 1000)
 	r.PerPubkey = l.integer("BUZZ_READS_PER_PUBKEY", DefaultReadsPerPubkey, 1, 10000)
+	r.TimePerSecond = l.millis("BUZZ_READ_TIME_PER_SECOND_MS", DefaultReadTimePerSecond, 0, 60000)
+	r.TimeBurst = l.millis("BUZZ_READ_TIME_BURST_MS", DefaultReadTimeBurst, 1, 3600000)
 	r.HTTPReadTimeout = l.millis("BUZZ_HTTP_READ_TIMEOUT_MS", DefaultHTTPReadTimeout, 100, 3600000)
 	r.HTTPWriteTimeout = l.millis("BUZZ_HTTP_WRITE_TIMEOUT_MS", DefaultHTTPWriteTimeout, 100, 3600000)
 	r.HTTPIdleTimeout = l.millis("BUZZ_HTTP_IDLE_TIMEOUT_MS", DefaultHTTPIdleTimeout, 100, 3600000)
@@ -100,6 +113,8 @@ func (r ReadLimits) LogValue() slog.Value {
 		slog.Int("max_concurrent_reads", r.MaxConcurrentReads),
 		slog.Int("reads_per_connection", r.PerConnection),
 		slog.Int("reads_per_pubkey", r.PerPubkey),
+		slog.Int64("read_time_per_second_ms", r.TimePerSecond.Milliseconds()),
+		slog.Int64("read_time_burst_ms", r.TimeBurst.Milliseconds()),
 		slog.Int64("http_read_timeout_ms", r.HTTPReadTimeout.Milliseconds()),
 		slog.Int64("http_write_timeout_ms", r.HTTPWriteTimeout.Milliseconds()),
 		slog.Int64("http_idle_timeout_ms", r.HTTPIdleTimeout.Milliseconds()),

@@ -20,6 +20,8 @@ func TestReadLimits(t *testing.T) {
 			"BUZZ_MAX_CONCURRENT_READS", "15",
 			"BUZZ_READS_PER_CONNECTION", "1000",
 			"BUZZ_READS_PER_PUBKEY", "10000",
+			"BUZZ_READ_TIME_PER_SECOND_MS", "60000",
+			"BUZZ_READ_TIME_BURST_MS", "1",
 			"BUZZ_HTTP_READ_TIMEOUT_MS", "100",
 			"BUZZ_HTTP_WRITE_TIMEOUT_MS", "3600000",
 			"BUZZ_HTTP_IDLE_TIMEOUT_MS", "5000",
@@ -31,6 +33,7 @@ func TestReadLimits(t *testing.T) {
 		require.Equal(t, ReadLimits{
 			StatementTimeout: 250 * time.Millisecond, AcquireTimeout: 40 * time.Millisecond,
 			WriteReserved: 5, MaxConcurrentReads: 15, PerConnection: 1000, PerPubkey: 10000,
+			TimePerSecond: time.Minute, TimeBurst: time.Millisecond,
 			HTTPReadTimeout: 100 * time.Millisecond, HTTPWriteTimeout: time.Hour,
 			HTTPIdleTimeout: 5 * time.Second, HTTPMaxConcurrent: 65536, MaxConnectionsPerAddress: 1000000,
 		}, c.Reads)
@@ -55,6 +58,10 @@ func TestReadLimits(t *testing.T) {
 		c, _, err = load(t, "BUZZ_DB_POOL_SIZE", "10", "BUZZ_DB_WRITE_RESERVED", "0", "BUZZ_MAX_CONCURRENT_READS", "10")
 		require.NoError(t, err)
 		require.Equal(t, 10, c.Reads.MaxConcurrentReads)
+		c, _, err = load(t, "BUZZ_READ_TIME_PER_SECOND_MS", "0", "BUZZ_READ_TIME_BURST_MS", "3600000")
+		require.NoError(t, err)
+		require.Zero(t, c.Reads.TimePerSecond, "0 turns the read-time budget off")
+		require.Equal(t, time.Hour, c.Reads.TimeBurst)
 	})
 
 	t.Run("OneOver", func(t *testing.T) {
@@ -70,6 +77,10 @@ func TestReadLimits(t *testing.T) {
 			{[]string{"BUZZ_READS_PER_CONNECTION", "0"}},
 			{[]string{"BUZZ_READS_PER_CONNECTION", "1001"}},
 			{[]string{"BUZZ_READS_PER_PUBKEY", "10001"}},
+			{[]string{"BUZZ_READ_TIME_PER_SECOND_MS", "-1"}},
+			{[]string{"BUZZ_READ_TIME_PER_SECOND_MS", "60001"}},
+			{[]string{"BUZZ_READ_TIME_BURST_MS", "0"}},
+			{[]string{"BUZZ_READ_TIME_BURST_MS", "3600001"}},
 			{[]string{"BUZZ_HTTP_READ_TIMEOUT_MS", "99"}},
 			{[]string{"BUZZ_HTTP_WRITE_TIMEOUT_MS", "3600001"}},
 			{[]string{"BUZZ_HTTP_IDLE_TIMEOUT_MS", "lots"}},

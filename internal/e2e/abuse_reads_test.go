@@ -362,3 +362,69 @@ func TestHTTPTimeouts(t *testing.T) {
 		require.True(t, eose, closed)
 	})
 }
+
+// TestAbuseReadTime is the heavy-read flood within the shares: each read
+// of the attacker pays the time it held its connection, so one read that
+// runs into its 2 s deadline leaves the key ~1 s in debt (its burst is
+// 1 s) at 250 ms a second, and its next reads, cheap or not, on either door, are refused
+// "rate-limited: quota exceeded; retry in <n>s" (the bridge adds
+// Retry-After) until the budget is earned back. Another key of the same
+// community reads as before.
+func TestAbuseReadTime(t *testing.T) {
+	t.Parallel()
+	hooks, setPool := slowFloodHooks()
+	r := relaytest.Start(t, map[string]string{
+		"BUZZ_READ_TIME_PER_SECOND_MS":   "250",
+		"BUZZ_READ_TIME_BURST_MS":        "1000",
+		"BUZZ_READ_STATEMENT_TIMEOUT_MS": "2000",
+	}, hooks)
+	setPool(r.App.DB.Pool)
+	host := r.Community(t, "victim.test")
+	attacker, honest := eventtest.NewKey(), eventtest.NewKey()
+	w := r.Dial(t, host)
+	w.Auth(attacker)
+
+	_, closed, eose := w.Req("heavy", map[string]any{"kinds": []int{1}, "#t": []string{floodTag}})
+	require.False(t, eose)
+	require.Equal(t, "error: read timed out", closed)
+
+	refused := func(msg string) int {
+		t.Helper()
+		n, ok := strings.CutPrefix(msg, "rate-limited: quota exceeded; retry in ")
+		require.True(t, ok, "want the quota refusal, got %q", msg)
+		secs, err := strconv.Atoi(strings.TrimSuffix(n, "s"))
+		require.NoError(t, err, msg)
+		require.True(t, secs >= 1 && secs <= 8, "retry in %d s: the debt is about 1 s at 250 ms/s", secs)
+		return secs
+	}
+	_, closed, eose = w.Req("cheap", map[string]any{"kinds": []int{1}, "limit": 1})
+	require.False(t, eose)
+	refused(closed)
+	w.Send("COUNT", "n", map[string]any{"kinds": []int{1}})
+	msg := w.Next()
+	require.Equal(t, "CLOSED", msg[0], msg)
+	refused(msg[2].(string))
+	status, body, header, err := bridgeCall(t, r, "127.0.0.1", host, "/count", attacker, `[{"kinds":[1]}]`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, status, body)
+	var eb struct{ Error string }
+	require.NoError(t, json.Unmarshal([]byte(body), &eb))
+	secs := refused(eb.Error)
+	require.Equal(t, strconv.Itoa(secs), header.Get("Retry-After"))
+	require.GreaterOrEqual(t, r.Metric(t, `buzz_read_share_rejections_total{scope="read_time"}`), 3.0)
+
+	// The other key of the same community is not touched.
+	h := r.Dial(t, host)
+	h.Auth(honest)
+	_, closed, eose = h.Req("mine", map[string]any{"kinds": []int{1}, "limit": 1})
+	require.True(t, eose, closed)
+	status, body, _, err = bridgeCall(t, r, "127.0.0.2", host, "/count", honest, `[{"kinds":[1]}]`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, body)
+
+	// Once the debt is paid the attacker reads again.
+	require.Eventually(t, func() bool {
+		_, _, eose := w.Req("later", map[string]any{"kinds": []int{1}, "limit": 1})
+		return eose
+	}, 20*time.Second, 500*time.Millisecond, "the budget refills")
+}

@@ -233,7 +233,7 @@ func TestAuditRecordsActions(t *testing.T) {
 	require.Equal(t, []string{manual.ID}, r10(t, pool, e.cid))
 }
 
-// r10 is recipe R10 of spec 30 §11: events with no audit entry.
+// r10 is recipe R10 of docs/PROTOCOL.md §13.10: events with no audit entry.
 func r10(t *testing.T, pool *pgxpool.Pool, cid string) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT encode(e.id, 'hex') AS event_id

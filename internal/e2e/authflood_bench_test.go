@@ -20,7 +20,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// BenchmarkAuthFlood is spec 30 check 42, scaled to this machine: for
+// BenchmarkAuthFlood is an AUTH flood against the audit observer (docs/PROTOCOL.md §13.4), scaled to this machine: for
 // BUZZ_FLOOD_SECONDS (default 60) as many connections as the relay accepts
 // each send a failing AUTH, while one honest client keeps authenticating
 // and its AUTH reply latency is recorded. Afterwards the chain must hold at

@@ -247,7 +247,7 @@ func (e *chEnv) chRequireRelaySigned(t testing.TB, ev event.Event) {
 	require.True(t, ev.VerifySignature(), "signature of kind %d", ev.Kind)
 }
 
-// chNoticeContent is the exact content of a 44100/44101 (spec 10 §5.4).
+// chNoticeContent is the exact content of a 44100/44101 (docs/PROTOCOL.md §5.4).
 func chNoticeContent(typ, ch, actor string) string {
 	return `{"type":"` + typ + `","channel_id":"` + ch + `","actor":"` + actor + `"}`
 }

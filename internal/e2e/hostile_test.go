@@ -154,7 +154,7 @@ func TestHostile(t *testing.T) {
 
 		t.Run("TenThousandTags", func(t *testing.T) {
 			t.Parallel()
-			// No tag-count limit is documented (spec 10 §7.11): the event is stored whole.
+			// No tag-count limit is documented (docs/PROTOCOL.md §7.11): the event is stored whole.
 			w, k := hsAuthed(t, r)
 			opts := make([]eventtest.Option, 0, 10_000)
 			for i := range 10_000 {

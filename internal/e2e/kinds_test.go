@@ -38,7 +38,7 @@ func (b *kindsBundle) dial(t *testing.T, key eventtest.Key) *relaytest.WS {
 }
 
 // TestKindsAccepted is checks 30, 31, 35, 36 and 39: a valid example of
-// every kind accepted today is stored with the channel of §4.3, and every
+// every kind accepted today is stored with the channel of docs/PROTOCOL.md §4.3, and every
 // ephemeral kind is accepted on the WebSocket and never stored.
 func TestKindsAccepted(t *testing.T) {
 	t.Parallel()
@@ -218,7 +218,7 @@ func TestKindsRefused(t *testing.T) {
 		{kind: 40099, ws: unknown, http: unknown},
 		{kind: 41010, ws: unknown, http: unknown},
 		{kind: 39000, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
-		// The NIP-CW overlays (50-windows.md §2, check 22): thread summary,
+		// The NIP-CW overlays (docs/NIP-CW.md §2, check 22): thread summary,
 		// channel-window bounds, thread-window bounds.
 		{kind: 39005, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
 		{kind: 39006, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// TestLegacyThreadBesideWindows is 50-windows.md check 23: with NIP-CW
+// TestLegacyThreadBesideWindows is docs/NIP-CW.md §6: with NIP-CW
 // windows served, a filter without the opt-in keeps the legacy
 // oldest-first thread read: ascending replies, no bounds event, the snake
 // and camel cursor spellings page identically, and kinds does not
@@ -72,7 +72,7 @@ func TestLegacyThreadBesideWindows(t *testing.T) {
 	require.Equal(t, snake, walk("threadCursor", "threadCursorId"), "both spellings page identically")
 
 	t.Run("IncludeAux", func(t *testing.T) {
-		// 50-windows.md §6: the root and the delivered replies are hop-1
+		// docs/NIP-CW.md §6: the root and the delivered replies are hop-1
 		// targets, hop 2 the delivered hop-1 events; aux is not limited.
 		onReply := alice.Signed(t, event.KindReaction, eventtest.Channel(ch), eventtest.Content("+"), eventtest.Tag("e", replies[0].ID))
 		w.MustPublish(onReply)

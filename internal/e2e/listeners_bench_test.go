@@ -30,7 +30,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// The shape of BenchmarkListenerIngest (spec 80 P1 with mentions): 8
+// The shape of BenchmarkListenerIngest (target P1 of docs/PERFORMANCE.md, with mentions): 8
 // authenticated connections with one EVENT in flight each, kind 9 in one
 // open channel, each event p-tagging 2 distinct pubkeys of a pool of 64.
 const (
@@ -44,7 +44,7 @@ const (
 )
 
 // BenchmarkListenerIngest measures what operator-listener registrations
-// cost the P1 ingest path (spec 60 §6, spec 80 P1). One relay is started
+// cost the P1 ingest path (docs/PROTOCOL.md §15.4, target P1). One relay is started
 // with three listeners configured, each a real local HTTPS endpoint that
 // answers 204; in one benchmark iteration it ingests two phases of
 // BUZZ_LISTENER_BENCH_EVENTS (default 10,000) pre-signed kind 9 events
@@ -152,7 +152,7 @@ func BenchmarkListenerIngest(b *testing.B) {
 }
 
 // BenchmarkListenerDelivery measures the delivery lag of operator-listener
-// notifications (spec 60 §7, the delivery half of check 27): one listener,
+// notifications (docs/PROTOCOL.md §15.5, the delivery half of check 27): one listener,
 // a real local HTTPS endpoint answering 204 at once, has registered 64
 // pubkeys; kind 9 events each mentioning one of them are published at
 // BUZZ_LISTENER_BENCH_RATE per second (default 100) for

@@ -14,7 +14,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// Spec 60 §4 and §6 through a whole relay: a configured listener registers
+// docs/PROTOCOL.md §15.3, §15.4 through a whole relay: a configured listener registers
 // a target over HTTP (NIP-98 against RELAY_OPERATOR_API_ORIGIN), and a
 // mention of that target in a kind 9 has its outbox row by the time its
 // OK arrives; other kinds and duplicates enqueue nothing.
@@ -67,7 +67,7 @@ func TestListenerEnqueue(t *testing.T) {
 	require.Equal(t, 1, outbox(reply.ID), "replies take the thread path and enqueue too")
 }
 
-// Spec 60 check 13 through a whole relay: when the outbox insert fails for
+// docs/PROTOCOL.md §15.4 through a whole relay: when the outbox insert fails for
 // real, the mention event is not stored and the client gets the internal
 // error; once the fault is gone the same event is accepted with its row.
 func TestListenerEnqueueFailureRollsBack(t *testing.T) {

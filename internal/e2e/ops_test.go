@@ -324,7 +324,7 @@ func TestHealth(t *testing.T) { // check 118
 	}, "readiness back to 200 once PostgreSQL answers")
 }
 
-// metricNames are the metrics of spec 10 §11.2.
+// metricNames are the metrics of docs/PROTOCOL.md §11.2.
 var metricNames = []string{
 	"buzz_ws_connections_active", "buzz_ws_connections_total", "buzz_ws_backpressure_disconnects_total",
 	"buzz_ws_auth_timeouts_total", "buzz_ws_connect_rate_limited_total", "buzz_subscriptions_active", "buzz_events_received_total",

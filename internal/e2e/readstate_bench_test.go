@@ -18,7 +18,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// BenchmarkReadStateRetention is spec 40 check 24: 10,000 read-state
+// BenchmarkReadStateRetention is read-state retention under load (docs/PROTOCOL.md §14.2): 10,000 read-state
 // replacements (100 users × 10 coordinates × 10 rounds) paced at 200
 // writes/s over one socket per user; afterwards the events table holds
 // exactly 1,000 rows. The same run then writes the same shape as

@@ -25,9 +25,9 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// Spec 40 §12 over real sockets against a real PostgreSQL: the runtime
-// write path of NIP-RS read state (§6) and the read conformance it relies
-// on (§7). The database rules alone are tested in internal/pg.
+// docs/PROTOCOL.md §14 over real sockets against a real PostgreSQL: the
+// runtime write path of NIP-RS read state (docs/PROTOCOL.md §14.2) and the
+// read conformance it relies on (docs/PROTOCOL.md §14.5). The database rules alone are tested in internal/pg.
 
 // rsBundle is a relay, its deployment community and one user.
 type rsBundle struct {
@@ -469,7 +469,7 @@ func TestReadStateConcurrentWriters(t *testing.T) {
 	require.Equal(t, [2]any{best.ID, best.CreatedAt}, [2]any{id, ts})
 }
 
-// Spec 40 §11: right after the purge migration is applied, the relay logs
+// docs/PROTOCOL.md §14.8: right after the purge migration is applied, the relay logs
 // one line per community with the rows and bytes it purged. The database
 // is one that recorded 0006 but not 0007 (as during an upgrade), holding a
 // coordinate with two superseded versions behind a live head, as an older
@@ -528,7 +528,7 @@ func TestReadStatePurgeLogged(t *testing.T) {
 	require.Equal(t, 1, live, "the superseded rows are gone")
 }
 
-// Spec 40 §6: the hard-delete fence meeting the relay's own delete is a
+// docs/PROTOCOL.md §14.2: the hard-delete fence meeting the relay's own delete is a
 // bug: the whole transaction rolls back, the answer is an internal error,
 // the fence error is counted and logged at error level with the community
 // id and kind. The fault is real: the fence function is replaced, in this

@@ -35,7 +35,7 @@ func histogramCount(t *testing.T, r *relaytest.Relay, name, transport string) ui
 	return 0
 }
 
-// TestSearchMetrics checks the NIP-50 metrics of spec 20 §8: requests by
+// TestSearchMetrics checks the NIP-50 metrics of docs/PROTOCOL.md §12.9: requests by
 // transport and outcome, statement durations, and what became of each
 // candidate (a private channel's hit counts as "channel" for an outsider).
 func TestSearchMetrics(t *testing.T) {

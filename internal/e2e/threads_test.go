@@ -63,7 +63,7 @@ func thSetup(t *testing.T, e *chEnv) (owner eventtest.Key, w *relaytest.WS, ch s
 	return owner, w, chCreate(t, w, owner)
 }
 
-// TestThreads covers checks 57–61 and 64, and the 9005 rules of §5.3.
+// TestThreads covers docs/PROTOCOL.md §6.1 and the 9005 rules of docs/PROTOCOL.md §5.3.
 func TestThreads(t *testing.T) {
 	t.Parallel()
 	e := chSetup(t, nil)
@@ -196,7 +196,7 @@ func TestThreads(t *testing.T) {
 		require.Equal(t, []string{root.ID}, ids(evs))
 	})
 
-	t.Run("AdminDelete", func(t *testing.T) { // §5.3 kind 9005
+	t.Run("AdminDelete", func(t *testing.T) { // docs/PROTOCOL.md §5.3 kind 9005
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		member, outsider := eventtest.NewKey(), eventtest.NewKey()

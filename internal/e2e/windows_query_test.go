@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// TestWindowsKeepTheirEvents is 50-windows.md §3 step 7: the removal of
+// TestWindowsKeepTheirEvents is docs/NIP-CW.md §1 step 7: the removal of
 // repeated ids across a /query request never touches a window's own
 // events. Two overlapping channel windows each come back complete with
 // their bounds, and plain filters are still de-duplicated among

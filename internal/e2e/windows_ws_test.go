@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// TestWindowFieldsOverWebSocket is 50-windows.md §1: the WebSocket has no
+// TestWindowFieldsOverWebSocket is docs/NIP-CW.md §1: the WebSocket has no
 // window modes. A REQ carrying the NIP-CW fields is served as the plain
 // filter that remains: its stored rows, never an overlay.
 func TestWindowFieldsOverWebSocket(t *testing.T) {

@@ -52,7 +52,7 @@ func setOf(kinds ...int) KindSet {
 // Has reports whether k is in the set.
 func (s KindSet) Has(k int) bool { _, ok := s[k]; return ok }
 
-// The kind sets of spec 10 §4.2. They are read-only.
+// The kind sets of docs/PROTOCOL.md §4.2. They are read-only.
 var (
 	PGated            = setOf(1059, 24200, 30622, 44100, 44101, 44200)
 	AuthorOnly        = setOf(30300, 30350)
@@ -66,7 +66,7 @@ var (
 	Searchable = setOf(0, 9, 40002, 45001, 45003)
 	// ThreadKinds take part in NIP-10 thread resolution.
 	ThreadKinds = setOf(9, 40002, 45001, 45003)
-	// accepted are the stored kinds a client may submit (spec 10 §4.1).
+	// accepted are the stored kinds a client may submit (docs/PROTOCOL.md §4.1).
 	accepted = setOf(0, 1, 3, 5, 7, 9, 1059,
 		9000, 9001, 9002, 9005, 9007, 9008, 9021, 9022,
 		10000, 10001, 10002, 10003, 10030, 10100,
@@ -74,7 +74,7 @@ var (
 		40002, 40003, 45001, 45002, 45003)
 )
 
-// IsAccepted reports whether a client may submit stored kind k (spec 10 §4.1).
+// IsAccepted reports whether a client may submit stored kind k (docs/PROTOCOL.md §4.1).
 func IsAccepted(k int) bool { return accepted.Has(k) }
 
 // IsEphemeral reports whether k is in 20000–29999: fanned out, never stored.
@@ -95,7 +95,7 @@ func IsNeverStored(k int) bool {
 	return k == KindAuth || IsEphemeral(k) || (k >= 39005 && k <= 39007) || k == 48002
 }
 
-// VisibleTo applies per-event visibility (spec 10 §7.7), the channel check
+// VisibleTo applies per-event visibility (docs/PROTOCOL.md §7.7), the channel check
 // aside: an AuthorOnly event only to its author, a ResultGated event only
 // to a reader named in a "p" tag. reader is lowercase hex.
 func (e *Event) VisibleTo(reader string) bool {

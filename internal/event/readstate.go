@@ -5,7 +5,7 @@ import (
 	"regexp"
 )
 
-// NIP-RS read state (spec 40 §3). A kind 30078 event is a read-state event
+// NIP-RS read state (docs/PROTOCOL.md §14.1). A kind 30078 event is a read-state event
 // — "conforming" — when its d tag names a read-state slot and its tags hold
 // exactly one d tag and exactly one ["t","read-state"]. Only conforming
 // events get read-state retention; every other 30078 is NIP-78 application

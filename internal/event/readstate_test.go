@@ -13,7 +13,7 @@ import (
 
 const slot = "read-state:0123456789abcdef0123456789abcdef"
 
-// Spec 40 §3: the conforming layout and each nonconforming example.
+// docs/PROTOCOL.md §14.1: the conforming layout and each nonconforming example.
 func TestIsReadState(t *testing.T) {
 	t.Parallel()
 	k := eventtest.NewKey()

@@ -3,7 +3,7 @@ package event
 import "strings"
 
 // ChannelID returns s lowercased when it is a hyphenated UUID of either case
-// (the form of a channel id in an h tag, spec 10 §4.3), and ok false otherwise.
+// (the form of a channel id in an h tag, docs/PROTOCOL.md §4.3), and ok false otherwise.
 func ChannelID(s string) (id string, ok bool) {
 	if len(s) != 36 {
 		return "", false

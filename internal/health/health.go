@@ -1,4 +1,4 @@
-// Package health serves the relay's health and metrics endpoints (spec 10 §11).
+// Package health serves the relay's health and metrics endpoints (docs/PROTOCOL.md §11).
 //
 // It owns the bodies and status codes of /_liveness, /_readiness and /_status
 // on the health port, the readiness switch flipped at the start of a graceful
@@ -156,7 +156,7 @@ func (s *Server) Readiness(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// status is the body of /_status, fields in the order of spec 10 §11.1.
+// status is the body of /_status, fields in the order of docs/PROTOCOL.md §11.1.
 type status struct {
 	Service       string `json:"service"`
 	Version       string `json:"version"`

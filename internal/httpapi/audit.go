@@ -7,7 +7,7 @@ import (
 )
 
 // auditAuthFailure reports a refused NIP-98 request of a resolved community.
-// actor is set only for a policy refusal of a valid token (spec 30 §4.2).
+// actor is set only for a policy refusal of a valid token (docs/PROTOCOL.md §13.4).
 func (s *Server) auditAuthFailure(communityID, actor, reason string) {
 	if a := s.cfg.Audit; a != nil {
 		a.AuthFailure(communityID, actor, "nip98", reason)

@@ -41,8 +41,8 @@ func (rq *bridgeRequest) shareKey() string {
 // other error for a 500.
 type routeFunc func(ctx context.Context, rq *bridgeRequest) (any, error)
 
-// bridge runs the checks every bridge request passes, in the order of spec
-// 10 §8.1: community from Host (404) → body ≤ 1 MiB (413) → NIP-98 (401) →
+// bridge runs the checks every bridge request passes, in the order of
+// docs/PROTOCOL.md §8.1: community from Host (404) → body ≤ 1 MiB (413) → NIP-98 (401) →
 // replay (401) → relay membership (403) → the signer's bridge quota (429),
 // then the route, which parses the body (400) and does its work. OPTIONS is
 // the CORS preflight.
@@ -199,8 +199,8 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 	return ev.PubKey, nil
 }
 
-// requireMember runs the relay-membership gate when it is on (spec 10
-// §2.5): 403 for a non-member, 500 when the lookup fails.
+// requireMember runs the relay-membership gate when it is on
+// (docs/PROTOCOL.md §2.5): 403 for a non-member, 500 when the lookup fails.
 func (s *Server) requireMember(ctx context.Context, t tenant.Tenant, pubkey string) error {
 	if !s.cfg.RequireRelayMembership {
 		return nil

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Bridge CORS values of spec 10 §8.6. NIP-11 has its own (nip11.go).
+// Bridge CORS values of docs/PROTOCOL.md §8.6. NIP-11 has its own (nip11.go).
 const (
 	bridgeAllowMethods = "GET, POST, OPTIONS"
 	bridgeAllowHeaders = "Authorization, Content-Type, X-Pubkey"

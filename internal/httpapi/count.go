@@ -11,8 +11,8 @@ type countResponse struct {
 	Count int64 `json:"count"`
 }
 
-// count is POST /count (spec 10 §8.5): the semantics of WebSocket COUNT
-// (§7.8) through the read door, the per-filter counts summed.
+// count is POST /count (docs/PROTOCOL.md §8.5): the semantics of WebSocket COUNT
+// (docs/PROTOCOL.md §7.8) through the read door, the per-filter counts summed.
 func (s *Server) count(ctx context.Context, rq *bridgeRequest) (any, error) {
 	filters, err := parseFilters(rq.body)
 	if err != nil {

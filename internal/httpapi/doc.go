@@ -1,4 +1,4 @@
-// Package httpapi is the app listener's HTTP surface (spec 10 §8): the
+// Package httpapi is the app listener's HTTP surface (docs/PROTOCOL.md §8): the
 // NIP-11 document on GET / and GET /info, the WebSocket upgrade hand-off on
 // GET /, GET /health, and the NIP-98 bridge POST /events, /query and /count
 // with its CORS rules.

@@ -12,8 +12,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 )
 
-// statusOfCode is the one pipeline-result → HTTP status table (spec 10
-// §1.2, §8.3, §8.6). Conflict is a 200 with accepted:false.
+// statusOfCode is the one pipeline-result → HTTP status table
+// (docs/PROTOCOL.md §1.2, §8.3, §8.6). Conflict is a 200 with accepted:false.
 var statusOfCode = map[ingest.Code]int{
 	ingest.Accepted:  http.StatusOK,
 	ingest.Duplicate: http.StatusOK,
@@ -52,6 +52,7 @@ var readStatus = map[read.Code]struct {
 	read.CodeFilterCap:        {http.StatusBadRequest, false},
 	read.CodeTooManyReads:     {http.StatusTooManyRequests, false},
 	read.CodeReadTimeout:      {http.StatusServiceUnavailable, false},
+	read.CodeReadTime:         {http.StatusTooManyRequests, false},
 }
 
 // readFailure turns a read door error into the route's answer: a window's
@@ -70,13 +71,19 @@ func readFailure(err error) error {
 	if !ok {
 		return err
 	}
+	msg := ref.Reason
 	if st.bare {
-		return refuse(st.status, ref.Text())
+		msg = ref.Text()
 	}
-	return refuse(st.status, ref.Reason)
+	ae := refuse(st.status, msg)
+	ae.retryAfter = ref.RetryAfter
+	if st.status == http.StatusTooManyRequests {
+		ae.retryAfter = max(ae.retryAfter, 1)
+	}
+	return ae
 }
 
-// Fixed bridge messages of spec 10 §2.5, §7.11 and §8.
+// Fixed bridge messages of docs/PROTOCOL.md §2.5, §7.11, §8.
 const (
 	msgBodyTooLarge       = "request body too large"
 	msgInternal           = "internal server error"

@@ -11,7 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// eventsResponse is the 200 body of POST /events (spec 10 §8.3).
+// eventsResponse is the 200 body of POST /events (docs/PROTOCOL.md §8.3).
 type eventsResponse struct {
 	EventID  string `json:"event_id"`
 	Accepted bool   `json:"accepted"`

@@ -8,7 +8,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 )
 
-// NIP-11 values of spec 10 §7.12 and §7.11.
+// NIP-11 values of docs/PROTOCOL.md §7.12, §7.11.
 const (
 	nip11Name        = "Buzz Relay"
 	nip11Description = "Buzz — private team communication relay"

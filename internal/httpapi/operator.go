@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// The operator-listener registration API (spec 60 §4): a configured
+// The operator-listener registration API (docs/PROTOCOL.md §15.3): a configured
 // listener registers, renews and removes the target pubkeys it wants
 // mention notifications for. The route is deployment-wide: no community is
 // bound from the Host header, and the NIP-98 u tag must name the canonical
@@ -44,7 +44,7 @@ type ListenerRegistry interface {
 	UnregisterListenerTargets(ctx context.Context, listener string, targets []string) error
 }
 
-// The route's texts (spec 60 §4).
+// The route's texts (docs/PROTOCOL.md §15.3).
 const (
 	operatorPath           = "/operator/listener/pubkeys"
 	msgPayloadRequired     = "NIP-98: missing payload tag"

@@ -14,7 +14,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/httpapi"
 )
 
-// Spec 60 §4 over a real HTTP connection against a real PostgreSQL: the
+// docs/PROTOCOL.md §15.3 over a real HTTP connection against a real PostgreSQL: the
 // operator-listener registration API.
 
 const (

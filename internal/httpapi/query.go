@@ -12,7 +12,7 @@ import (
 )
 
 // splitFilters decodes the body of /query and /count into its 1–10 raw
-// filters (spec 10 §8.4). Errors are 400 *apiErrors "invalid filters: …".
+// filters (docs/PROTOCOL.md §8.4). Errors are 400 *apiErrors "invalid filters: …".
 func splitFilters(body []byte) ([]json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(body)
 	var raws []json.RawMessage
@@ -29,7 +29,7 @@ func splitFilters(body []byte) ([]json.RawMessage, error) {
 }
 
 // parseFilters decodes the body of /query and /count: a JSON array of 1–10
-// filters (spec 10 §8.4). Errors are 400 *apiErrors "invalid filters: …".
+// filters (docs/PROTOCOL.md §8.4). Errors are 400 *apiErrors "invalid filters: …".
 func parseFilters(body []byte) ([]event.Filter, error) {
 	raws, err := splitFilters(body)
 	if err != nil {
@@ -56,10 +56,10 @@ func parseRawFilters(raws []json.RawMessage) ([]event.Filter, error) {
 	return filters, nil
 }
 
-// query is POST /query (spec 10 §8.4): the filters go to the read door
+// query is POST /query (docs/PROTOCOL.md §8.4): the filters go to the read door
 // whole, and the rows come back as one JSON array. The NIP-CW
 // thread-window scan runs before anything else parses the filters
-// (50-windows.md §3 step 3). A request that carries read_state_snapshot
+// (docs/NIP-CW.md §1 step 3). A request that carries read_state_snapshot
 // is the read-state snapshot instead (readstate.go).
 func (s *Server) query(ctx context.Context, rq *bridgeRequest) (any, error) {
 	raws, err := splitFilters(rq.body)

@@ -182,7 +182,7 @@ func TestReadStateSnapshot(t *testing.T) {
 			b.ta.CommunityID, gone.ID)
 		require.NoError(t, err)
 		// A conforming row that was stored already deleted (as a legacy
-		// NIP-09 deletion that retention keeps, spec 40 §5.2).
+		// NIP-09 deletion that retention keeps, docs/PROTOCOL.md §14.4).
 		kept := readState(t, me, slot(), now-2, "kept deleted")
 		_, err = d.pool.Exec(context.Background(), `
 			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, d_tag, deleted_at)
@@ -274,7 +274,7 @@ func TestReadStateSnapshot(t *testing.T) {
 		})
 
 		// Without authentication the bridge refuses before the body is
-		// read (spec 10 §8.1), as for every /query.
+		// read (docs/PROTOCOL.md §8.1), as for every /query.
 		t.Run("NoAuthorization", func(t *testing.T) {
 			t.Parallel()
 			res := b.do(t, http.MethodPost, b.ta.Host, "/query", snapshotBody(me), nil)
@@ -334,7 +334,7 @@ func TestReadStateSnapshot(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
 		ts := time.Now().Unix() - 100
-		// Conforming by spec 40 §3 (tag elements may be any JSON value),
+		// Conforming by docs/PROTOCOL.md §14.1 (tag elements may be any JSON value),
 		// but not an event: a tag holds a number.
 		numeric := eventtest.NewKey()
 		b.submit(t, readState(t, numeric, slot(), ts, "fine"))

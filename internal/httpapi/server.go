@@ -16,14 +16,14 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// ReplayGuard records NIP-98 event ids as used, once per community (spec 10
-// §8.2). fresh is false when the id was used before; an error fails closed.
+// ReplayGuard records NIP-98 event ids as used, once per community
+// (docs/PROTOCOL.md §8.2). fresh is false when the id was used before; an error fails closed.
 // *store.Store satisfies it.
 type ReplayGuard interface {
 	NIP98Use(ctx context.Context, communityID, eventID string) (fresh bool, err error)
 }
 
-// MaxBodyBytes is the largest accepted bridge request body (spec 10 §7.11).
+// MaxBodyBytes is the largest accepted bridge request body (docs/PROTOCOL.md §7.11).
 const MaxBodyBytes = 1 << 20
 
 // Config wires the HTTP surface. Resolver, Submitter, Reader and Replay are
@@ -47,7 +47,7 @@ type Config struct {
 	// Metrics receives http_requests_total and http_request_latency_ms and
 	// the NIP-98 auth counters. Default metrics.Disabled().
 	Metrics *metrics.Metrics
-	// Audit records NIP-98 successes and failures (spec 30 §4.3); nil disables it.
+	// Audit records NIP-98 successes and failures (docs/PROTOCOL.md §13.4); nil disables it.
 	Audit auth.Observer
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
@@ -81,7 +81,7 @@ type Config struct {
 	// (eventsBody); 0 keeps MaxBodyBytes there and advertises nothing.
 	MaxEventBytes int
 	// Operator configures the operator-listener registration route
-	// (spec 60 §4).
+	// (docs/PROTOCOL.md §15.3).
 	Operator OperatorConfig
 	// NowFunc defaults to time.Now.
 	NowFunc func() time.Time
@@ -195,7 +195,7 @@ func (s *Server) routes() {
 }
 
 // root serves GET /: NIP-11 when asked for it, the WebSocket upgrade for an
-// upgrade request, and NIP-11 as the fallback (spec 10 §7.12).
+// upgrade request, and NIP-11 as the fallback (docs/PROTOCOL.md §7.12).
 func (s *Server) root(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.WebSocket != nil && r.Method == http.MethodGet && isUpgrade(r) && !wantsNIP11(r) {
 		// Not instrumented: the connection outlives the request, and the

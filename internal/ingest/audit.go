@@ -12,10 +12,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// The audit intents of spec 30 §4.1 that an event's transaction writes. The
+// The audit intents of docs/PROTOCOL.md §13.3 that an event's transaction writes. The
 // actor is always the authenticated principal (req.Author), never the
 // event's declared author: for relay-signed follow-ups that would be the
-// relay key and erase the human behind the action (§4.2).
+// relay key and erase the human behind the action (docs/PROTOCOL.md §13.4).
 
 // auditOn reports whether intents are written (BUZZ_AUDIT_ENABLED).
 func (p *Pipeline) auditOn() bool { return p.cfg.AuditEnabled }
@@ -158,7 +158,7 @@ func metaChanges(m store.ChannelUpdateParams) []string {
 }
 
 // countIntentError counts an intent write that failed inside the event's
-// transaction (spec 30 §5.1): buzz_audit_send_errors_total.
+// transaction (docs/PROTOCOL.md §13.5): buzz_audit_send_errors_total.
 func (p *Pipeline) countIntentError(err error) {
 	if err == nil || !audit.IsIntentError(err) {
 		return

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// deletionFamily is kind 5, the NIP-09 deletion of spec 10 §6.4: one e
+// deletionFamily is kind 5, the NIP-09 deletion of docs/PROTOCOL.md §6.4: one e
 // target (soft-deleted with its reaction and thread state) or one a
 // coordinate (every version of the address up to the deletion).
 type deletionFamily struct{}

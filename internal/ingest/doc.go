@@ -1,6 +1,6 @@
 // Package ingest is the one door for writes: every event a client submits,
 // over WebSocket EVENT or HTTP POST /events, passes through Pipeline.Submit,
-// whose numbered steps are those of spec 10 §1.2 and docs/ARCHITECTURE.md.
+// whose numbered steps are those of docs/PROTOCOL.md §1.2 and docs/ARCHITECTURE.md.
 //
 // It owns the order of the checks, the reason each refusal gets, the p-tag
 // cap, the charge of each event to its author's messages quota and of each

@@ -135,7 +135,7 @@ type outcome struct {
 	forget    []string
 	forgetAll bool
 	// evict says whose live subscriptions on the channel end after the
-	// answer (spec 10 §5.5).
+	// answer (docs/PROTOCOL.md §5.5).
 	evict eviction
 	// created is the type of the channel the event created, "" for none.
 	created string
@@ -176,7 +176,7 @@ func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) e
 	ev := w.ev()
 	p := store.EventInsertParams{CommunityID: w.cid(), Event: ev, Channel: channel,
 		DTag: dTag, Audit: w.p.eventIntent(w.req, ev, channel)}
-	if store.IsMentionKind(ev.Kind) { // the kind test first: other kinds pay nothing (spec 60 §6)
+	if store.IsMentionKind(ev.Kind) { // the kind test first: other kinds pay nothing (docs/PROTOCOL.md §15.4)
 		p.ListenerTargets = store.MentionTargets(ev)
 	}
 	var (

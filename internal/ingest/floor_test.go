@@ -18,7 +18,7 @@ import (
 // READ_DATABASE_URL), a channel event that passes the ±900 s drift check
 // but reaches COMMIT more than 960 s after its created_at is refused with
 // the drift text, on the one-statement path and in a transaction alike
-// (spec 50 §7.3). The pipeline's clock runs 150 s behind the database's,
+// (docs/PROTOCOL.md §16.6). The pipeline's clock runs 150 s behind the database's,
 // so an event 1000 s old by the database is 850 s old by the pipeline:
 // 40 s past the floor, 50 s inside the drift check, margins a loaded
 // machine does not eat.

@@ -22,8 +22,8 @@ type noticeContent struct {
 	Actor     string `json:"actor"`
 }
 
-// followUps builds, signs and stores the relay-signed events of spec 10
-// §5.4 for the channel's new state (39000–39002 when state is set) and the
+// followUps builds, signs and stores the relay-signed events of
+// docs/PROTOCOL.md §5.4 for the channel's new state (39000–39002 when state is set) and the
 // notices, inside the transaction. Each run builds new events.
 func (w writer) followUps(ctx context.Context, channel string, state bool, notices []notice) ([]*event.Event, error) {
 	if !state && len(notices) == 0 {
@@ -50,7 +50,7 @@ func (w writer) followUps(ctx context.Context, channel string, state bool, notic
 		if n.kind == event.KindMemberRemoved {
 			typ = "member_removed"
 		}
-		// A struct, not a map: the fields keep the order of spec 10 §5.4.
+		// A struct, not a map: the fields keep the order of docs/PROTOCOL.md §5.4.
 		content, _ := json.Marshal(noticeContent{Type: typ, ChannelID: channel, Actor: w.ev().PubKey})
 		out = append(out, &event.Event{Kind: n.kind, Tags: event.Tags{{"p", n.target}, {"h", channel}}, Content: string(content)})
 	}
@@ -96,7 +96,7 @@ func (p *Pipeline) sign(ev *event.Event) error {
 	return p.cfg.SignFunc(ev)
 }
 
-// stateTags lays out 39000/39001/39002 exactly as spec 10 §5.4 lists them.
+// stateTags lays out 39000/39001/39002 exactly as docs/PROTOCOL.md §5.4 lists them.
 func stateTags(kind int, ch store.Channel, members []store.Member) event.Tags {
 	tags := event.Tags{{"d", ch.ID}}
 	switch kind {

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// Group commit (spec 80 P1). The one-statement changes of every connection
+// Group commit (target P1 of docs/PERFORMANCE.md). The one-statement changes of every connection
 // (plain kinds, top-level channel messages, edits, votes: whatever a family
 // answers with a plainChange) are not committed one by one: a submitter
 // queues its event's insert and waits; a flusher takes everything queued,

@@ -60,7 +60,7 @@ func countRows(t *testing.T, b *testBundle, id string) [3]int {
 	return n
 }
 
-// Spec 80 P1: concurrent one-statement events commit in groups, and each
+// Group commit: concurrent one-statement events commit in groups, and each
 // still gets its own answer: accepted once, duplicate: for every other
 // copy, with its row, its mention and its audit intent.
 func TestGroupCommit(t *testing.T) {

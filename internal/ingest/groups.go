@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// groupKinds are the NIP-29 commands of spec 10 §5; their state change
+// groupKinds are the NIP-29 commands of docs/PROTOCOL.md §5; their state change
 // commits with the event under the channel row's lock.
 var groupKinds = event.KindSet{9000: {}, 9001: {}, 9002: {}, 9005: {}, 9007: {}, 9008: {}, 9021: {}, 9022: {}}
 

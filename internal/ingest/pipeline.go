@@ -18,7 +18,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Limits of the pipeline (spec 10 §7.11).
+// Limits of the pipeline (docs/PROTOCOL.md §7.11).
 const (
 	MaxContentBytes = 262144
 	MaxClockDrift   = 900 * time.Second
@@ -52,7 +52,7 @@ type Config struct {
 	// EvictFunc removes a channel from live subscriptions (pubkey "" = every
 	// holder; nonMembersOnly, when set, picks whom). Wired to the relay.
 	EvictFunc func(communityID, channel, pubkey string, nonMembersOnly func(pubkey string) bool)
-	// AuditEnabled writes the audit intents of spec 30 §4.1 in each event's
+	// AuditEnabled writes the audit intents of docs/PROTOCOL.md §13.3 in each event's
 	// transaction (BUZZ_AUDIT_ENABLED). Default false.
 	AuditEnabled bool
 	// AuditWakeFunc, when set, is called after each commit that wrote
@@ -125,7 +125,7 @@ func New(cfg Config) *Pipeline {
 
 // outOfScopeEphemeral are kinds of the ephemeral range that the product
 // refuses as unknown instead of fanning them out: the NIP-43 leave request
-// (spec 10 §2.5, §4.1, check 20).
+// (docs/PROTOCOL.md §2.5, §4.1, check 20).
 var outOfScopeEphemeral = event.KindSet{28936: {}}
 
 // refusal is a pipeline answer other than success, carried as an error
@@ -146,7 +146,7 @@ func invalid(format string, args ...any) error { return reject(wire.Invalid, for
 
 func conflict(msg string) error { return &refusal{Result{Code: Conflict, Message: msg}} }
 
-// Submit runs one event through the pipeline (spec 10 §1.2, steps 1–23) and
+// Submit runs one event through the pipeline (docs/PROTOCOL.md §1.2, steps 1–23) and
 // returns the answer. OK true is returned only after the write transaction
 // committed; dispatch to live subscribers happens before Submit returns.
 func (p *Pipeline) Submit(ctx context.Context, req Request) Result {
@@ -187,7 +187,7 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	if errors.Is(err, errDuplicate) {
 		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
 	}
-	if pg.IsCreatedAtFloor(err) { // committed too long after created_at: the replica proof's floor (spec 50 §7.3)
+	if pg.IsCreatedAtFloor(err) { // committed too long after created_at: the replica proof's floor (docs/PROTOCOL.md §16.6)
 		return p.answer(ctx, req, invalid(msgClockDrift))
 	}
 	if err != nil {
@@ -322,7 +322,7 @@ func hasNUL(ev *event.Event) bool {
 	return false
 }
 
-// ephemeral is the short path of spec 10 §7.4 for kinds 20000–29999: never
+// ephemeral is the short path of docs/PROTOCOL.md §7.4 for kinds 20000–29999: never
 // stored, routed by an optional h tag.
 func (p *Pipeline) ephemeral(ctx context.Context, req *Request) error {
 	ev := &req.Event

@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// reactionFamily is kind 7 (spec 10 §6.3): one active reactions row per
+// reactionFamily is kind 7 (docs/PROTOCOL.md §6.3): one active reactions row per
 // (target, reactor, emoji), written with the event.
 type reactionFamily struct{}
 

@@ -12,8 +12,8 @@ import (
 )
 
 // readStateFamily is kind 30078. A conforming NIP-RS read-state event
-// (event.IsReadState, spec 40 §3) keeps one physical row per coordinate and
-// a durable watermark (spec 40 §6); every other 30078 is NIP-78 application
+// (event.IsReadState, docs/PROTOCOL.md §14.1) keeps one physical row per coordinate and
+// a durable watermark (docs/PROTOCOL.md §14.2); every other 30078 is NIP-78 application
 // data and takes the replaceable family's soft-delete replacement
 // unchanged. Either way the coordinate is (community, kind, pubkey, d): 30078
 // is global-only, so a channel never enters it.
@@ -27,7 +27,7 @@ func (readStateFamily) authorize(ctx context.Context, p *Pipeline, req *Request,
 	return readStateChange{c.(replaceChange)}, nil
 }
 
-// readStateChange writes a conforming read-state event (spec 40 §6): under
+// readStateChange writes a conforming read-state event (docs/PROTOCOL.md §14.2): under
 // the coordinate's advisory lock it compares the event with the live head
 // and the watermark, hard-deletes the head and its mention rows, inserts the
 // event and advances the watermark, all in one transaction.
@@ -42,7 +42,7 @@ const (
 )
 
 // notStored ends a read-state write that stored nothing; it is errDuplicate
-// for the pipeline (the answer is "duplicate:", spec 40 §2.3) and carries
+// for the pipeline (the answer is "duplicate:", docs/PROTOCOL.md §14.2) and carries
 // the outcome for the metric.
 type notStored struct{ outcome string }
 

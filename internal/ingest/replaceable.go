@@ -100,7 +100,7 @@ func newer(ev *event.Event, head store.Head) bool {
 	return ev.ID < head.ID
 }
 
-// lockKey is the advisory lock key of spec 10 §6.5: FNV-1a-64 over the
+// lockKey is the advisory lock key of docs/PROTOCOL.md §6.5: FNV-1a-64 over the
 // community UUID bytes, the kind as int32 little-endian, the pubkey bytes and
 // the channel UUID bytes (replaceable) or the d value (addressable),
 // reinterpreted as a signed 64-bit integer.

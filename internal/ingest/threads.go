@@ -11,7 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// MaxThreadDepth is the deepest reply accepted (spec 10 §6.1).
+// MaxThreadDepth is the deepest reply accepted (docs/PROTOCOL.md §6.1).
 const MaxThreadDepth = 100
 
 // threadFamily is the NIP-10 thread kinds (9, 40002, 45001, 45003). A
@@ -123,7 +123,7 @@ func (c replyChange) apply(ctx context.Context, w writer) (outcome, error) {
 	return outcome{channel: c.channel}, nil
 }
 
-// editFamily is kind 40003 (spec 10 §6.2): the author edits their own live
+// editFamily is kind 40003 (docs/PROTOCOL.md §6.2): the author edits their own live
 // message of the same channel. Step 14 is skipped for it; this is its own.
 type editFamily struct{ byTag }
 
@@ -155,7 +155,7 @@ func (editFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt r
 	return plainChange{channel: rt.channel}, nil
 }
 
-// voteFamily is kind 45002 (spec 10 §6.2): a vote on a forum post or
+// voteFamily is kind 45002 (docs/PROTOCOL.md §6.2): a vote on a forum post or
 // comment of the same channel.
 type voteFamily struct{ byTag }
 

@@ -1,5 +1,5 @@
-// Package listener delivers operator-listener mention notifications (spec
-// 60 §7) and keeps the listener tables within their retention (spec 60 §8).
+// Package listener delivers operator-listener mention notifications
+// (docs/PROTOCOL.md §15.5) and keeps the listener tables within their retention (docs/PROTOCOL.md §15.8).
 //
 // It owns two services of the one shape of package service:
 //
@@ -11,7 +11,7 @@
 //	        15 minutes every 5 minutes, registrations older than 30 days
 //	        every 24 hours, both once at start
 //
-// and the metrics of spec 60 §10 that those two move.
+// and the metrics of docs/PROTOCOL.md §15.9 that those two move.
 //
 // It does NOT enqueue (store.EventInsert does, inside the event's
 // transaction), parse BUZZ_OPERATOR_LISTENERS (package config does), build

@@ -106,7 +106,7 @@ func (h *hook) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// verify checks the request as a listener would (spec 60 §7.4, §12) and
+// verify checks the request as a listener would (docs/PROTOCOL.md §15.6) and
 // returns what is wrong, or "".
 func (h *hook) verify(r *http.Request, body []byte) string {
 	if r.Method != http.MethodPost || r.URL.Path != "/hook" || r.URL.RawQuery != "" {

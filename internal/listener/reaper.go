@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// The retention of spec 60 §8.
+// The retention of docs/PROTOCOL.md §15.8.
 const (
 	// OutboxReapInterval is how often outbox rows past Eligibility are
 	// deleted.
@@ -76,7 +76,7 @@ func (ts *ReaperTestSignals) Init() {
 }
 
 // Reaper deletes outbox rows older than Eligibility and registrations
-// older than RegistrationLifetime (spec 60 §8). It runs on every process,
+// older than RegistrationLifetime (docs/PROTOCOL.md §15.8). It runs on every process,
 // whether listeners are configured or not, so a deployment that dropped
 // its listeners still cleans up; several processes may run it against one
 // database (both deletes are idempotent).

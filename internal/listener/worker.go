@@ -16,7 +16,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// The fixed constants of the delivery loop (spec 60 §7.1, §7.2).
+// The fixed constants of the delivery loop (docs/PROTOCOL.md §15.5).
 const (
 	// ClaimLimit is how many rows one turn claims at most.
 	ClaimLimit = store.ListenerClaimLimit
@@ -104,7 +104,7 @@ func (ts *WorkerTestSignals) Init() {
 	ts.Delivered.Init()
 }
 
-// Worker is the operator-listener delivery loop (spec 60 §7): one per
+// Worker is the operator-listener delivery loop (docs/PROTOCOL.md §15.5): one per
 // process that has a configured listener.
 type Worker struct {
 	service.Base
@@ -214,7 +214,7 @@ func (w *Worker) runOnce(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
-// deliver sends one claimed row and applies its outcome (spec 60 §7.5).
+// deliver sends one claimed row and applies its outcome (docs/PROTOCOL.md §15.7).
 func (w *Worker) deliver(ctx context.Context, d store.ListenerDelivery) {
 	out := w.send(ctx, d)
 	res := Delivery{ID: d.ID, Listener: d.Listener, Attempt: d.Attempts, Status: out.Status}

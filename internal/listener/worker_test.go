@@ -22,7 +22,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// goldenBody is the body of spec 60 §7.4 for its fixture values.
+// goldenBody is the body of docs/PROTOCOL.md §15.6 for its fixture values.
 func goldenBody() string {
 	return `{"v":1,"pubkey":"` + strings.Repeat("ab", 32) + `","community_host":"a.example","event_id":"` +
 		strings.Repeat("cd", 32) + `","event_kind":9,"event_created_at":1700000000}`

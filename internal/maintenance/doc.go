@@ -8,7 +8,7 @@
 //	ReplayPurge  every 60 s   NIP-98 replay ids older than 180 s deleted
 //
 // It also holds the read-only report an operator runs by hand,
-// ReadStateReport (buzz-relay maintenance read-state --report, spec 40 §9),
+// ReadStateReport (buzz-relay maintenance read-state --report, docs/PROTOCOL.md §14.7),
 // and ReadStatePurges, which the relay logs right after the read-state
 // purge migration.
 //

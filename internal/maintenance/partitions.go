@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// PartitionsInterval is how often partition maintenance runs (spec 10 §3.3).
+// PartitionsInterval is how often partition maintenance runs (docs/PROTOCOL.md §3.3).
 const PartitionsInterval = 24 * time.Hour
 
 // PartitionsConfig configures Partitions.

@@ -12,7 +12,7 @@ import (
 )
 
 // ReadStateStatementTimeout bounds every statement of ReadStateReport
-// (spec 40 §9).
+// (docs/PROTOCOL.md §14.7).
 const ReadStateStatementTimeout = "60s"
 
 // Free-space methods of ReadStateStorage.Method.
@@ -27,7 +27,7 @@ const (
 )
 
 // ReadStateCommunity is one community's line of the read-state report,
-// with exactly the fields of spec 40 §9.
+// with exactly the fields of docs/PROTOCOL.md §14.7.
 type ReadStateCommunity struct {
 	// Community is the primary host.
 	Community string `json:"community"`
@@ -80,7 +80,7 @@ type ReadStateReportParams struct {
 	Host string
 }
 
-// ReadStateReportResult is the report of spec 40 §9.
+// ReadStateReportResult is the report of docs/PROTOCOL.md §14.7.
 type ReadStateReportResult struct {
 	// Communities holds one line per community, primary host ascending
 	// (bytewise).
@@ -89,7 +89,7 @@ type ReadStateReportResult struct {
 	Storage []ReadStateStorage
 }
 
-// ReadStateReport computes the read-state retention report of spec 40 §9:
+// ReadStateReport computes the read-state retention report of docs/PROTOCOL.md §14.7:
 // per community the conforming coordinates, rows, watermarks and purge
 // totals, then per events partition its heap and TOAST sizes and an
 // estimate of the free space in its heap. It needs migrations 0006 and

@@ -129,7 +129,8 @@ func monthStart() time.Time {
 	return time.Date(now.Year(), now.Month(), 1, 1, 0, 0, 0, time.UTC)
 }
 
-// Check 23 of spec 40 §12, on the history of check 15.
+// The report of docs/PROTOCOL.md §14.7 after the purge of docs/PROTOCOL.md §14.4,
+// on the history of TestReadStateMigrationPurgesHistory.
 func TestReadStateReportAfterPurge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

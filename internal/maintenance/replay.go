@@ -14,7 +14,7 @@ const (
 	// ReplayPurgeInterval is how often used NIP-98 ids are purged.
 	ReplayPurgeInterval = 60 * time.Second
 	// ReplayMaxAge is how long a used NIP-98 id is kept: longer than the
-	// ±60 s acceptance window on both sides (spec 10 §3.2).
+	// ±60 s acceptance window on both sides (docs/PROTOCOL.md §3.2).
 	ReplayMaxAge = 180 * time.Second
 )
 

@@ -3,10 +3,10 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // AuditActions are the values of buzz_audit_suppressed_total's action label:
-// the sampled observational actions of spec 30 §4.3.
+// the sampled observational actions of docs/PROTOCOL.md §13.4.
 var AuditActions = []string{"auth_failure", "rate_limit_exceeded", "auth_success"}
 
-// Audit holds the metrics of spec 30 §9. Package audit receives them as its
+// Audit holds the metrics of docs/PROTOCOL.md §13.9. Package audit receives them as its
 // own Metrics struct (server copies the fields), so it needs no import of
 // this package.
 type Audit struct {

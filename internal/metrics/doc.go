@@ -1,7 +1,7 @@
-// Package metrics defines the relay's Prometheus metrics of spec 10 §11.2,
-// the audit metrics of spec 30 §9 (audit.go), the search metrics of spec
-// 20 §8 (search.go), and the Redis pub/sub and read replica metrics of
-// spec 70 §9 (pubsub.go, replica.go).
+// Package metrics defines the relay's Prometheus metrics of docs/PROTOCOL.md §11.2,
+// the audit metrics of docs/PROTOCOL.md §13.9 (audit.go), the search metrics of
+// docs/PROTOCOL.md §12.9 (search.go), and the Redis pub/sub and read replica metrics of
+// docs/PROTOCOL.md §16.7 (pubsub.go, replica.go).
 //
 // It owns the metric names, types, help texts, label names and buckets, the
 // bounded kind label (KindLabel) and the collector that reads the writer
@@ -16,6 +16,6 @@
 // It does NOT decide when a metric moves (the relay, ingest, auth and httpapi
 // packages do), serve /metrics (health.MetricsHandler does), or import the
 // database driver: the pool is read through SetPoolStatsFunc. Metrics of
-// other spec files (read state, listeners) are added by
+// other parts of the relay (read state, listeners) are added by
 // those packages on the same registerer.
 package metrics

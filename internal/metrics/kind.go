@@ -2,7 +2,7 @@ package metrics
 
 import "strconv"
 
-// acceptedKinds are the kinds of spec 10 §4.1 that the relay accepts from
+// acceptedKinds are the kinds of docs/PROTOCOL.md §4.1 that the relay accepts from
 // clients, plus the relay-signed kinds; each is its own kind label value.
 var acceptedKinds = []int{
 	0, 1, 3, 5, 7, 9, 1059,
@@ -22,7 +22,7 @@ var verbatim = func() map[int]string {
 	return m
 }()
 
-// KindLabel returns the bounded value of the kind label (spec 10 §11.2): the
+// KindLabel returns the bounded value of the kind label (docs/PROTOCOL.md §11.2): the
 // decimal kind for an accepted or relay-signed kind and for 20001 and 20002,
 // "ephemeral" for any other kind in 20000–29999, and "other" for anything
 // else, negative or unknown. It never allocates for an accepted kind.

@@ -2,7 +2,7 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Bounded label values of the operator-listener metrics (spec 60 §10).
+// Bounded label values of the operator-listener metrics (docs/PROTOCOL.md §15.9).
 var (
 	// ListenerOutcomes are the values of
 	// buzz_operator_listener_deliveries_total's outcome label.
@@ -15,7 +15,7 @@ var (
 	ListenerStates = []string{"pending", "sending"}
 )
 
-// Listener holds the operator-listener metrics of spec 60 §10. The
+// Listener holds the operator-listener metrics of docs/PROTOCOL.md §15.9. The
 // delivery worker and the reapers move them, except Enqueued, which the
 // ingest pipeline moves. No label carries a pubkey, URL or host.
 type Listener struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Buckets of spec 10 §11.2.
+// Buckets of docs/PROTOCOL.md §11.2.
 var (
 	// SecondsBuckets are the buckets of every *_seconds histogram.
 	SecondsBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
@@ -31,7 +31,7 @@ var (
 	ChannelTypes = []string{"stream", "forum"}
 )
 
-// Metrics holds every metric of spec 10 §11.2. Create it once with New and
+// Metrics holds every metric of docs/PROTOCOL.md §11.2. Create it once with New and
 // share it; all fields are safe for concurrent use.
 //
 // Label values that are not bounded in advance appear only once used or
@@ -73,7 +73,7 @@ type Metrics struct {
 	// an event was sent to.
 	FanoutRecipients prometheus.Histogram
 	// GroupCommitEvents is buzz_ingest_group_commit_events (histogram): the
-	// events of each group commit (spec 80 P1; an extension of 10 §11.2).
+	// events of each group commit (target P1 of docs/PERFORMANCE.md).
 	GroupCommitEvents prometheus.Histogram
 	// GroupCommitRetries is buzz_ingest_group_commit_retries_total
 	// (counter): group commits that failed and whose events were retried
@@ -109,7 +109,7 @@ type Metrics struct {
 	// (counter); type in ChannelTypes.
 	ChannelsCreated *prometheus.CounterVec
 	// PartitionMaintenanceErrors is buzz_partition_maintenance_errors_total
-	// (counter): failed partition maintenance runs (spec 10 §3.3).
+	// (counter): failed partition maintenance runs (docs/PROTOCOL.md §3.3).
 	PartitionMaintenanceErrors prometheus.Counter
 	// HTTPRequests is http_requests_total{code,action} (counter): bridge and
 	// NIP-11 requests, health and metrics excluded. action is the route
@@ -118,19 +118,19 @@ type Metrics struct {
 	// HTTPRequestLatencyMs is http_request_latency_ms{action} (histogram), in
 	// milliseconds.
 	HTTPRequestLatencyMs *prometheus.HistogramVec
-	// Audit holds the audit metrics of spec 30 §9.
+	// Audit holds the audit metrics of docs/PROTOCOL.md §13.9.
 	Audit Audit
-	// Search holds the NIP-50 metrics of spec 20 §8.
+	// Search holds the NIP-50 metrics of docs/PROTOCOL.md §12.9.
 	Search Search
-	// PubSub holds the Redis pub/sub metrics of spec 70 §9.
+	// PubSub holds the Redis pub/sub metrics of docs/PROTOCOL.md §16.7.
 	PubSub PubSub
-	// Replica holds the read replica metrics of spec 70 §9.
+	// Replica holds the read replica metrics of docs/PROTOCOL.md §16.7.
 	Replica Replica
-	// ReadState holds the NIP-RS read-state metrics of spec 40 §11.
+	// ReadState holds the NIP-RS read-state metrics of docs/PROTOCOL.md §14.8.
 	ReadState ReadState
-	// Listener holds the operator-listener metrics of spec 60 §10.
+	// Listener holds the operator-listener metrics of docs/PROTOCOL.md §15.9.
 	Listener Listener
-	// Window holds the NIP-CW window metrics of 50-windows.md §10.
+	// Window holds the NIP-CW window metrics of docs/PROTOCOL.md §11.2.
 	Window Window
 	// Admission holds the per-user admission metrics (admission.go).
 	Admission Admission
@@ -145,7 +145,7 @@ type Metrics struct {
 	pool *poolCollector
 }
 
-// New creates every metric of spec 10 §11.2, registers it on reg and
+// New creates every metric of docs/PROTOCOL.md §11.2, registers it on reg and
 // pre-initialises the bounded label combinations (kinds, rejection reasons ×
 // transports, auth methods and failure reasons). It panics if a metric is
 // already registered on reg, so call it once per registry.
@@ -314,7 +314,7 @@ func New(reg prometheus.Registerer) *Metrics {
 func Disabled() *Metrics { return New(nil) }
 
 // InitCommunity creates the zero series of a community host (normalised, as
-// in spec 10 §2.1) for buzz_ws_connections_total and, for every channel type,
+// in docs/PROTOCOL.md §2.1) for buzz_ws_connections_total and, for every channel type,
 // buzz_channels_created_total, so dashboards see them before the first event.
 // The caller runs it for the deployment community at start. Idempotent.
 func (m *Metrics) InitCommunity(host string) {

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// specNames lists every metric of spec 10 §11.2 with its type.
+// specNames lists every metric of docs/PROTOCOL.md §11.2 with its type.
 var specNames = map[string]dto.MetricType{
 	"buzz_ws_connections_active":             dto.MetricType_GAUGE,
 	"buzz_ws_connections_total":              dto.MetricType_COUNTER,
@@ -59,7 +59,7 @@ var specNames = map[string]dto.MetricType{
 	"buzz_reads_in_flight":             dto.MetricType_GAUGE,
 	"buzz_read_share_rejections_total": dto.MetricType_COUNTER,
 	"buzz_http_rejections_total":       dto.MetricType_COUNTER,
-	// spec 30 §9
+	// docs/PROTOCOL.md §13.9
 	"buzz_audit_enabled":            dto.MetricType_GAUGE,
 	"buzz_audit_send_errors_total":  dto.MetricType_COUNTER,
 	"buzz_audit_log_errors_total":   dto.MetricType_COUNTER,
@@ -68,11 +68,11 @@ var specNames = map[string]dto.MetricType{
 	"buzz_audit_outbox_pending":     dto.MetricType_GAUGE,
 	"buzz_audit_outbox_lag_seconds": dto.MetricType_GAUGE,
 	"buzz_audit_suppressed_total":   dto.MetricType_COUNTER,
-	// spec 20 §8
+	// docs/PROTOCOL.md §12.9
 	"buzz_search_requests_total": dto.MetricType_COUNTER,
 	"buzz_search_query_seconds":  dto.MetricType_HISTOGRAM,
 	"buzz_search_hits_total":     dto.MetricType_COUNTER,
-	// spec 70 §9, the pub/sub half
+	// docs/PROTOCOL.md §16.7, the pub/sub half
 	"buzz_pubsub_connected":                       dto.MetricType_GAUGE,
 	"buzz_pubsub_reconnects_total":                dto.MetricType_COUNTER,
 	"buzz_pubsub_publish_errors_total":            dto.MetricType_COUNTER,
@@ -86,11 +86,11 @@ var specNames = map[string]dto.MetricType{
 	"buzz_control_messages_total":                 dto.MetricType_COUNTER,
 	"buzz_pubsub_barrier_timeouts_total":          dto.MetricType_COUNTER,
 	"buzz_pubsub_interrupted_subscriptions_total": dto.MetricType_COUNTER,
-	// spec 40 §11
+	// docs/PROTOCOL.md §14.8
 	"buzz_read_state_writes_total":           dto.MetricType_COUNTER,
 	"buzz_read_state_payloads_deleted_total": dto.MetricType_COUNTER,
 	"buzz_read_state_fence_errors_total":     dto.MetricType_COUNTER,
-	// spec 70 §9, the replica half
+	// docs/PROTOCOL.md §16.7, the replica half
 	"buzz_db_replica_lag_bytes":     dto.MetricType_GAUGE,
 	"buzz_db_replica_reads_total":   dto.MetricType_COUNTER,
 	"buzz_db_read_session_degraded": dto.MetricType_COUNTER,
@@ -98,14 +98,14 @@ var specNames = map[string]dto.MetricType{
 	"buzz_db_read_pool_idle":        dto.MetricType_GAUGE,
 	"buzz_db_read_pool_active":      dto.MetricType_GAUGE,
 	"buzz_db_read_pool_max":         dto.MetricType_GAUGE,
-	// spec 60 §10
+	// docs/PROTOCOL.md §15.9
 	"buzz_operator_listener_deliveries_total":   dto.MetricType_COUNTER,
 	"buzz_operator_listener_enqueued_total":     dto.MetricType_COUNTER,
 	"buzz_operator_listener_delivery_seconds":   dto.MetricType_HISTOGRAM,
 	"buzz_operator_listener_claim_errors_total": dto.MetricType_COUNTER,
 	"buzz_operator_listener_reaped_total":       dto.MetricType_COUNTER,
 	"buzz_operator_listener_outbox_rows":        dto.MetricType_GAUGE,
-	// spec 50 §10
+	// docs/PROTOCOL.md §11.2, the NIP-CW windows
 	"buzz_window_requests_total":                     dto.MetricType_COUNTER,
 	"buzz_thread_window_response_bytes":              dto.MetricType_HISTOGRAM,
 	"buzz_thread_window_budget_exhausted_total":      dto.MetricType_COUNTER,
@@ -154,7 +154,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond spec 10 §11.2, 20 §8, 30 §9, 40 §11, 50 §10, 60 §10 and 70 §9, the group commit of 80 P1, the filter caps, the per-address connection rate, per-user admission and the read limits")
+		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the filter caps, the per-address connection rate, per-user admission and the read limits")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Label values of the pub/sub metrics (spec 70 §9).
+// Label values of the pub/sub metrics (docs/PROTOCOL.md §16.7).
 var (
 	// PubSubPublishTopics are the values of
 	// buzz_pubsub_publish_errors_total's topic label.
@@ -16,7 +16,7 @@ var (
 	// topics and the process's own barrier topic.
 	PubSubReceiveTopics = []string{"channel", "global", "control", "barrier"}
 	// ControlOps are the values of buzz_control_messages_total's op label:
-	// the operations of spec 70 §5.
+	// the operations of docs/PROTOCOL.md §16.4.
 	ControlOps = []string{"membership", "accessible_all", "visibility", "evict",
 		"evict_non_members", "evict_all", "relay_member_removed", "gap", "hosts"}
 	// ControlDirections are the values of buzz_control_messages_total's
@@ -24,7 +24,7 @@ var (
 	ControlDirections = []string{"sent", "received"}
 )
 
-// PubSub holds the Redis pub/sub metrics of spec 70 §9 (the replica
+// PubSub holds the Redis pub/sub metrics of docs/PROTOCOL.md §16.7 (the replica
 // metrics of the same table are not here). Package pubsub moves all of
 // them but InterruptedSubscriptions, which the WebSocket server counts when
 // it closes a subscription after a live-delivery gap.

@@ -10,7 +10,7 @@ var (
 	ReadSurfaces = []string{"req", "count", "query", "count_http"}
 	// ReadShareScopes are the values of
 	// buzz_read_share_rejections_total's scope label.
-	ReadShareScopes = []string{"process", "connection", "pubkey"}
+	ReadShareScopes = []string{"process", "connection", "pubkey", "read_time"}
 	// HTTPRejectReasons are the values of buzz_http_rejections_total's
 	// reason label.
 	HTTPRejectReasons = []string{"busy", "address_connections"}
@@ -28,7 +28,8 @@ type Reads struct {
 	InFlight prometheus.Gauge
 	// ShareRejections is buzz_read_share_rejections_total{scope}
 	// (counter): reads refused because a share stayed full for the
-	// acquire timeout, by the share that was full.
+	// acquire timeout, by the share that was full, or ("read_time")
+	// because the reader's read-time budget was spent.
 	ShareRejections *prometheus.CounterVec
 	// HTTPRejections is buzz_http_rejections_total{reason} (counter): HTTP
 	// requests refused before they were served: the bridge at
@@ -44,7 +45,7 @@ func newReads(reg prometheus.Registerer) Reads {
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "buzz_reads_in_flight", Help: "Database connections held by reads in this process."}),
 		ShareRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "buzz_read_share_rejections_total", Help: "Reads refused because a share stayed full, by share."}, []string{"scope"}),
+			Name: "buzz_read_share_rejections_total", Help: "Reads refused because a share stayed full or the read-time budget was spent, by share."}, []string{"scope"}),
 		HTTPRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "buzz_http_rejections_total", Help: "HTTP requests refused before they were served, by reason."}, []string{"reason"}),
 	}

@@ -3,10 +3,10 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // ReadStateOutcomes are the values of buzz_read_state_writes_total's
-// outcome label (spec 40 §11).
+// outcome label (docs/PROTOCOL.md §14.8).
 var ReadStateOutcomes = []string{"inserted", "dominated", "duplicate", "stale_db"}
 
-// ReadState holds the NIP-RS read-state metrics of spec 40 §11. The ingest
+// ReadState holds the NIP-RS read-state metrics of docs/PROTOCOL.md §14.8. The ingest
 // pipeline moves them.
 type ReadState struct {
 	// Writes is buzz_read_state_writes_total{outcome} (counter): conforming

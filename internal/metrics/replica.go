@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Replica holds the read replica metrics of spec 70 §9. Package replica
+// Replica holds the read replica metrics of docs/PROTOCOL.md §16.7. Package replica
 // moves all of them; the read engine counts through replica.Read.
 //
 // LagBytes and the read pool gauges have no series until a replica is

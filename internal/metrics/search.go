@@ -2,14 +2,14 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Label values of the search metrics (spec 20 §8).
+// Label values of the search metrics (docs/PROTOCOL.md §12.9).
 var (
 	SearchTransports = []string{"ws", "http"}
 	SearchOutcomes   = []string{"ok", "error", "timeout"}
 	SearchResults    = []string{"sent", "missing", "filter", "channel", "visibility", "edit_target", "duplicate"}
 )
 
-// Search holds the NIP-50 metrics of spec 20 §8.
+// Search holds the NIP-50 metrics of docs/PROTOCOL.md §12.9.
 type Search struct {
 	// Requests is buzz_search_requests_total{transport,outcome}: search
 	// filters served (one per search filter of a REQ or /query call).

@@ -2,7 +2,7 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Bounded label values of the NIP-CW window metrics (50-windows.md §10).
+// Bounded label values of the NIP-CW window metrics (docs/PROTOCOL.md §11.2).
 var (
 	// WindowModes are the values of buzz_window_requests_total's mode label.
 	WindowModes = []string{"channel", "thread", "resolve_roots"}
@@ -22,7 +22,7 @@ var (
 // 1 KiB to the 8 MiB response budget.
 var ResponseBytesBuckets = prometheus.ExponentialBuckets(1024, 4, 8)
 
-// Window holds the NIP-CW window metrics of 50-windows.md §10. The
+// Window holds the NIP-CW window metrics of docs/PROTOCOL.md §11.2. The
 // replica's own counters (buzz_db_replica_reads_total,
 // buzz_db_read_session_degraded) are in Replica; window pages count in
 // them too.

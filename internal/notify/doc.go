@@ -1,5 +1,5 @@
-// Package notify sends one operator-listener mention notification (spec 60
-// §7.4) and classifies the answer (spec 60 §7.5).
+// Package notify sends one operator-listener mention notification
+// (docs/PROTOCOL.md §15.6) and classifies the answer (docs/PROTOCOL.md §15.7).
 //
 // It owns the notification body (Body), the relay-signed NIP-98 auth event
 // that goes with it, the dedicated HTTPS client (whole-request timeout, TLS

@@ -23,7 +23,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// MaxAttempts is the most POSTs one outbox row gets (spec 60 §7.5): a
+// MaxAttempts is the most POSTs one outbox row gets (docs/PROTOCOL.md §15.7): a
 // retryable failure on attempt MaxAttempts is terminal.
 const MaxAttempts = 9
 
@@ -50,7 +50,7 @@ type Notification struct {
 	EventCreatedAt int64
 }
 
-// Body returns the exact JSON body of spec 60 §7.4: compact, fields in the
+// Body returns the exact JSON body of docs/PROTOCOL.md §15.6: compact, fields in the
 // order v, pubkey, community_host, event_id, event_kind, event_created_at.
 // It encodes whatever n holds (strings with the NIP-01 JSON escaping) and
 // never fails; Send checks n's fields before it sends anything.
@@ -85,7 +85,7 @@ func (n Notification) check() error {
 // OutcomeKind classifies one delivery attempt. The zero value is no class.
 type OutcomeKind int
 
-// The outcome classes of spec 60 §7.5.
+// The outcome classes of docs/PROTOCOL.md §15.7.
 const (
 	// Accepted is a 2xx answer: the row is complete.
 	Accepted OutcomeKind = iota + 1
@@ -187,7 +187,7 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // Send POSTs n to listenerURL, the listener's normalized URL (also the NIP-98 u
 // tag), with a fresh relay-signed auth event, and classifies the answer
-// (spec 60 §7.5). It reads at most MaxResponseBody bytes of the response
+// (docs/PROTOCOL.md §15.7). It reads at most MaxResponseBody bytes of the response
 // and discards them. Once the status line has arrived, the status decides
 // the outcome even if reading the body then fails. An answer whose first
 // byte arrived only after the request had been given up (the timeout passed

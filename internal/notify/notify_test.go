@@ -28,7 +28,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// golden is the fixture of spec 60 §7.4.
+// golden is the fixture of docs/PROTOCOL.md §15.6.
 var golden = notify.Notification{
 	Target:         strings.Repeat("ab", 32),
 	CommunityHost:  "a.example",

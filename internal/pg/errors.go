@@ -53,8 +53,8 @@ func IsCreatedAtFloor(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "events_created_at_floor"
 }
 
-// Exact messages of the NIP-RS read-state triggers (migration 0006, spec 40
-// §4.4, §10). Both are raised with SQLSTATE 23514 (check_violation).
+// Exact messages of the NIP-RS read-state triggers (migration 0006,
+// docs/PROTOCOL.md §14.3). Both are raised with SQLSTATE 23514 (check_violation).
 const (
 	staleWatermarkMessage  = "stale NIP-RS event rejected by durable watermark"
 	hardDeleteFenceMessage = "NIP-RS hard delete requires corrected writer opt-in"

@@ -43,7 +43,7 @@ func (b *floorBundle) insert(ctx context.Context, q interface {
 	return id, err
 }
 
-// Spec 50 §7.3 and check 26.
+// The commit-time created_at floor of docs/PROTOCOL.md §16.6.
 func TestCreatedAtFloor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

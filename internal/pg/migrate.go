@@ -67,7 +67,7 @@ type MigrationState struct {
 }
 
 // Sentinels matched by errors.Is on Migrate's errors; the messages themselves
-// are the exact strings of spec 10 §3.4.
+// are the exact strings of docs/PROTOCOL.md §3.4.
 var (
 	ErrChecksumMismatch  = errors.New("migration checksum mismatch")
 	ErrSchemaTooNew      = errors.New("database schema is newer than this binary")
@@ -146,7 +146,7 @@ type ledgerRow struct {
 // nothing to do), creates the ledger when absent, verifies the checksum of
 // every applied file, and — in MigrateApply mode — applies each pending file
 // in its own transaction together with its ledger row. It returns the names
-// of the files it applied. Errors carry the exact messages of spec 10 §3.4
+// of the files it applied. Errors carry the exact messages of docs/PROTOCOL.md §3.4
 // and match ErrChecksumMismatch, ErrSchemaTooNew, ErrPendingMigrations or
 // ErrMigrationFailed. Safe to call any number of times.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, mode MigrateMode, log *slog.Logger) (applied []string, err error) {

@@ -85,7 +85,7 @@ func TestMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	// Spec 10 §12 check 21.
+	// A second run applies nothing (docs/PROTOCOL.md §3.4).
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {
 		t.Parallel()
 		pool := openEmpty(t)

@@ -14,7 +14,7 @@ import (
 const partitionLockKey int64 = 0x62757a7a70617274
 
 // DefaultPartitionsAhead is how many months after the current one
-// EnsurePartitions keeps ready (spec 10 §3.3).
+// EnsurePartitions keeps ready (docs/PROTOCOL.md §3.3).
 const DefaultPartitionsAhead = 3
 
 // PartitionError reports a monthly partition that could not be created.

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultAcquireTimeout is how long a request waits for a pooled connection
-// before failing (spec 10 §10).
+// before failing (docs/PROTOCOL.md §10).
 const DefaultAcquireTimeout = 3 * time.Second
 
 // ErrAcquireTimeout is returned (wrapped) by Acquire when no connection

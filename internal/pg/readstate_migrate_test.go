@@ -14,7 +14,7 @@ import (
 )
 
 // Migrations 0006 and 0007 on databases that already hold read-state
-// history written under plain NIP-33 (spec 40 §5).
+// history written under plain NIP-33 (docs/PROTOCOL.md §14.4).
 
 const (
 	watermarksFile = "0006_read_state_watermarks.sql"
@@ -50,7 +50,7 @@ func requireBlocked(t *testing.T, pool *pgxpool.Pool, message string) {
 	requireNoReadStateObjects(t, pool)
 }
 
-// Spec 40 check 13.
+// Migration 0006 fails closed (docs/PROTOCOL.md §14.4).
 func TestReadStateMigrationFailsClosed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -96,7 +96,7 @@ func TestReadStateMigrationFailsClosed(t *testing.T) {
 	})
 }
 
-// Spec 40 check 14.
+// Migration 0006 refuses ambiguous rows (docs/PROTOCOL.md §14.4).
 func TestReadStateMigrationAmbiguityGuard(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -167,7 +167,7 @@ func TestReadStateMigrationAmbiguityGuard(t *testing.T) {
 	}
 }
 
-// Spec 40 check 15.
+// Migration 0007 purges the superseded history (docs/PROTOCOL.md §14.4).
 func TestReadStateMigrationPurgesHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -309,7 +309,7 @@ func relationState(t *testing.T, q pg.Querier) (filenodes map[string]uint32, exp
 	return filenodes, expressions
 }
 
-// Spec 40 check 16.
+// The migrations rewrite no other row (docs/PROTOCOL.md §14.4).
 func TestReadStateMigrationRewritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -357,7 +357,7 @@ func TestReadStateMigrationRewritesNothing(t *testing.T) {
 	require.Equal(t, exprBefore, exprAfter)
 }
 
-// Spec 40 check 17.
+// Migration 0007 applied on its own (docs/PROTOCOL.md §14.4).
 func TestReadStateMigrationSecondFileAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -382,7 +382,7 @@ func TestReadStateMigrationSecondFileAlone(t *testing.T) {
 	require.Equal(t, 1, c.rows(t, pool))
 }
 
-// Both new tables are tenant tables (spec 40 §4.1, §4.5): not registered as
+// Both new tables are tenant tables (docs/PROTOCOL.md §14.3): not registered as
 // operator-global, community_id leading the primary key and referencing
 // communities.
 func TestReadStateTablesAreTenantTables(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // paritySlot is a valid read-state d value.
 const paritySlot = "read-state:0123456789abcdef0123456789abcdef"
 
-// parityCase is one input of the classifier and the answer spec 40 §3
+// parityCase is one input of the classifier and the answer docs/PROTOCOL.md §14.1
 // gives for it.
 type parityCase struct {
 	name string
@@ -25,9 +25,9 @@ type parityCase struct {
 	want bool
 }
 
-// parityCorpus covers every row of spec 40 §3 and its negation, tags that
+// parityCorpus covers every row of docs/PROTOCOL.md §14.1 and its negation, tags that
 // are not arrays, tag elements that are not arrays, d values that are not
-// strings, null elements and the nonconforming examples of §3.
+// strings, null elements and the nonconforming examples of docs/PROTOCOL.md §14.1.
 func parityCorpus() []parityCase {
 	s := paritySlot
 	q := func(v string) string { b, _ := json.Marshal(v); return string(b) }
@@ -116,8 +116,8 @@ func parityCorpus() []parityCase {
 	}
 }
 
-// Spec 40 check 19: the Go classifier and nip_rs_read_state_row agree on
-// every input, and both give §3's answer.
+// The Go classifier and nip_rs_read_state_row agree on
+// every input, and both give the answer of docs/PROTOCOL.md §14.1.
 func TestReadStateClassifierParity(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -168,7 +168,7 @@ func TestReadStateClassifierParity(t *testing.T) {
 		require.False(t, *got, name)
 	}
 
-	// The function is what §4.3 declares.
+	// The function is declared as migration 0006 declares it.
 	var volatility string
 	var parallel string
 	var strict bool

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// The database rules of migration 0006 (spec 40 §4.4), exercised the way
+// The database rules of migration 0006 (docs/PROTOCOL.md §14.3), exercised the way
 // any writer meets them: raw SQL on a fully migrated database.
 
 func TestReadStateWatermarkTrigger(t *testing.T) {
@@ -36,7 +36,7 @@ func TestReadStateWatermarkTrigger(t *testing.T) {
 		require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM parameterized_event_watermarks WHERE community_id = $1", community))
 	})
 
-	// Spec 40 check 4.
+	// A stale conforming insert is refused (docs/PROTOCOL.md §14.3).
 	t.Run("StaleTupleRejected", func(t *testing.T) {
 		t.Parallel()
 		pool, community := readStatePool(t)
@@ -69,7 +69,7 @@ func TestReadStateWatermarkTrigger(t *testing.T) {
 		require.False(t, ok)
 	})
 
-	// Spec 40 check 5.
+	// An insert equal to the watermark stores nothing (docs/PROTOCOL.md §14.3).
 	t.Run("ExactWatermarkTupleInsertsNothing", func(t *testing.T) {
 		t.Parallel()
 		pool, community := readStatePool(t)
@@ -210,7 +210,7 @@ func TestReadStateWatermarkTrigger(t *testing.T) {
 	})
 }
 
-// Spec 40 checks 6 and 12.
+// The hard-delete fence (docs/PROTOCOL.md §14.3).
 func TestReadStateHardDeleteFence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -311,7 +311,7 @@ func TestReadStateHardDeleteFence(t *testing.T) {
 	})
 }
 
-// Spec 40 check 7: the opt-in never outlives its transaction, and the purge
+// The hard-delete opt-in (docs/PROTOCOL.md §14.3): it never outlives its transaction, and the purge
 // trigger gives back the value it found.
 func TestReadStateHardDeleteSetting(t *testing.T) {
 	t.Parallel()
@@ -391,7 +391,7 @@ func TestReadStateHardDeleteSetting(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// Spec 40 check 18 and the mention fence of §4.4.
+// The mention fence of docs/PROTOCOL.md §14.3.
 func TestReadStateMentionFence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

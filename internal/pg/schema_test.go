@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// neverIndexed is spec 10 §4.2's NEVER_INDEXED set (spec 20 §2.2).
+// neverIndexed is docs/PROTOCOL.md §4.2's NEVER_INDEXED set (docs/PROTOCOL.md §12.1).
 var neverIndexed = []int{1059, 30174, 30179, 30300, 30350, 30622, 44100, 44101, 44200}
 
 func randomBytes(n int) []byte {
@@ -46,7 +46,7 @@ func insertEvent(ctx context.Context, pool *pgxpool.Pool, community string, kind
 	return id, err
 }
 
-// Spec 10 §12 check 26.
+// Every tenant table carries community_id (docs/PROTOCOL.md §3.1).
 func TestSchemaTenancy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -267,7 +267,7 @@ func TestChannelCommunityImmutable(t *testing.T) {
 	require.NoError(t, err, "other columns stay updatable")
 }
 
-// Spec 20 §2.1–2.2: never-indexed kinds get a NULL search_tsv.
+// docs/PROTOCOL.md §12.1: never-indexed kinds get a NULL search_tsv.
 func TestSearchColumn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

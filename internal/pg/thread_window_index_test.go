@@ -9,7 +9,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// windowIndexDef is the definition 0009 requires (50-windows.md §8).
+// windowIndexDef is the definition 0009 requires (docs/ARCHITECTURE.md, "Tables and migrations").
 const windowIndexDef = "CREATE INDEX idx_thread_metadata_window ON public.thread_metadata USING btree (community_id, root_event_id, event_created_at DESC, event_id)"
 
 const msgWindowIndex = "idx_thread_metadata_window invalid or wrong definition; see docs/OPERATIONS.md"

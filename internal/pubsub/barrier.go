@@ -9,7 +9,7 @@ import (
 )
 
 // Barrier waits until every event that Redis delivered to this process
-// before now has been handed to DeliverFunc (70 §4.5): it publishes a
+// before now has been handed to DeliverFunc (docs/PROTOCOL.md §16.2): it publishes a
 // unique token on the process's own barrier topic and waits until the
 // consumer goroutine reaches it, in the same queue as the events. Since
 // other processes publish before they answer OK, every event acknowledged

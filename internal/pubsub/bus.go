@@ -19,7 +19,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// The bounds of spec 70 §4.
+// The bounds of docs/PROTOCOL.md §16.1.
 const (
 	// QueueSize bounds the in-process queue between the Redis reader and the
 	// consumer goroutine; a message that finds it full is dropped.
@@ -42,7 +42,7 @@ const (
 	DefaultPoolSize = 16
 )
 
-// Reconnect delays of spec 70 §4.6: 1 s after a loss, doubling up to
+// Reconnect delays of docs/PROTOCOL.md §16.3: 1 s after a loss, doubling up to
 // MaxRetryDelay, back to 1 s after a successful connection.
 const (
 	FirstRetryDelay = time.Second
@@ -106,8 +106,8 @@ type Message struct {
 	JSON []byte
 }
 
-// LinkEvent reports a change in the completeness of live delivery (spec 70
-// §4.6). Up false opens a gap: every subscription that is live now, or is
+// LinkEvent reports a change in the completeness of live delivery
+// (docs/PROTOCOL.md §16.3). Up false opens a gap: every subscription that is live now, or is
 // registered before the next Up, may have missed events and must be marked
 // interrupted. Up true closes it: Redis holds the whole wanted set again
 // and nothing is being dropped, so the interrupted subscriptions can be
@@ -244,7 +244,7 @@ func New(cfg Config) (*Bus, error) {
 
 	opts.PoolSize = cfg.PoolSize
 	opts.ClientName = "buzz-relay-" + cfg.ProcessID
-	opts.MaxRetries = -1   // a PUBLISH is never retried (70 §4.3)
+	opts.MaxRetries = -1   // a PUBLISH is never retried (docs/PROTOCOL.md §16.2)
 	opts.DialerRetries = 1 // one dial per attempt; the link has its own backoff
 	opts.DialTimeout = 2 * time.Second
 	opts.ReadTimeout = 2 * time.Second
@@ -288,7 +288,7 @@ func (b *Bus) Connected() bool {
 }
 
 // Start connects in the background and returns at once: a process starts
-// whether or not Redis is reachable, and keeps retrying (70 §7). Safe to
+// whether or not Redis is reachable, and keeps retrying (docs/PROTOCOL.md §16.3). Safe to
 // call twice; a Bus can be started again after Stop.
 func (b *Bus) Start(ctx context.Context) error {
 	b.startMu.Lock()
@@ -353,7 +353,7 @@ func (b *Bus) pool() *redis.Client {
 // Publish sends an event to the other processes: exactly one PUBLISH of
 // eventJSON (the event's NIP-01 object, as sent to clients) on topic,
 // bounded by PublishTimeout and never retried. Call it after commit and
-// local fan-out and before the OK is queued (70 §4.3). id is the event id,
+// local fan-out and before the OK is queued (docs/PROTOCOL.md §16.2). id is the event id,
 // marked in the local-echo set first so this process skips its own echo.
 //
 // While the link is known down the PUBLISH is skipped. A failure keeps the

@@ -33,7 +33,7 @@ func (b *Bus) handle(it item) {
 	}
 }
 
-// handleEvent checks an event message (70 §4.2, §4.5) and delivers it
+// handleEvent checks an event message (docs/PROTOCOL.md §16.2) and delivers it
 // unless it is this process's own echo. The community and the channel come
 // from the topic, never from the event.
 func (b *Bus) handleEvent(name, payload string) {

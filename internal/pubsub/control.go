@@ -14,7 +14,7 @@ import (
 // understands.
 const ControlVersion = 1
 
-// Op is a control operation of spec 70 §5.
+// Op is a control operation of docs/PROTOCOL.md §16.4.
 type Op string
 
 // The control operations. What a receiver does for each is the caller's
@@ -42,14 +42,14 @@ const (
 	OpRelayMemberRemoved Op = "relay_member_removed"
 	// OpHosts drops every cached host resolution: a community or an alias
 	// was added (operator commands), so a host this process cached as
-	// unknown may now resolve. An extension of 70 §5, which names host
-	// caches among the invalidations but gives them no op.
+	// unknown may now resolve (docs/PROTOCOL.md §16.4). Newer than the ops
+	// above: a process that predates it ignores it with a warning.
 	OpHosts Op = "hosts"
 	// OpGap says the sender failed to publish at least one event of the
 	// community, the last at UntilMS: every live subscription of the
 	// community registered up to then may have missed it and is closed
-	// with the interruption message. Needs UntilMS. An extension of 70 §5
-	// (see gap.go); a process that predates it ignores it with a warning.
+	// with the interruption message. Needs UntilMS (docs/PROTOCOL.md §16.3, §16.4;
+	// see gap.go); a process that predates it ignores it with a warning.
 	OpGap Op = "gap"
 )
 
@@ -66,7 +66,7 @@ var opFields = map[Op]struct{ channel, pubkey bool }{
 	OpHosts:              {},
 }
 
-// Control is a control message (70 §5), on the wire exactly
+// Control is a control message (docs/PROTOCOL.md §16.4), on the wire exactly
 //
 //	{"v":1,"origin":"<process_id>","community":"<community uuid>","op":"<op>", …op fields}
 //
@@ -119,7 +119,7 @@ func (c *Control) check() error {
 
 // PublishControl sends c to the other processes on buzz:control, with V
 // and Origin filled in. Call it after the effect was applied locally and
-// the transaction committed (70 §5). It is bounded by PublishTimeout,
+// the transaction committed (docs/PROTOCOL.md §16.4). It is bounded by PublishTimeout,
 // never retried, and skipped while the link is known down; the error is
 // for the record only (a lost control message is covered by the caches'
 // TTLs and the periodic revalidation), and it is also counted and logged.

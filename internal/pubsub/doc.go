@@ -1,4 +1,4 @@
-// Package pubsub is the Redis side of scale-out (spec 70 §4–§6): live
+// Package pubsub is the Redis side of scale-out (docs/PROTOCOL.md §16.1–§16.5): live
 // events and control messages between relay processes that share one
 // PostgreSQL database, the delivery barrier before EOSE, and the optional
 // presence keys.

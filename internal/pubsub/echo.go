@@ -24,7 +24,7 @@ type echoEntry struct {
 
 // echoSet remembers the events this process published in the last EchoTTL,
 // at most EchoMax of them, so their echo from Redis is not delivered a
-// second time (spec 70 §4.5). Safe for concurrent use.
+// second time (docs/PROTOCOL.md §16.2). Safe for concurrent use.
 type echoSet struct {
 	ttl time.Duration
 	max int

@@ -9,7 +9,7 @@ import (
 
 // A failed or skipped PUBLISH of an event is a gap for every other
 // process: their links may be up, so nothing tells their subscribers that
-// an event went by. 70 §4.6 promises that an open subscription never
+// an event went by. docs/PROTOCOL.md §16.3 promises that an open subscription never
 // silently misses an event, so the sender owes them a word. The Bus keeps,
 // per community, the wall-clock time of its newest failed event publish
 // and, once Redis takes publishes again, announces it on buzz:control as
@@ -19,7 +19,7 @@ import (
 // registered later read its history after the missed commit, so it holds
 // the event already. An announcement that fails stays owed and is retried
 // every GapRetry; one that may have been sent twice closes nothing twice.
-// This extends 70 §5 with one op, which older processes ignore.
+// It is the gap op of docs/PROTOCOL.md §16.4, which older processes ignore.
 
 // GapRetry is how often owed gap announcements are retried.
 const GapRetry = time.Second

@@ -21,7 +21,7 @@ type item struct {
 // link keeps the subscription connection up until ctx ends: connect,
 // subscribe the wanted set, read; on loss report it and retry after
 // FirstRetryDelay, doubling up to MaxRetryDelay, back to FirstRetryDelay
-// after a connection that came up (70 §4.6).
+// after a connection that came up (docs/PROTOCOL.md §16.3).
 func (b *Bus) link(ctx context.Context, client *redis.Client) {
 	delay := FirstRetryDelay
 	for {

@@ -13,9 +13,9 @@ import (
 // StatusOffline is the presence status that deletes the key.
 const StatusOffline = "offline"
 
-// SetPresence records a kind 20001 status (70 §6): SET
+// SetPresence records a kind 20001 status (docs/PROTOCOL.md §16.5): SET
 // buzz:{community}:presence:{pubkey} status EX 180, or DEL for "offline".
-// status is the event's status as the relay cut it (10 §7.4). Failures and
+// status is the event's status as the relay cut it (docs/PROTOCOL.md §7.4). Failures and
 // skips (the link is down) are counted in buzz_pubsub_presence_errors_total
 // and warned about at most once per 10 s; they never affect the OK.
 func (b *Bus) SetPresence(ctx context.Context, community, pubkey, status string) {

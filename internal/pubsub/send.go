@@ -11,7 +11,7 @@ import (
 
 // SendControl publishes one control message on buzz:control from a
 // process that runs no Bus, such as an operator command (`buzz-relay member
-// remove`, spec 10 §2.4): it connects to url, publishes c with V and a
+// remove`, docs/PROTOCOL.md §2.4): it connects to url, publishes c with V and a
 // fresh Origin filled in, bounded by PublishTimeout, and disconnects. A
 // lost message is covered by the receivers' periodic revalidation.
 func SendControl(ctx context.Context, url string, c Control) error {

@@ -30,7 +30,7 @@ type op struct {
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Retain adds one reference to topic, subscribing to it at Redis when the
-// count goes 0 → 1 (70 §4.4): one retain per channel in a subscription's
+// count goes 0 → 1 (docs/PROTOCOL.md §16.1): one retain per channel in a subscription's
 // scope, or one of the global topic. It returns a channel that is closed
 // when the subscription's history query may start: once Redis has
 // confirmed the SUBSCRIBE, after ConfirmTimeout at most, and at once when

@@ -7,7 +7,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// ControlTopic carries the control messages of spec 70 §5. Every process
+// ControlTopic carries the control messages of docs/PROTOCOL.md §16.4. Every process
 // subscribes to it for as long as it runs.
 const ControlTopic = "buzz:control"
 
@@ -22,10 +22,10 @@ const (
 )
 
 // ErrInvalidTopic is returned by ParseTopic for a name that is not an event
-// topic of spec 70 §4.1.
+// topic of docs/PROTOCOL.md §16.1.
 var ErrInvalidTopic = errors.New("not an event topic")
 
-// Topic is the Redis topic of an event (spec 70 §4.1): its community and,
+// Topic is the Redis topic of an event (docs/PROTOCOL.md §16.1): its community and,
 // for a channel event, its channel. Both are lowercase hyphenated UUIDs,
 // never host names (a host can have aliases). The zero Channel means the
 // community's global topic, which carries every event without a channel.
@@ -94,12 +94,12 @@ func ParseTopic(name string) (Topic, error) {
 	return Topic{}, ErrInvalidTopic
 }
 
-// BarrierTopic is the delivery-barrier topic of a process (spec 70 §4.5),
+// BarrierTopic is the delivery-barrier topic of a process (docs/PROTOCOL.md §16.2),
 // read only by that process.
 func BarrierTopic(processID string) string { return barrierPrefix + processID }
 
 // PresenceKey is the Redis key that holds a pubkey's presence status in a
-// community (spec 70 §6): buzz:{community}:presence:{pubkey_hex}.
+// community (docs/PROTOCOL.md §16.5): buzz:{community}:presence:{pubkey_hex}.
 func PresenceKey(community, pubkey string) string {
 	return topicPrefix + community + presenceInfix + pubkey
 }

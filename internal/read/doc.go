@@ -9,6 +9,6 @@
 // register live subscriptions (package relay does) — but it supplies the
 // per-recipient check live delivery uses (Engine.Visible). With a read
 // replica (Config.Replica) it decides which filters' statements may run in
-// a proved replica snapshot (route.go, spec 70 §8); the proof itself is
+// a proved replica snapshot (route.go, docs/PROTOCOL.md §16.6); the proof itself is
 // package replica's.
 package read

@@ -81,6 +81,9 @@ const (
 	CodeTooManyReads
 	// CodeReadTimeout: the read passed its deadline.
 	CodeReadTimeout
+	// CodeReadTime: the reader's read-time budget is spent (readtime.go);
+	// RetryAfter says when it is not.
+	CodeReadTime
 )
 
 // Refusal is the read door's answer to a request it will not serve. Reason
@@ -89,6 +92,9 @@ const (
 type Refusal struct {
 	Code   Code
 	Reason string
+	// RetryAfter is, when above 0, the whole seconds after which the same
+	// request may be served (the bridge's Retry-After).
+	RetryAfter int
 }
 
 func (r *Refusal) Error() string { return r.Reason }
@@ -169,10 +175,21 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 	if explicitChannels(req.Filters) > MaxExplicitChannels && req.Surface != SurfaceQuery {
 		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
 	}
+	reader := req.Reader
+	if reader == "" {
+		reader = req.Conn
+	}
+	reserved, retry, ok := e.readTime.start(reader)
+	if !ok {
+		e.cfg.Metrics.Reads.ShareRejections.WithLabelValues(scopeReadTime).Inc()
+		return nil, &Refusal{Code: CodeReadTime, Reason: wire.QuotaExceeded(retry), RetryAfter: retry}
+	}
 	if err := e.shares.acquire(ctx, req.Conn, req.Reader); err != nil {
+		e.readTime.cancel(reader, reserved)
 		return nil, err
 	}
-	g := &grant{s: e.shares, conn: req.Conn, pubkey: req.Reader, n: 1}
+	g := &grant{s: e.shares, conn: req.Conn, pubkey: req.Reader, n: 1,
+		rt: e.readTime, reader: reader, reserved: reserved, start: time.Now()}
 	var deadline time.Time
 	if t := e.cfg.Shares.Timeout; t > 0 {
 		deadline = time.Now().Add(t)
@@ -277,7 +294,7 @@ func (e *Engine) open(ctx context.Context, req Request) (*Read, error) {
 }
 
 // parseQueryOptions parses each /query filter's extension fields by its
-// route, the summary-recovery id total first (50-windows.md §3 step 6).
+// route, the summary-recovery id total first (docs/NIP-CW.md §4).
 // A thread batch has none: its filters were parsed by the scan.
 func (r *Read) parseQueryOptions() error {
 	filters := r.req.Filters

@@ -6,7 +6,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Limits of the read engine (spec 10 §7.11).
+// Limits of the read engine (docs/PROTOCOL.md §7.11).
 const (
 	MaxLimit             = 1000
 	MaxExplicitChannels  = 128
@@ -73,7 +73,7 @@ func explicitChannels(filters []event.Filter) int {
 }
 
 // isChannelSubscription reports whether every filter has a non-empty "#h"
-// (spec 10 §7.5 step 5). A REQ with no filters is not one.
+// (docs/PROTOCOL.md §7.5 step 3). A REQ with no filters is not one.
 func isChannelSubscription(filters []event.Filter) bool {
 	if len(filters) == 0 {
 		return false

@@ -78,6 +78,6 @@ func allEqual(vals []string, want string) bool {
 	return true
 }
 
-// visibleTo applies per-event visibility (spec 10 §7.7) except the channel
+// visibleTo applies per-event visibility (docs/PROTOCOL.md §7.7) except the channel
 // check: Event.VisibleTo.
 func visibleTo(reader string, ev *event.Event) bool { return ev.VisibleTo(reader) }

@@ -9,7 +9,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/search"
 )
 
-// Texts of the bridge's extension-field refusals (spec 10 §8.4).
+// Texts of the bridge's extension-field refusals (docs/PROTOCOL.md §8.4).
 const (
 	msgBadBeforeID        = "before_id must be a 64-char hex event id"
 	msgBeforeIDNeedsUntil = "before_id requires until to be set"
@@ -24,7 +24,7 @@ type filterOptions struct {
 	window windowRequest
 }
 
-// parsePlainOptions reads before_id (spec 10 §8.4).
+// parsePlainOptions reads before_id (docs/PROTOCOL.md §8.4).
 func parsePlainOptions(f *event.Filter) (filterOptions, error) {
 	raw, ok := f.Extra["before_id"]
 	if !ok {
@@ -40,16 +40,16 @@ func parsePlainOptions(f *event.Filter) (filterOptions, error) {
 	return filterOptions{beforeID: strings.ToLower(id)}, nil
 }
 
-// route is the read that serves one /query filter (spec 10 §8.4, first
+// route is the read that serves one /query filter (docs/PROTOCOL.md §8.4, first
 // match wins).
 type route int
 
 const (
 	routePlain route = iota
 	routeSearch
-	// routeResolveRoots: resolve_thread_roots true (50-windows.md §4.7).
+	// routeResolveRoots: resolve_thread_roots true (docs/NIP-CW.md §4).
 	routeResolveRoots
-	// routeChannelWindow: top_level true (50-windows.md §4).
+	// routeChannelWindow: top_level true (docs/NIP-CW.md §3).
 	routeChannelWindow
 	// routeLegacyThread: exactly one "#e" root and an integer depth_limit.
 	routeLegacyThread
@@ -69,7 +69,7 @@ func routeOf(f *event.Filter) route {
 	return routePlain
 }
 
-// parseLegacyThread reads the legacy thread read of spec 10 §8.4: the root
+// parseLegacyThread reads the legacy thread read of docs/PROTOCOL.md §8.4: the root
 // from the single #e, depth_limit, limit (default 100, at most 500) and the
 // cursor fields thread_cursor / thread_cursor_id (or their camelCase
 // spellings). kinds does not restrict reply kinds on this path. channels
@@ -115,8 +115,8 @@ func parseLegacyThread(f *event.Filter, channels []string, named bool) (threadPa
 	return p, nil
 }
 
-// parseSearchOptions reads the bridge's search extensions (20-search.md
-// §5): search_mode, else searchMode ("prefix" selects Prefix); page, else
+// parseSearchOptions reads the bridge's search extensions
+// (docs/PROTOCOL.md §12.7): search_mode, else searchMode ("prefix" selects Prefix); page, else
 // search_page, else searchPage (the first key present wins; a positive
 // integer that fits in 32 bits, anything else is 1).
 func parseSearchOptions(f *event.Filter) searchOptions {

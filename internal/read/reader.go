@@ -32,7 +32,7 @@ type Config struct {
 	// For a search filter it runs before each FTS statement and each
 	// hydration instead; SearchStage(ctx) tells which.
 	QueryHookFunc func(ctx context.Context, f *event.Filter) error
-	// Replica, when set, serves the reads spec 70 §8 lets it serve, each
+	// Replica, when set, serves the reads docs/PROTOCOL.md §16.6 lets it serve, each
 	// in a proved snapshot (route.go); nil keeps every read on the writer.
 	Replica *replica.Replica
 	// NoReplicaReason is why Replica is nil, in buzz_db_route_decision's
@@ -69,6 +69,9 @@ type Engine struct {
 
 	// shares counts the concurrent reads (share.go).
 	shares *shares
+	// readTime is every reader's read-time budget (readtime.go); nil
+	// when off.
+	readTime *readTime
 }
 
 type accessKey struct{ community, reader string }
@@ -96,7 +99,8 @@ func New(cfg Config) *Engine {
 	if cfg.NoReplicaReason == "" {
 		cfg.NoReplicaReason = "not_configured"
 	}
-	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics)}
+	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics),
+		readTime: newReadTime(cfg.Shares.TimePerSecond, cfg.Shares.TimeBurst)}
 	if cfg.Store != nil {
 		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
 	}
@@ -167,7 +171,7 @@ func (e *Engine) confirm(ctx context.Context, sc Scope, acc *Access, requested [
 			misses = append(misses, r)
 		}
 	}
-	// The membership cache of spec 10 §11.2 is this: a named channel found
+	// The membership cache of docs/PROTOCOL.md §11.2 is this: a named channel found
 	// in the cached set is a hit, one confirmed by the uncached query a miss.
 	e.cfg.Metrics.MembershipCacheHits.Add(float64(len(out)))
 	e.cfg.Metrics.MembershipCacheMisses.Add(float64(len(misses)))
@@ -315,7 +319,7 @@ func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 	return n, nil
 }
 
-// fastPath reports whether COUNT(*) is exact for the filter (spec 10 §7.8).
+// fastPath reports whether COUNT(*) is exact for the filter (docs/PROTOCOL.md §7.8).
 func fastPath(sc Scope, f *event.Filter) bool {
 	for name, vals := range f.Tags {
 		switch {
@@ -359,7 +363,7 @@ func allAddressable(kinds []int) bool {
 	return true
 }
 
-// threadParams describe a legacy thread read on /query (spec 10 §8.4).
+// threadParams describe a legacy thread read on /query (docs/PROTOCOL.md §8.4).
 type threadParams struct {
 	Root string
 	// DepthLimit above MaxThreadDepth means every depth.
@@ -374,7 +378,7 @@ type threadParams struct {
 	Channels []string
 	Limit    int
 	// IncludeAux adds the aux closure of the root and the delivered
-	// replies (include_aux: true, 50-windows.md §6).
+	// replies (include_aux: true, docs/NIP-CW.md §6).
 	IncludeAux bool
 	// MaxBytes, above 0, is what the request's byte budget has left: the
 	// read stops soon after it (store.ThreadRepliesParams.MaxBytes).

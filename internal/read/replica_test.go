@@ -147,7 +147,7 @@ func (w *replicaWorld) importWhilePaused(t *testing.T) event.Event {
 	return w.old(t, 5400, "needle imported while paused")
 }
 
-// Spec 70 §10 check 17 at the read engine: which reads the replica serves.
+// docs/PROTOCOL.md §16.6 at the read engine: which reads the replica serves.
 func TestReplicaRouting(t *testing.T) {
 	t.Parallel()
 	w := replicaSetup(t)
@@ -212,7 +212,7 @@ func TestReplicaRouting(t *testing.T) {
 	require.Zero(t, w.degraded())
 }
 
-// Spec 70 §10 check 18 at the read engine: doubt means the writer.
+// docs/PROTOCOL.md §16.6 at the read engine: doubt means the writer.
 func TestReplicaDoubt(t *testing.T) {
 	t.Parallel()
 

@@ -8,7 +8,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/replica"
 )
 
-// The read replica's share of Rows (spec 70 §8). The door (Open) has
+// The read replica's share of Rows (docs/PROTOCOL.md §16.6). The door (Open) has
 // decided what the request reads; this file only decides where one
 // filter's statements run. The replica may serve:
 //

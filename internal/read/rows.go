@@ -12,7 +12,7 @@ import (
 )
 
 // SearchDeadline bounds a whole search REQ, the statement in flight
-// included; when it passes the REQ ends with EOSE (20-search.md §4.2).
+// included; when it passes the REQ ends with EOSE (docs/PROTOCOL.md §12.6).
 const SearchDeadline = 15 * time.Second
 
 // historyParallelism is how many history queries one REQ runs at once.
@@ -23,7 +23,7 @@ const historyParallelism = 4
 // returning false stops the read without error. A database failure is
 // returned; on a search REQ it ends only the failing filter, is logged here
 // (never with the search text) and the read goes on, since a relevance
-// search never promises a complete page (20-search.md §7).
+// search never promises a complete page (docs/PROTOCOL.md §12.8).
 //
 // The request's byte budget (Config.MaxBytes) ends the read, without
 // error, before the first event that would take the bytes handed over
@@ -118,7 +118,7 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 	return nil
 }
 
-// searchREQ serves a one-shot search REQ (20-search.md §4): each filter's
+// searchREQ serves a one-shot search REQ (docs/PROTOCOL.md §12.6): each filter's
 // accepted hits in rank order, an id sent for an earlier filter neither
 // sent again nor counted, all under SearchDeadline.
 func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
@@ -160,9 +160,9 @@ func (r *Read) searchREQ(ctx context.Context, emit func(Row) bool) error {
 	return nil
 }
 
-// queryRows serves POST /query: each filter through its route (spec 10
-// §8.4, first match wins), rows de-duplicated across filters except a
-// window's own events, which are handed over complete (50-windows.md §3).
+// queryRows serves POST /query: each filter through its route
+// (docs/PROTOCOL.md §8.4, first match wins), rows de-duplicated across filters except a
+// window's own events, which are handed over complete (docs/NIP-CW.md §1).
 func (r *Read) queryRows(ctx context.Context, emit func(Row) bool) error {
 	seen := make(map[string]struct{})
 	window := emit

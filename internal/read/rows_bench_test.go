@@ -16,7 +16,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// BenchmarkReqHistory is the REQ history read of spec 80 P3 (kinds,
+// BenchmarkReqHistory is the REQ history read of target P3 in docs/PERFORMANCE.md (kinds,
 // authors, #e, #p, limit 50) end to end below the socket: the door, the
 // statement, the scan, the post-filter and each row's wire JSON. The
 // community holds benchEvents global kind-1 events by benchAuthors

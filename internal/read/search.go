@@ -13,7 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/search"
 )
 
-// Search paging (20-search.md §4.2, §5, §8). The WebSocket budget is derived
+// Search paging (docs/PROTOCOL.md §12.6, §12.7, §12.9). The WebSocket budget is derived
 // from the advertised max_limit, never tuned by hand.
 const (
 	SearchPageSize     = 100
@@ -53,7 +53,7 @@ type searchOptions struct {
 type hitKey struct{ transport, result string }
 
 // SearchError is a failed FTS statement or hydration. Its message is the log
-// line of 20-search.md §7; it never contains the search text.
+// line of docs/PROTOCOL.md §12.8; it never contains the search text.
 type SearchError struct {
 	// Fetch is true for a hydration (batch fetch) failure.
 	Fetch bool
@@ -72,7 +72,7 @@ func (e *SearchError) Error() string {
 func (e *SearchError) Unwrap() error { return e.Err }
 
 // searchText normalises NIP-50 text as the query function does
-// (20-search.md §3.2); "" means the filter is skipped with no SQL.
+// (docs/PROTOCOL.md §12.2); "" means the filter is skipped with no SQL.
 func searchText(s string) string { return search.NormalizeText(s) }
 
 type stageKey struct{}
@@ -84,7 +84,7 @@ func SearchStage(ctx context.Context) string {
 	return s
 }
 
-// searchFilter runs one search filter (20-search.md §4.2 and §5): scope from the
+// searchFilter runs one search filter (docs/PROTOCOL.md §12.6, §12.7): scope from the
 // filter's #h and the reader's access, FTS pages through package search,
 // one batched hydration per page, then acceptance in rank order — the
 // filter's full NIP-01 match, an accessible channel, per-event visibility,
@@ -203,7 +203,7 @@ func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Q
 }
 
 // accept hydrates one page of hits and returns, in rank order, at most want
-// rows that pass the acceptance checks of 20-search.md §4.2. Its
+// rows that pass the acceptance checks of docs/PROTOCOL.md §12.6. Its
 // statements run in on, or on the writer when on is nil.
 func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
 	hits []search.Hit, seen map[string]struct{}, want int, transport string, tally map[hitKey]int) ([]Row, error) {

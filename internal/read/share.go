@@ -37,6 +37,11 @@ type ShareConfig struct {
 	// Timeout is every read's deadline (BUZZ_READ_STATEMENT_TIMEOUT_MS),
 	// counted from the moment its share is granted. Zero means none.
 	Timeout time.Duration
+	// TimePerSecond is the read time one reader earns per second
+	// (BUZZ_READ_TIME_PER_SECOND_MS), TimeBurst what it may save up
+	// (BUZZ_READ_TIME_BURST_MS): readtime.go. Zero TimePerSecond means no
+	// read-time budget.
+	TimePerSecond, TimeBurst time.Duration
 }
 
 // Share scopes, the values of buzz_read_share_rejections_total's label.
@@ -44,6 +49,7 @@ const (
 	scopeProcess    = "process"
 	scopeConnection = "connection"
 	scopePubkey     = "pubkey"
+	scopeReadTime   = "read_time"
 )
 
 // shares counts the shares held, by process, connection and pubkey.
@@ -160,12 +166,20 @@ func (s *shares) release(conn, pubkey string, n int) {
 	s.freed = make(chan struct{})
 }
 
-// grant is the shares one Read holds; Close gives them back once.
+// grant is the shares one Read holds; Close gives them back once, and
+// pays the read's time to its reader's budget (readtime.go).
 type grant struct {
 	s            *shares
 	conn, pubkey string
 	mu           sync.Mutex
 	n            int
+
+	rt       *readTime
+	reader   string        // the bucket paid
+	reserved float64       // ms reserved by readTime.start
+	start    time.Time     // when the first share was granted
+	extra    time.Duration // time held by the shares taken with more
+	parallel []time.Time   // when each share still held from more was taken
 }
 
 // more takes one more share for the same read if one is free now.
@@ -175,6 +189,7 @@ func (g *grant) more() bool {
 	}
 	g.mu.Lock()
 	g.n++
+	g.parallel = append(g.parallel, time.Now())
 	g.mu.Unlock()
 	return true
 }
@@ -183,11 +198,16 @@ func (g *grant) more() bool {
 func (g *grant) less() {
 	g.mu.Lock()
 	g.n--
+	if k := len(g.parallel) - 1; k >= 0 {
+		g.extra += time.Since(g.parallel[k])
+		g.parallel = g.parallel[:k]
+	}
 	g.mu.Unlock()
 	g.s.release(g.conn, g.pubkey, 1)
 }
 
-// close gives back every share still held.
+// close gives back every share still held and, the first time, pays the
+// read's time: the first share's, and each parallel one's.
 func (g *grant) close() {
 	if g == nil {
 		return
@@ -195,6 +215,19 @@ func (g *grant) close() {
 	g.mu.Lock()
 	n := g.n
 	g.n = 0
+	settle := !g.start.IsZero()
+	var cost time.Duration
+	if settle {
+		now := time.Now()
+		cost = now.Sub(g.start) + g.extra
+		for _, at := range g.parallel {
+			cost += now.Sub(at)
+		}
+		g.start, g.parallel = time.Time{}, nil
+	}
 	g.mu.Unlock()
 	g.s.release(g.conn, g.pubkey, n)
+	if settle {
+		g.rt.settle(g.reader, g.reserved, cost)
+	}
 }

@@ -17,10 +17,10 @@ import (
 )
 
 // The read-state snapshot: POST /query's one-call read of a reader's whole
-// NIP-RS read state (a project extension beyond 40-read-state.md; the
+// NIP-RS read state (a project extension beyond NIP-RS, docs/PROTOCOL.md §14.6; the
 // WebSocket door does not offer it). The request is exactly one filter,
 // {"kinds":[30078],"authors":[<reader>],"read_state_snapshot":1}, and the
-// answer is every live conforming read-state event (spec 40 §3) of the
+// answer is every live conforming read-state event (docs/PROTOCOL.md §14.1) of the
 // reader in the community, newest first (created_at DESC, id ASC), read by
 // one SQL statement on the writer pool: one MVCC snapshot, so the set is
 // the live heads of one instant. A snapshot is complete or it is refused;

@@ -11,7 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/threadwindow"
 )
 
-// The NIP-CW window modes of POST /query (50-windows.md). The door only
+// The NIP-CW window modes of POST /query (docs/NIP-CW.md). The door only
 // dispatches here; each mode runs in its own package:
 //
 //	thread_window: true         threadwindow: the whole request is one batch
@@ -20,9 +20,10 @@ import (
 //
 // A window's own events (rows, aux, overlays) are handed over complete:
 // the request's removal of repeated ids applies to the other filters'
-// results only (§3 step 7).
+// results only (docs/NIP-CW.md §3.6).
 
-// msgThreadMix is §3 step 5's refusal.
+// msgThreadMix is the refusal of a thread window mixed with other filters
+// (docs/NIP-CW.md §5.2).
 const msgThreadMix = "thread_window cannot mix with other query modes"
 
 // StatusError is a window request the relay will not or cannot serve
@@ -35,14 +36,14 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.Text }
 
-// ThreadWindows is the thread-window opt-in scan of a /query body (§3
-// step 3), made before any other parsing of its filters.
+// ThreadWindows is the thread-window opt-in scan of a /query body
+// (docs/NIP-CW.md §5.1), made before any other parsing of its filters.
 type ThreadWindows struct {
 	windows []threadwindow.Request
 	opted   int
 }
 
-// ScanThreadWindows runs §3 step 3 over the raw filters of a /query body:
+// ScanThreadWindows runs the opt-in scan of docs/NIP-CW.md §5.1 over the raw filters of a /query body:
 // the fifth opted-in filter, or the first opted-in filter that fails
 // strict parsing, is a 400 *StatusError.
 func (e *Engine) ScanThreadWindows(raws []json.RawMessage) (ThreadWindows, error) {
@@ -69,7 +70,7 @@ func windowError(err error) error {
 }
 
 // openThreadBatch is Open for a /query request with thread windows, after
-// the generic gates (§3 step 5): every filter must have opted in. The
+// the generic gates (docs/NIP-CW.md §5.2): every filter must have opted in. The
 // batch reads its own authorization from the writer, so no scope is
 // resolved here.
 func (r *Read) openThreadBatch() (*Read, error) {
@@ -104,7 +105,7 @@ type windowRequest struct {
 }
 
 // parseWindow parses a channel-mode or summary-recovery filter; the
-// request-wide id total of §4.7 is checked first, by parseWindows.
+// request-wide id total of docs/NIP-CW.md §4 is checked first, by parseWindows.
 func (e *Engine) parseWindow(f *event.Filter) (windowRequest, error) {
 	switch routeOf(f) {
 	case routeResolveRoots:
@@ -125,7 +126,7 @@ func (e *Engine) parseWindow(f *event.Filter) (windowRequest, error) {
 	return windowRequest{}, nil
 }
 
-// checkResolveTotal is §4.7's request-wide rule, before any filter is
+// checkResolveTotal is the request-wide rule of docs/NIP-CW.md §4, before any filter is
 // parsed further or served.
 func (e *Engine) checkResolveTotal(filters []event.Filter) error {
 	if err := channelwindow.CheckResolveTotal(filters); err != nil {
@@ -158,7 +159,7 @@ func (r *Read) windowRows(ctx context.Context, w windowRequest) ([]Row, error) {
 }
 
 // legacyAux appends the aux closure of a legacy thread read with
-// include_aux (§6): the root and the delivered replies are its hop-1
+// include_aux (docs/NIP-CW.md §6): the root and the delivered replies are its hop-1
 // targets; aux does not count against the read's limit.
 func (r *Read) legacyAux(ctx context.Context, root string, replies []Row) ([]Row, error) {
 	targets := make([]string, 0, len(replies)+1)

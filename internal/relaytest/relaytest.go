@@ -41,7 +41,7 @@ type Relay struct {
 	stopOnce   sync.Once
 }
 
-// QuotasOff turns every per-user quota off. Start applies it before env,
+// QuotasOff turns every per-user quota and the read-time budget off. Start applies it before env,
 // so tests and benchmarks keep their behaviour; a test of a quota sets
 // its own.
 var QuotasOff = map[string]string{
@@ -51,6 +51,7 @@ var QuotasOff = map[string]string{
 	"BUZZ_RATE_LIMIT_AGENT_STANDARD_MESSAGES_PER_MIN":  "0",
 	"BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN": "0",
 	"BUZZ_CHANNEL_CREATES_PER_HOUR":                    "0",
+	"BUZZ_READ_TIME_PER_SECOND_MS":                     "0",
 }
 
 // Start runs a relay with the given environment overrides on a fresh

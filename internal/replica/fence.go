@@ -19,7 +19,7 @@ const floorTriggerDef = "CREATE CONSTRAINT TRIGGER events_created_at_floor AFTER
 // heartbeatColumns is the shape of replica_heartbeat, column by column.
 const heartbeatColumns = "token smallint, safe_through timestamp with time zone, beat_at timestamp with time zone"
 
-// Verify is the start-time fence check of 50-windows.md §8: the writer
+// Verify is the start-time fence check of docs/PROTOCOL.md §16.6: the writer
 // pool is armed (buzz.created_at_floor is Floor on its connections), the
 // floor trigger is on events with its migration's definition and enabled
 // on every partition, and replica_heartbeat has its shape. An error says

@@ -17,7 +17,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/testsignal"
 )
 
-// The fixed constants of the proof (50-windows.md §9: none is
+// The fixed constants of the proof (docs/PROTOCOL.md §16.6: none is
 // configurable).
 const (
 	// Floor is buzz.created_at_floor on the writer pool: more than ingest's
@@ -191,7 +191,7 @@ type Session struct {
 func (s *Session) Querier() pg.Querier { return s.conn }
 
 // Read serves a read bounded by until (unix seconds) from the replica when
-// the proof allows: it opens a Session, checks 70 §8's conditions against
+// the proof allows: it opens a Session, checks docs/PROTOCOL.md §16.6's conditions against
 // its heartbeat row and runs fn in it. RouteReplica means fn ran there and
 // succeeded (buzz_db_replica_reads_total + 1). RouteWriter means until lies
 // above the newest safe_through this process wrote (a head page), or no
@@ -205,7 +205,7 @@ func (r *Replica) Read(ctx context.Context, until int64, fn func(*Session) error
 }
 
 // Reason says why ReadWhy routed a read as it did, in the terms of
-// buzz_db_route_decision (50-windows.md §10).
+// buzz_db_route_decision (docs/PROTOCOL.md §11.2).
 type Reason string
 
 // Reasons of ReadWhy.

@@ -300,7 +300,7 @@ func TestRead(t *testing.T) {
 	})
 }
 
-// Spec 70 §10 check 18 at the replica's level, and 50 §7.5's doubts.
+// Doubt means the writer at the replica's level, and docs/PROTOCOL.md §16.6's doubts.
 func TestDoubt(t *testing.T) {
 	t.Parallel()
 

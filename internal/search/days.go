@@ -153,7 +153,7 @@ FROM search_anchor($1, $3::int[], $4::timestamptz, $5::timestamptz) AS a`,
 }
 
 // buildDays returns the statement of a FullText query over day keys
-// (spec 20 §3.4, the same window, order and page as build): one branch per
+// (docs/PROTOCOL.md §12.4, the same window, order and page as build): one branch per
 // day span, newest first, each the newest window matches of its days under
 // every predicate, then a branch for everything older than the last span
 // from the search_tsv GIN. The branches are disjoint in time and each is

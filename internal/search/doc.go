@@ -1,4 +1,4 @@
-// Package search is NIP-50 over PostgreSQL full-text search (spec 20 §3):
+// Package search is NIP-50 over PostgreSQL full-text search (docs/PROTOCOL.md §12.2):
 // the query side of the search_tsv generated column of events, and the
 // operator's view and rewrite of the kind policy that column encodes.
 //

@@ -16,7 +16,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// PrivacyKinds are the privacy-excluded kinds of spec 20 §2.2, sorted: NULL
+// PrivacyKinds are the privacy-excluded kinds of docs/PROTOCOL.md §12.1, sorted: NULL
 // under every policy, forever. It has the members of event.NeverIndexed (a
 // test compares them); every wrap migration adds its kind to both.
 var PrivacyKinds = []int{1059, 30174, 30179, 30300, 30350, 30622, 44100, 44101, 44200}
@@ -43,7 +43,7 @@ var ErrNoExpression = errors.New("events.search_tsv generated expression not fou
 var ErrLockTimeout = errors.New("could not lock events within 5s (readers or writers are active); nothing changed")
 
 // StoredExpression returns the generated expression of events.search_tsv as
-// PostgreSQL stores it (spec 20 §2.3 b, catalog form).
+// PostgreSQL stores it (docs/PROTOCOL.md §12.1, catalog form).
 func StoredExpression(ctx context.Context, q pg.Querier) (string, error) {
 	var expr string
 	err := q.QueryRow(ctx, `
@@ -114,7 +114,7 @@ func PrivacyViolations(kinds []int) []int {
 
 // ParseKinds parses a --set list ("0,9,40002"): de-duplicated and sorted.
 // It refuses an empty list, a value outside 0..65535, a privacy-excluded
-// kind and an ephemeral kind, with the messages of spec 20 §9.2.
+// kind and an ephemeral kind, with the messages of docs/PROTOCOL.md §12.10.
 func ParseKinds(list string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(list, ",") {

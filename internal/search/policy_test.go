@@ -24,7 +24,7 @@ const (
 	privacyArray = "ARRAY[1059, 30174, 30179, 30300, 30350, 30622, 44100, 44101, 44200]"
 )
 
-// privacyInvariant is the §2.2 invariant as a function, so the test can show
+// privacyInvariant is the invariant of docs/PROTOCOL.md §12.1 as a function, so the test can show
 // that it fails on a broken set.
 func privacyInvariant(privacy []int, neverIndexed event.KindSet, gated ...event.KindSet) []string {
 	var bad []string
@@ -191,7 +191,7 @@ func TestPolicyFresh(t *testing.T) {
 	})
 }
 
-// applyWrap runs the wrap pattern of spec 20 §2.3 b for kind k, as a
+// applyWrap runs the wrap pattern of docs/PROTOCOL.md §12.1 for kind k, as a
 // migration would.
 func applyWrap(t *testing.T, pool *pgxpool.Pool, k int) {
 	t.Helper()

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Mode selects how the text becomes a tsquery (spec 20 §3.3).
+// Mode selects how the text becomes a tsquery (docs/PROTOCOL.md §12.3).
 type Mode int
 
 const (
@@ -25,7 +25,7 @@ func (m Mode) String() string {
 	return "fulltext"
 }
 
-// Limits of the query function (spec 20 §3.1, §3.2, §8).
+// Limits of the query function (docs/PROTOCOL.md §12.2, §12.9).
 const (
 	TextCap        = 4096
 	DefaultPerPage = 100
@@ -33,7 +33,7 @@ const (
 	MaxPage        = 1000
 )
 
-// Query is one search (the SearchQuery of spec 20 §3.1).
+// Query is one search (the SearchQuery of docs/PROTOCOL.md §12.2).
 type Query struct {
 	// Community is the community resolved from the request Host, never from
 	// client data. Empty is an error before any SQL.
@@ -68,7 +68,7 @@ func ClampPerPage(perPage int64) int64 {
 	return min(perPage, MaxPerPage)
 }
 
-// NormalizeText applies spec 20 §3.2: trim Unicode white space, keep the
+// NormalizeText applies docs/PROTOCOL.md §12.2: trim Unicode white space, keep the
 // first TextCap code points, replace NUL with a space, trim again. An empty
 // result means "no hits, no SQL". Invalid UTF-8 becomes U+FFFD first.
 func NormalizeText(s string) string {

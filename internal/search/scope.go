@@ -10,7 +10,7 @@ const (
 	scopeAny
 )
 
-// ChannelScope restricts a search to channels (spec 20 §3.5). Build one with
+// ChannelScope restricts a search to channels (docs/PROTOCOL.md §12.5). Build one with
 // Channels, ChannelsOrChannelLess, ChannelLessOnly or Any; the zero value is
 // Channels(nil), which matches nothing.
 type ChannelScope struct {

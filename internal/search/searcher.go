@@ -17,7 +17,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// StatementTimeout is the default bound of one search statement (spec 20 §3.4).
+// StatementTimeout is the default bound of one search statement (docs/PROTOCOL.md §12.4).
 const StatementTimeout = 5 * time.Second
 
 // ErrNoCommunity is returned by Search, before any SQL, for a query without
@@ -40,7 +40,7 @@ type Config struct {
 	// deadline).
 	MaxConcurrent int
 	// RankWindow is how many matches a statement ranks: the newest
-	// RankWindow matches of the query's predicates (spec 20 §3.4). 0 means
+	// RankWindow matches of the query's predicates (docs/PROTOCOL.md §12.4). 0 means
 	// the process default (BUZZ_SEARCH_RANK_WINDOW through Configure, else
 	// DefaultRankWindow); other values are clamped to
 	// MinRankWindow..MaxRankWindow.
@@ -76,7 +76,7 @@ func New(cfg Config) *Searcher {
 			searchSettings, cfg.StatementTimeout.Milliseconds())}
 }
 
-// Hit is one candidate (spec 20 §3.6): no content, no tags.
+// Hit is one candidate (docs/PROTOCOL.md §12.6): no content, no tags.
 type Hit struct {
 	ID     [32]byte
 	Kind   int
@@ -127,7 +127,7 @@ func (s *Searcher) SearchOn(ctx context.Context, tx pg.Querier, q Query) (Result
 	})
 }
 
-// searchSettings are the search transaction's settings (spec 20 §3.4):
+// searchSettings are the search transaction's settings (docs/PROTOCOL.md §12.4):
 // custom plans, so the planner sees how common the word is and the time
 // bounds; no JIT, whose compilation costs more than a search statement
 // whose estimate crosses jit_above_cost; no parallel plans, so the day-key

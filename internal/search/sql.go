@@ -10,7 +10,7 @@ import (
 // fullTextQuery is the FullText tsquery of $2.
 const fullTextQuery = `websearch_to_tsquery('simple', $2)`
 
-// prefixQuery is the Prefix tsquery of $2 (spec 20 §3.3): each raw token is
+// prefixQuery is the Prefix tsquery of $2 (docs/PROTOCOL.md §12.3): each raw token is
 // parsed like the column, its lexemes are quoted, only the last token's get
 // ":*", and everything is ANDed. Text that yields no lexeme is the empty
 // tsquery, which matches nothing.
@@ -30,8 +30,8 @@ type statement struct {
 	candidates *int64
 }
 
-// RecentSpan is the first span a search tries (spec 20 §3.4 leaves the
-// plan to the implementation): the window of [until-or-now − RecentSpan,
+// RecentSpan is the first span a search tries (docs/PROTOCOL.md §12.4 fixes
+// the result, not the plan): the window of [until-or-now − RecentSpan,
 // until] alone. When that window is full it equals the window of the whole
 // filter, and the statement plans and scans only the partitions of the
 // span; otherwise the search runs again without the bound.
@@ -51,7 +51,7 @@ func recentFrom(q *Query, now time.Time) (time.Time, bool) {
 	return from, true
 }
 
-// build returns the statement of a normalised query (spec 20 §3.4). text is
+// build returns the statement of a normalised query (docs/PROTOCOL.md §12.4). text is
 // already normalised and non-empty; page and perPage already clamped;
 // window is the rank window; from, when set, is the recent span's lower
 // bound (recentFrom). community_id = $1 is always the first predicate.
@@ -96,7 +96,7 @@ WHERE `)
 }
 
 // predicates returns the conditions every match of q meets, community_id
-// = $1 first (spec 20 §3.4): not deleted, the tsquery, then the scope,
+// = $1 first (docs/PROTOCOL.md §12.4): not deleted, the tsquery, then the scope,
 // kinds, authors, since and until of the filter, binding values with arg.
 func predicates(q *Query, arg func(any) string) string {
 	var b strings.Builder
@@ -121,7 +121,7 @@ func predicates(q *Query, arg func(any) string) string {
 	return b.String()
 }
 
-// exactPriority reports the exact-lexeme ordering of spec 20 §3.4: Prefix
+// exactPriority reports the exact-lexeme ordering of docs/PROTOCOL.md §12.4: Prefix
 // mode, kinds exactly [0] and at most 2 code points of text, so a short
 // exact name comes before longer names that start with it.
 func exactPriority(q *Query, text string) bool {

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 )
 
-// Bounds of the rank window (spec 20 §3.4): a statement ranks only the
+// Bounds of the rank window (docs/PROTOCOL.md §12.4): a statement ranks only the
 // newest RankWindow matches of its filter, so its cost does not grow with
 // how common the word is.
 const (

@@ -21,7 +21,7 @@ type windowRow struct {
 	at    int64
 }
 
-// rankOrder sorts rows as spec 20 §3.4 orders a window: rank, then newest,
+// rankOrder sorts rows as docs/PROTOCOL.md §12.4 orders a window: rank, then newest,
 // then id ascending.
 func rankOrder(rows []windowRow) []string {
 	s := slices.Clone(rows)

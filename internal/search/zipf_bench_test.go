@@ -1,6 +1,6 @@
 package search_test
 
-// The one-community figures of 20-search.md check 37 and the concurrency
+// The one-community search figures (target P4 of docs/PERFORMANCE.md) and the concurrency
 // check 38, on their own dataset: 1,000,000 kind 9 events in ONE community,
 // 12 words each drawn from a 5,000-word Zipf vocabulary. Not part of
 // `go test ./...` (a benchmark): run it with

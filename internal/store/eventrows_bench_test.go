@@ -12,7 +12,7 @@ import (
 // BenchmarkRowJSON is the Go side of one stored row becoming wire JSON,
 // from the bytes the driver hands over: Decode is the decode of the tags
 // and the encode of the event (the read path before EventRow), Raw is
-// EventRow.build. The row has the spec 80 workload's tags (one e, one p,
+// EventRow.build. The row has the benchmark workload's tags (one e, one p,
 // one t) and an escaped content.
 func BenchmarkRowJSON(b *testing.B) {
 	id, pub, sig := make([]byte, 32), make([]byte, 32), make([]byte, 64)

@@ -22,12 +22,12 @@ type EventInsertParams struct {
 	Channel string
 	// DTag is the d value of an addressable event (nil for other kinds).
 	DTag *string
-	// Audit, when set, is the event's event_created intent (spec 30 §5.1),
+	// Audit, when set, is the event's event_created intent (docs/PROTOCOL.md §13.5),
 	// written into audit_outbox by the same statement, so it commits with
 	// the event row on the one-statement hot path too. Nothing is written
 	// when the event was already stored.
 	Audit *OutboxIntent
-	// ListenerTargets are the event's operator-listener targets (spec 60 §6):
+	// ListenerTargets are the event's operator-listener targets (docs/PROTOCOL.md §15.4):
 	// MentionTargets of a mention kind (IsMentionKind), nil for every other
 	// kind; the caller decides, the store does not look at the kind. When
 	// set, the same statement writes one operator_listener_outbox row per
@@ -182,8 +182,8 @@ const eventInsertSQL = eventInsertHead + `
 		)
 		SELECT count(*) FROM ins`
 
-// eventInsertListenersSQL adds the operator-listener outbox rows (spec 60
-// §6.3): one per registration of a target ($17), only when the event row
+// eventInsertListenersSQL adds the operator-listener outbox rows
+// (docs/PROTOCOL.md §15.4): one per registration of a target ($17), only when the event row
 // was created.
 const eventInsertListenersSQL = eventInsertHead + `
 		), l AS (

@@ -14,23 +14,23 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// Operator listeners (spec 60): operator_listener_pubkeys holds the target
+// Operator listeners (docs/PROTOCOL.md §15): operator_listener_pubkeys holds the target
 // pubkeys each listener registered, operator_listener_outbox the mention
 // notifications waiting for delivery. Both are deployment-global (migration
 // 0008): nothing here takes a community fence. Rows are enqueued by
 // EventInsert (ListenerTargets); everything else is below.
 
-// ListenerClaimLimit is how many outbox rows one claim takes at most (spec 60
-// §7.1).
+// ListenerClaimLimit is how many outbox rows one claim takes at most
+// (docs/PROTOCOL.md §15.5).
 const ListenerClaimLimit = 10
 
-// ListenerMaxAttempts bounds the POSTs of one outbox row (spec 60 §7.5): a
+// ListenerMaxAttempts bounds the POSTs of one outbox row (docs/PROTOCOL.md §15.7): a
 // row is claimed only while attempts < ListenerMaxAttempts, and a retry is
 // refused once the claimed attempt reached it.
 const ListenerMaxAttempts = 9
 
 // IsMentionKind reports whether kind enqueues operator-listener
-// notifications: exactly 9, 40002, 45001 and 45003 (spec 60 §6.1). A constant
+// notifications: exactly 9, 40002, 45001 and 45003 (docs/PROTOCOL.md §15.4). A constant
 // test with no I/O, made before anything else.
 func IsMentionKind(kind int) bool {
 	switch kind {
@@ -40,8 +40,8 @@ func IsMentionKind(kind int) bool {
 	return false
 }
 
-// MentionTargets returns the operator-listener targets of an event (spec 60
-// §6.2): the values of tags whose element 0 is "p" and whose element 1 is 64
+// MentionTargets returns the operator-listener targets of an event
+// (docs/PROTOCOL.md §15.4): the values of tags whose element 0 is "p" and whose element 1 is 64
 // hex characters of either case (exactly 32 bytes), lowercased, distinct, in
 // tag order. Malformed p tags are skipped. nil when there is none. It does
 // not look at the kind: the caller tests IsMentionKind first.
@@ -66,7 +66,7 @@ func MentionTargets(ev *event.Event) []string {
 	return out
 }
 
-// ListenerRegister registers (or renews) targets for listener (spec 60 §4
+// ListenerRegister registers (or renews) targets for listener (docs/PROTOCOL.md §15.3
 // step 6): duplicates within targets, in either case, are removed, then one
 // upsert sets created_at to now() for every pair, new or not, so a renewal
 // restarts the 30-day lifetime. Pubkeys are 64 hex characters (either case);
@@ -88,8 +88,8 @@ func (s *Store) ListenerRegister(ctx context.Context, q pg.Querier, listener str
 	return nil
 }
 
-// ListenerUnregister removes listener's registrations of targets (spec 60
-// §4 step 6). Targets it does not hold are ignored, so it is idempotent.
+// ListenerUnregister removes listener's registrations of targets
+// (docs/PROTOCOL.md §15.3). Targets it does not hold are ignored, so it is idempotent.
 // Queued outbox rows stay (they age out); see ListenerForget.
 func (s *Store) ListenerUnregister(ctx context.Context, q pg.Querier, listener string, targets []string) error {
 	l, ts, err := listenerKeys(listener, targets)
@@ -107,7 +107,7 @@ func (s *Store) ListenerUnregister(ctx context.Context, q pg.Querier, listener s
 }
 
 // ListenerDelivery is one claimed outbox row with what its notification
-// carries (spec 60 §7.2, §7.4).
+// carries (docs/PROTOCOL.md §15.5, §15.6).
 type ListenerDelivery struct {
 	// ID is the outbox row's UUID.
 	ID string
@@ -130,7 +130,7 @@ type ListenerDelivery struct {
 }
 
 // ListenerClaim claims up to limit due outbox rows of the routable listeners
-// with a fresh claim token (spec 60 §7.2): rows with attempts below 9, due
+// with a fresh claim token (docs/PROTOCOL.md §15.5): rows with attempts below 9, due
 // (next_attempt_at <= now()), created at or after eligibleSince (the relay
 // passes now − 15 min), pending or sending with an expired lease, and whose
 // community still exists. Locked rows are skipped, so concurrent claims
@@ -199,7 +199,7 @@ RETURNING o.id::text, o.claim_id::text, o.listener_pubkey, o.target_pubkey, o.co
 }
 
 // ListenerComplete deletes a claimed row after delivery, or after a terminal
-// failure (spec 60 §7.3). It matches id, claimID and state sending; false
+// failure (docs/PROTOCOL.md §15.5). It matches id, claimID and state sending; false
 // means the claim was lost (the lease expired and another claim took the
 // row, or it is gone) and nothing changed.
 func (s *Store) ListenerComplete(ctx context.Context, q pg.Querier, id, claimID string) (bool, error) {
@@ -211,7 +211,7 @@ func (s *Store) ListenerComplete(ctx context.Context, q pg.Querier, id, claimID 
 }
 
 // ListenerRetry puts a claimed row back to pending, due at next, with no
-// claim and no lease (spec 60 §7.3). It matches id, claimID, state sending
+// claim and no lease (docs/PROTOCOL.md §15.5). It matches id, claimID, state sending
 // and attempts below 9; false means the claim was lost or the row used its
 // last attempt (the caller then fails it with ListenerComplete), and nothing
 // changed.
@@ -224,8 +224,8 @@ func (s *Store) ListenerRetry(ctx context.Context, q pg.Querier, id, claimID str
 	return tag.RowsAffected() == 1, nil
 }
 
-// ListenerReapOutbox deletes outbox rows created more than age ago (spec 60
-// §8: 15 minutes), whatever their state, listener or community, and
+// ListenerReapOutbox deletes outbox rows created more than age ago
+// (docs/PROTOCOL.md §15.8: 15 minutes), whatever their state, listener or community, and
 // returns how many it deleted. The age is measured on the database's clock,
 // as the rows' created_at is, so a relay whose clock runs ahead cannot reap
 // rows another process may still deliver.
@@ -238,7 +238,7 @@ func (s *Store) ListenerReapOutbox(ctx context.Context, q pg.Querier, age time.D
 }
 
 // ListenerReapRegistrations deletes registrations created (or last renewed)
-// more than age ago (spec 60 §8: 30 days), on the database's clock, and
+// more than age ago (docs/PROTOCOL.md §15.8: 30 days), on the database's clock, and
 // returns how many it deleted.
 func (s *Store) ListenerReapRegistrations(ctx context.Context, q pg.Querier, age time.Duration) (int64, error) {
 	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_pubkeys WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
@@ -249,8 +249,8 @@ func (s *Store) ListenerReapRegistrations(ctx context.Context, q pg.Querier, age
 }
 
 // ListenerForget deletes every registration and every outbox row of
-// listener, in one statement, and returns how many of each it deleted (spec
-// 60 §11, maintenance operator-listeners --forget). Other listeners' rows are
+// listener, in one statement, and returns how many of each it deleted
+// (docs/PROTOCOL.md §15.10, maintenance operator-listeners --forget). Other listeners' rows are
 // untouched. For a dry run, call it inside a transaction and roll back.
 func (s *Store) ListenerForget(ctx context.Context, q pg.Querier, listener string) (registrations, queued int64, err error) {
 	l, err := pubkeyBytes(listener)

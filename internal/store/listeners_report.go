@@ -9,7 +9,7 @@ import (
 )
 
 // ListenerReportRow is what the operator-listener tables hold for one
-// listener pubkey (spec 60 §11, maintenance operator-listeners --report).
+// listener pubkey (docs/PROTOCOL.md §15.10, maintenance operator-listeners --report).
 // Ages are whole seconds before the statement's now(), never negative.
 type ListenerReportRow struct {
 	// Listener is the lowercase hex listener pubkey.
@@ -27,7 +27,7 @@ type ListenerReportRow struct {
 	OldestOutboxAgeSeconds *int64
 	// OutboxPastEligibility counts its outbox rows created more than
 	// 15 minutes ago: rows that are never claimed again and wait for the
-	// outbox reaper (spec 60 §8).
+	// outbox reaper (docs/PROTOCOL.md §15.8).
 	OutboxPastEligibility int64
 }
 

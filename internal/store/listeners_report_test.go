@@ -25,7 +25,7 @@ func ageRegistration(t *testing.T, q pg.Querier, listener, target, ago string) {
 	require.Equal(t, int64(1), tag.RowsAffected())
 }
 
-// Spec 60 §11: the counts and ages of maintenance operator-listeners
+// docs/PROTOCOL.md §15.10: the counts and ages of maintenance operator-listeners
 // --report, per listener found in either table.
 func TestListenerReport(t *testing.T) {
 	t.Parallel()

@@ -22,7 +22,7 @@ type StoredEvent struct {
 	Channel string
 }
 
-// EventQueryParams describe one filter's read (spec 10 §7.5 step 9).
+// EventQueryParams describe one filter's read (docs/PROTOCOL.md §7.5 step 5).
 type EventQueryParams struct {
 	CommunityID string
 	// Reader is the authenticated pubkey; per-event visibility is pushed down

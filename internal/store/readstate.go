@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// NIP-RS read state (spec 40 §4, §6). A read-state coordinate is an
+// NIP-RS read state (docs/PROTOCOL.md §14.3, §14.2). A read-state coordinate is an
 // addressable key (ReplaceableKey with DTag) whose events are conforming
 // (event.IsReadState). Its superseded versions are physically deleted, and
 // parameterized_event_watermarks keeps the greatest accepted
@@ -46,7 +46,7 @@ func (s *Store) ReadStateWatermark(ctx context.Context, q pg.Querier, k Replacea
 
 // ReadStateRemoveHead physically deletes every live row of the coordinate
 // and then their event_mentions rows, in that order (the lock order of
-// spec 40 §4.4), after opting this transaction in to the hard-delete fence
+// docs/PROTOCOL.md §14.3), after opting this transaction in to the hard-delete fence
 // (buzz.nip_rs_hard_delete, transaction-local). It returns how many event
 // rows it deleted. q must be a transaction.
 func (s *Store) ReadStateRemoveHead(ctx context.Context, q pg.Querier, k ReplaceableKey) (deleted int, err error) {
@@ -78,7 +78,7 @@ func (s *Store) ReadStateRemoveHead(ctx context.Context, q pg.Querier, k Replace
 }
 
 // ReadStateAdvance sets the coordinate's watermark to (createdAt, id), the
-// event just inserted (spec 40 §6 step 7). The insert trigger has already
+// event just inserted (docs/PROTOCOL.md §14.2). The insert trigger has already
 // advanced it; this keeps the relay's path explicit and complete on its own.
 func (s *Store) ReadStateAdvance(ctx context.Context, q pg.Querier, k ReplaceableKey, id string, createdAt int64) error {
 	if k.DTag == nil {

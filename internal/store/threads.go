@@ -131,7 +131,7 @@ func hexOrEmpty(b []byte) string {
 	return hex.EncodeToString(b)
 }
 
-// ThreadRepliesParams describe a legacy thread read (spec 10 §8.4).
+// ThreadRepliesParams describe a legacy thread read (docs/PROTOCOL.md §8.4).
 type ThreadRepliesParams struct {
 	CommunityID string
 	Root        string

@@ -1,7 +1,7 @@
 // Package tenant binds every request to its community. It owns the one
-// host normaliser (Normalize, spec 10 §2.1) used for request hosts,
+// host normaliser (Normalize, docs/PROTOCOL.md §2.1) used for request hosts,
 // RELAY_URL, the CLI, NIP-42 relay tags and NIP-98 u tags; the Tenant
-// value; the per-process host → community cache (Resolver, spec 10 §2.2:
+// value; the per-process host → community cache (Resolver, docs/PROTOCOL.md §2.2:
 // hits 60 s, misses 5 s) that both doors call for "the tenant of this
 // request"; the one not-found text both doors answer with (MsgNoCommunity);
 // and the interface of the relay-membership gate (MemberChecker).

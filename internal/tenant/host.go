@@ -1,4 +1,4 @@
-// Host normalisation (spec 10 §2.1): the one Normalize every part of the
+// Host normalisation (docs/PROTOCOL.md §2.1): the one Normalize every part of the
 // relay uses for hosts: requests, RELAY_URL, the CLI, NIP-42 relay tags and
 // NIP-98 u tags.
 
@@ -32,7 +32,7 @@ type Tenant struct {
 }
 
 // Normalize maps a Host header or a URL authority to the key of its
-// community, following spec 10 §2.1 in order:
+// community, following docs/PROTOCOL.md §2.1 in order:
 //
 //  1. trim surrounding ASCII whitespace and ASCII-lowercase;
 //  2. split an optional ":port" (IPv6 literals keep their brackets);

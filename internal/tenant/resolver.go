@@ -16,7 +16,7 @@ const MsgNoCommunity = "relay: no community is configured for this host"
 // (or wraps it) for "not found"; only that answer is cached.
 var ErrUnknownHost = errors.New(MsgNoCommunity)
 
-// Cache lifetimes of spec 10 §2.2.
+// Cache lifetimes of docs/PROTOCOL.md §2.2.
 const (
 	DefaultHitTTL  = 60 * time.Second
 	DefaultMissTTL = 5 * time.Second
@@ -119,8 +119,8 @@ func (r *Resolver) put(h string, e entry) {
 	r.cache[h] = e
 }
 
-// MemberChecker answers the relay-membership gate of both doors (spec 10
-// §2.5). The composition root fills it with the store.
+// MemberChecker answers the relay-membership gate of both doors
+// (docs/PROTOCOL.md §2.5). The composition root fills it with the store.
 type MemberChecker interface {
 	IsRelayMember(ctx context.Context, communityID, pubkey string) (bool, error)
 }

@@ -109,7 +109,7 @@ func TestResolve(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 2, b.lookups.Load())
 	})
-	// Spec 10 §2.2: a host that has no community yet is remembered for
+	// docs/PROTOCOL.md §2.2: a host that has no community yet is remembered for
 	// 5 s, so a community added meanwhile is served within 5 s.
 	t.Run("MissesCachedFiveSeconds", func(t *testing.T) {
 		t.Parallel()

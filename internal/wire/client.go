@@ -9,7 +9,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Limits of the parser (spec 10 §7.11).
+// Limits of the parser (docs/PROTOCOL.md §7.11).
 const (
 	MaxFilters     = 10
 	MaxSubIDLength = 256
@@ -37,7 +37,7 @@ type ParseError struct{ Detail string }
 
 func (e *ParseError) Error() string { return "invalid message format: " + e.Detail }
 
-// Notice returns the exact NOTICE message of spec 10 §7.2.
+// Notice returns the exact NOTICE message of docs/PROTOCOL.md §7.2.
 func (e *ParseError) Notice() string { return "invalid message: Invalid message format: " + e.Detail }
 
 func perr(format string, args ...any) *ParseError {

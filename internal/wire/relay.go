@@ -6,7 +6,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Reason prefixes of spec 10 conventions. A message is prefix + ": " + text.
+// Reason prefixes (docs/PROTOCOL.md §7.10). A message is prefix + ": " + text.
 const (
 	Invalid      = "invalid"
 	Restricted   = "restricted"
@@ -43,11 +43,11 @@ const (
 	MsgAccessRevoked     = "restricted: channel access revoked"
 	MsgMixedSearch       = "error: mixed search and non-search filters not supported"
 	// MsgLiveInterrupted closes a subscription whose cross-process live
-	// delivery had a gap (spec 70 §4.6): the client re-sends its REQ.
+	// delivery had a gap (docs/PROTOCOL.md §16.3): the client re-sends its REQ.
 	MsgLiveInterrupted = "error: live delivery interrupted; resubscribe"
 )
 
-// Refusals of the write doors (spec 10 §1.2 and the OK table of §7.10).
+// Refusals of the write doors (docs/PROTOCOL.md §1.1 and §7.10).
 const (
 	// MsgAuthViaEvent is the WebSocket door's refusal of a kind 22242 sent
 	// as EVENT (W2). The pipeline's own refusal, for HTTP, has no " via
@@ -58,7 +58,7 @@ const (
 	MsgPubkeyMismatch = "invalid: event pubkey does not match authenticated identity"
 )
 
-// Read gate refusals (spec 10 §7.7, §7.10). The p-gate is spelled twice:
+// Read gate refusals (docs/PROTOCOL.md §7.7, §7.10). The p-gate is spelled twice:
 // MsgPGateREQ for a REQ, MsgPGateCount for COUNT, POST /query and POST
 // /count. The other gates read the same on every surface.
 const (

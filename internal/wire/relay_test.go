@@ -9,7 +9,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// TestMessages pins every fixed message to its spelling in spec 10 §7.10 and
+// TestMessages pins every fixed message to its spelling in docs/PROTOCOL.md §7.10 and
 // checks that it starts with one of the reason prefixes: clients match on
 // these strings, so a change here is a change of the protocol.
 func TestMessages(t *testing.T) {

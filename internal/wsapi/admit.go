@@ -19,7 +19,7 @@ import (
 
 const (
 	// limitConnectRate names this limiter in rate_limit_exceeded audit
-	// entries (spec 30 §4.1).
+	// entries (docs/PROTOCOL.md §13.3).
 	limitConnectRate = "ws_connect_per_address"
 	// maxTrackedAddrs bounds the buckets held at once (about 100 bytes
 	// each). Past it, a new address is admitted untracked: a storm spread

@@ -4,11 +4,11 @@ import (
 	"strings"
 )
 
-// limitHandlerPool names the one limiter of spec 10 §7.4 in audit entries.
+// limitHandlerPool names the one limiter of docs/PROTOCOL.md §7.4 in audit entries.
 const limitHandlerPool = "handler_pool"
 
 // auditAuthFailure reports a refused NIP-42 AUTH. actor is set only for a
-// policy refusal of a cryptographically valid, fresh event (spec 30 §4.2).
+// policy refusal of a cryptographically valid, fresh event (docs/PROTOCOL.md §13.4).
 func (c *conn) auditAuthFailure(actor, reason string) {
 	if a := c.srv.cfg.Audit; a != nil {
 		a.AuthFailure(c.tenant.CommunityID, actor, "nip42", reason)

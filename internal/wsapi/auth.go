@@ -9,7 +9,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// handleAuth answers ["AUTH",<event>] (spec 10 §7.3). One attempt per
+// handleAuth answers ["AUTH",<event>] (docs/PROTOCOL.md §7.3). One attempt per
 // connection; a database error in the membership gate leaves it pending.
 // The event itself is never logged.
 func (c *conn) handleAuth(ev event.Event) {

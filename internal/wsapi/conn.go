@@ -64,6 +64,10 @@ type conn struct {
 	// counted is set by the writer once the challenge is written; read
 	// after writerDone.
 	counted bool
+	// quietUntil is when the read loop may read again after a frame was
+	// refused for the WebSocket quota (quota.go), zero when it may now.
+	// Only the read loop touches it.
+	quietUntil time.Time
 
 	mu     sync.Mutex
 	state  authState
@@ -165,6 +169,32 @@ func (c *conn) readLoop() {
 			continue // frames after a close request or during shutdown start no work
 		}
 		c.dispatch(b)
+		if !c.quiet() {
+			return
+		}
+	}
+}
+
+// quiet waits, after a frame refused for the WebSocket quota, until the
+// quota's window has reopened, so the frames the client sends meanwhile
+// wait in the socket (docs/OPERATIONS.md "Per-user quotas"). It reports
+// false when the connection ended meanwhile.
+func (c *conn) quiet() bool {
+	if c.quietUntil.IsZero() {
+		return true
+	}
+	d := time.Until(c.quietUntil)
+	c.quietUntil = time.Time{}
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
 	}
 }
 
@@ -252,7 +282,7 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 // when maxBytes is above 0, at most maxBytes bytes (BUZZ_SEND_BUFFER_BYTES;
 // a message larger than that still goes into an empty queue). It holds
 // memory only while it holds messages, so an idle connection costs no
-// buffer (spec 80 P6); ready is signalled after each push. Like a channel
+// buffer (target P6 of docs/PERFORMANCE.md); ready is signalled after each push. Like a channel
 // whose receiver is waiting, a message pushed while the writer is parked
 // is handed to the writer rather than counted against max or maxBytes:
 // the writer takes one message out of the queue before it writes it.
@@ -417,7 +447,7 @@ func (c *conn) authTimeout() {
 // heartbeat pings every HeartbeatInterval; missedPongLimit consecutive
 // pings without a pong within the interval close the connection. It is a
 // timer, not a goroutine: between pings a connection holds no stack for it
-// (spec 80 P6), and a goroutine exists only while a ping waits for its pong.
+// (target P6 of docs/PERFORMANCE.md), and a goroutine exists only while a ping waits for its pong.
 type heartbeat struct {
 	mu      sync.Mutex
 	timer   *time.Timer

@@ -9,7 +9,7 @@ import (
 )
 
 // handleCount answers ["COUNT",id,<filter>…] with the sum of the per-filter
-// counts (spec 10 §7.8). COUNT registers nothing and takes no subscription slot.
+// counts (docs/PROTOCOL.md §7.8). COUNT registers nothing and takes no subscription slot.
 func (c *conn) handleCount(id string, filters []event.Filter) {
 	pubkey, ok := c.identity()
 	if !ok {

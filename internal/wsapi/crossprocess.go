@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// The WebSocket side of scale-out (spec 70 §4): which Redis topics a live
+// The WebSocket side of scale-out (docs/PROTOCOL.md §16.1): which Redis topics a live
 // subscription holds, waiting for them before its history, the delivery
 // barrier before EOSE, events arriving from other processes, and closing
 // the subscriptions a gap in that delivery may have cost events. Every
@@ -22,7 +22,7 @@ const interruptSpread = 5 * time.Second
 
 // topicsOf returns the topics a registered live subscription holds: one
 // per channel of a channel subscription's scope, or the community's global
-// topic (70 §4.4). c.mu must be held.
+// topic (docs/PROTOCOL.md §16.1). c.mu must be held.
 func topicsOf(sub *subscription) []pubsub.Topic {
 	community := sub.conn.tenant.CommunityID
 	if sub.channels == nil {
@@ -70,7 +70,7 @@ func (s *Server) releaseChannelLocked(sub *subscription, channel string) {
 
 // awaitTopics returns once every SUBSCRIBE in waits is confirmed, so that
 // an event another process commits after the history snapshot is
-// delivered live (70 §4.4). The Bus bounds each wait by 1 s itself.
+// delivered live (docs/PROTOCOL.md §16.1). The Bus bounds each wait by 1 s itself.
 func awaitTopics(ctx context.Context, waits []<-chan struct{}) {
 	for _, w := range waits {
 		select {
@@ -82,7 +82,7 @@ func awaitTopics(ctx context.Context, waits []<-chan struct{}) {
 }
 
 // barrier runs the delivery barrier before sub's EOSE when its connection
-// holds other live subscriptions (70 §4.5): every event acknowledged on
+// holds other live subscriptions (docs/PROTOCOL.md §16.2): every event acknowledged on
 // another process before this REQ read storage is then queued ahead of the
 // EOSE. The Bus gives up after 1 s and counts it.
 func (c *conn) barrier(sub *subscription) {
@@ -108,7 +108,7 @@ func (c *conn) hasOtherLive(sub *subscription) bool {
 
 // DeliverRemote hands an event published by another process to local
 // fan-out, with the community and channel of its topic, never of its tags
-// (70 §4.2). It is the Bus's DeliverFunc: Broadcast never blocks on a
+// (docs/PROTOCOL.md §16.2). It is the Bus's DeliverFunc: Broadcast never blocks on a
 // client.
 func (s *Server) DeliverRemote(m pubsub.Message) {
 	s.Broadcast(ingest.Delivery{CommunityID: m.Topic.Community, Channel: m.Topic.Channel, Event: m.Event, JSON: m.JSON})
@@ -118,7 +118,7 @@ func (s *Server) DeliverRemote(m pubsub.Message) {
 // opens, every live subscription, and every one registered until the gap
 // closes, is marked interrupted; when it closes, each of them gets
 // ["CLOSED",id,"error: live delivery interrupted; resubscribe"], spread
-// over 5 s (70 §4.6). A subscription is never left open after it may have
+// over 5 s (docs/PROTOCOL.md §16.3). A subscription is never left open after it may have
 // silently missed an event.
 func (s *Server) LinkChanged(ev pubsub.LinkEvent) {
 	if !ev.Up {

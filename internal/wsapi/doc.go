@@ -1,16 +1,16 @@
-// Package wsapi is the WebSocket door of the relay (spec 10 §7, §9): the
+// Package wsapi is the WebSocket door of the relay (docs/PROTOCOL.md §7, §9): the
 // upgrade handler, one loop per connection (AUTH challenge, frame reader, one
 // writer goroutine draining a bounded FIFO queue, heartbeat), one file per
 // client message, and the in-process subscription index used for live
 // fan-out.
 //
 // It owns the NIP-42 handshake state of a connection, the WebSocket door's
-// checks W1–W3 (spec 10 §1.2), the REQ steps of §7.5, COUNT, CLOSE, the
-// per-connection limits of §7.11, the charge of each authenticated EVENT,
+// checks W1–W3 (docs/PROTOCOL.md §1.1), the REQ steps of docs/PROTOCOL.md §7.5, COUNT, CLOSE,
+// the per-connection limits of docs/PROTOCOL.md §7.11, the charge of each authenticated EVENT,
 // REQ and COUNT frame to its pubkey's WebSocket quota (quota.go), the
 // subscription and connection caps on live index keys and retained filter
 // bytes (budget.go), checked before registration, and the transport
-// metrics of §11.2.
+// metrics of docs/PROTOCOL.md §11.2.
 //
 // It does NOT store or validate events beyond W1–W3: every EVENT goes to the
 // Submitter (the ingest pipeline), which fans committed and ephemeral events

@@ -6,7 +6,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Messages of the WebSocket door (spec 10 §1.2 W2, W3).
+// Messages of the WebSocket door (docs/PROTOCOL.md §1.1, W2 and W3).
 const (
 	rejectAuth         = "auth"
 	rejectInvalid      = "invalid"

@@ -12,7 +12,7 @@ import (
 // anyKind marks an index key of a filter without kinds.
 const anyKind = -1
 
-// indexKey is one bucket of the subscription index (spec 10 §7.6). Channel
+// indexKey is one bucket of the subscription index (docs/PROTOCOL.md §7.6). Channel
 // subscriptions use (community, channel, kind|anyKind); global ones use
 // (community, "", kind, #p value), (community, "", kind, "") or
 // (community, "", anyKind, "").
@@ -160,7 +160,7 @@ func (x *index) candidates(d ingest.Delivery) []*subscription {
 }
 
 // Broadcast offers a committed or ephemeral event to live subscriptions
-// (spec 10 §7.6): an event with a channel only to channel subscriptions
+// (docs/PROTOCOL.md §7.6): an event with a channel only to channel subscriptions
 // whose scope holds it, a channel-less event only to global subscriptions.
 // Each recipient is checked at send time (exact filter match, channel
 // access, per-event visibility). It never blocks on a client: frames go on
@@ -217,7 +217,7 @@ func (s *Server) deliver(sub *subscription, d ingest.Delivery, js []byte, epheme
 }
 
 // Evict removes channel from the scope of the live channel subscriptions of
-// communityID that hold it (spec 10 §5.5): those of pubkey only, or of
+// communityID that hold it (docs/PROTOCOL.md §5.5): those of pubkey only, or of
 // everyone when pubkey is "". When nonMembersOnly is not nil, only
 // subscriptions whose reader it reports true for are touched; it is called
 // without locks held and may do I/O. A subscription left with no channel is

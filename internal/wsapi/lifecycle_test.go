@@ -199,7 +199,7 @@ func TestHeartbeat(t *testing.T) {
 }
 
 // The send queue keeps order, refuses beyond its bound, and gives its
-// memory back once empty (spec 80 P6: an idle connection holds no buffer).
+// memory back once empty (target P6 of docs/PERFORMANCE.md: an idle connection holds no buffer).
 func TestSendQueue(t *testing.T) {
 	t.Parallel()
 	q := sendQueue{max: 3, ready: make(chan struct{}, 1)}

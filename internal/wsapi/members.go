@@ -22,7 +22,7 @@ type MembershipTestSignals struct {
 // Init initialises every signal.
 func (ts *MembershipTestSignals) Init() { ts.Rechecked.Init() }
 
-// MembershipService revalidates relay membership (spec 10 §2.5): with
+// MembershipService revalidates relay membership (docs/PROTOCOL.md §2.5): with
 // RequireRelayMembership, the membership of every authenticated connection
 // is re-checked every MembershipRecheck, and connections whose row is gone
 // are closed like DisconnectMember closes them.

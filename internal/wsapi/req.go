@@ -33,7 +33,7 @@ type subscription struct {
 	bytes int
 }
 
-// handleReq runs steps 1 and 2 of spec 10 §7.5 on the read loop, so that
+// handleReq runs step 1 of docs/PROTOCOL.md §7.5 on the read loop, so that
 // a later CLOSE or REQ with the same id supersedes this one, then the rest
 // in a handler goroutine.
 func (c *conn) handleReq(id string, filters []event.Filter) {
@@ -117,7 +117,7 @@ func (c *conn) sendSub(sub *subscription, frame []byte, ephemeral bool) bool {
 	return c.enqueueLocked(frame, ephemeral)
 }
 
-// runReq is steps 3–12 of spec 10 §7.5: the read door decides, the
+// runReq is steps 2–6 of docs/PROTOCOL.md §7.5: the read door decides, the
 // subscription is registered for live delivery, the history is sent, EOSE.
 func (c *conn) runReq(sub *subscription, pubkey string) {
 	log := c.log.With(slog.String("pubkey", pubkey), slog.String("sub_id", sub.id))

@@ -24,7 +24,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Limits and intervals used when a Config field is zero (spec 10 §7.11).
+// Limits and intervals used when a Config field is zero (docs/PROTOCOL.md §7.11).
 const (
 	DefaultMaxConnections        = 10000
 	DefaultMaxConcurrentHandlers = 1024
@@ -43,7 +43,7 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-// Answers of the upgrade handler (spec 10 §2.2, §9).
+// Answers of the upgrade handler (docs/PROTOCOL.md §2.2, §9).
 const (
 	msgRestarting      = "relay restarting"
 	msgConnectionLimit = "relay: connection limit reached"
@@ -61,7 +61,7 @@ type Config struct {
 	Members tenant.MemberChecker
 	// Metrics receives the transport metrics. Default metrics.Disabled().
 	Metrics *metrics.Metrics
-	// Audit records auth and rate-limit observations (spec 30 §4.3); nil disables it.
+	// Audit records auth and rate-limit observations (docs/PROTOCOL.md §13.4); nil disables it.
 	Audit auth.Observer
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
@@ -115,7 +115,7 @@ type Config struct {
 	// (JSON) one connection's live subscriptions may retain. Default 262144.
 	ConnMaxFilterBytes int
 	// Bus carries live traffic to and from the other relay processes
-	// (REDIS_URL, spec 70): subscriptions retain its topics, REQs wait for
+	// (REDIS_URL, docs/PROTOCOL.md §16): subscriptions retain its topics, REQs wait for
 	// them and for its barrier. Nil for a single process.
 	Bus *pubsub.Bus
 }
@@ -279,7 +279,7 @@ func (s *Server) untrack(c *conn) {
 }
 
 // lastConnectionClosed deletes the pubkey's presence key when it has no
-// other connection in the community on this process (spec 70 §6); another
+// other connection in the community on this process (docs/PROTOCOL.md §16.5); another
 // process holding one restores it at the next heartbeat.
 func (s *Server) lastConnectionClosed(communityID, pubkey string) {
 	bus := s.cfg.Bus

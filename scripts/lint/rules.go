@@ -11,7 +11,7 @@ import "github.com/quasilyte/go-ruleguard/dsl"
 // reasonPrefix: only package wire spells the NIP-01 machine-readable reason
 // prefixes. Anywhere else a refusal text comes from a wire constant
 // (wire.MsgNotRelayMember) or builder (wire.Reason(wire.Invalid, "…")), so
-// the spellings of spec 10 §7.10 live in one file. Test files, comments and
+// the spellings of docs/PROTOCOL.md §7.10 live in one file. Test files, comments and
 // strings that merely contain a prefix further in are not checked.
 //
 // ruleguard cannot match "any string literal" on its own (a bare $s is
