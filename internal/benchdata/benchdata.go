@@ -200,6 +200,9 @@ type author struct {
 	pubHex string
 }
 
+// newAuthor derives author i of a community from the seed. The derivation
+// strings keep the name of the tool that first wrote the dataset
+// (buzz-fixture), so the same flags still give the same keys and channels.
 func newAuthor(seed uint64, community, i int) author {
 	s := sha256.Sum256([]byte("buzz-fixture-author/" + strconv.FormatUint(seed, 10) + "/" + strconv.Itoa(community) + "/" + strconv.Itoa(i)))
 	priv, _ := btcec.PrivKeyFromBytes(s[:])
