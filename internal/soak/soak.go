@@ -124,8 +124,10 @@ func setUp(ctx context.Context, cfg Config, progress io.Writer) (*soakRun, error
 		// address of its own, the honest clients stay within the burst.
 		"BUZZ_WS_CONNECT_RATE": "20",
 		// The ledgered load is honest and heavier than one user: the
-		// per-user quotas are off (0), as in the other load tools, so
-		// the figures stay comparable with runs before they existed.
+		// per-user quotas and the read-time budget are off (0), as in the
+		// other load tools, so the figures stay comparable with runs
+		// before they existed.
+		"BUZZ_READ_TIME_PER_SECOND_MS":                     "0",
 		"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN":           "0",
 		"BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN":          "0",
 		"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC":          "0",

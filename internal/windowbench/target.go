@@ -108,7 +108,9 @@ func startRelay(ctx context.Context, dbURL string, log *slog.Logger) (*target, e
 		"BUZZ_HEALTH_PORT":  port(1),
 		"BUZZ_METRICS_PORT": port(2),
 		"BUZZ_LOG_LEVEL":    "warn",
-		// Per-user quotas off: the benchmark reads far faster than a person.
+		// Per-user quotas and the read-time budget off: the benchmark
+		// reads far faster than a person.
+		"BUZZ_READ_TIME_PER_SECOND_MS":                     "0",
 		"BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN":           "0",
 		"BUZZ_RATE_LIMIT_HUMAN_API_CALLS_PER_MIN":          "0",
 		"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC":          "0",
