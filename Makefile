@@ -11,7 +11,7 @@ help: ## list the targets
 run: ## install what is missing, start buzz-relay on ws://localhost:3000
 	@scripts/run.sh
 
-build: ## build buzz-relay, buzz and buzz-bench into bin/
+build: ## build buzz-relay, buzz, buzz-bench and buzz-testdb into bin/
 	@mkdir -p bin
 	go build $(SECP256K1_TAGS) -o bin/ ./cmd/...
 
@@ -37,7 +37,7 @@ bench-1m: ## the 1M-event search benchmarks (P4, Zipf), timeout 120m
 	go test $(SECP256K1_TAGS) -run='^$$' -bench='$(SEARCH_1M)' -benchtime=1x -timeout=120m ./internal/search
 
 bench-windows: ## P7 (docs/PERFORMANCE.md): thread windows on 1.1M replies (about 15 min)
-	go test $(SECP256K1_TAGS) -run='^$$' -bench=ThreadWindow -benchtime=1x -timeout=90m ./cmd/windowbench
+	go test $(SECP256K1_TAGS) -run='^$$' -bench=ThreadWindow -benchtime=1x -timeout=90m ./internal/windowbench
 
 bench-scale: ## P1 and P5 on several processes (docs/PERFORMANCE.md): ingest on 1/2/4 processes, fan-out single vs cross-process
 	@scripts/bench-scale.sh 3 --events 20000 --subscribers 1000 --rate 100 --fanout-seconds 10 --fanout-drain 30s
@@ -46,14 +46,14 @@ bench-req-1m: ## P3: REQ shapes on 1M fixture events, 3 runs (BENCH_1M_CACHE=dir
 	@scripts/bench-1m.sh 3
 
 bench-fanout: ## P5: fan-out, 1,000 subscribers x 100 ev/s for 10 s, 3 runs
-	@scripts/bench.sh 3 --phase fanout --subscribers 1000 --rate 100 --fanout-seconds 10
+	@scripts/bench.sh 3 fanout --subscribers 1000 --rate 100 --fanout-seconds 10
 
 bench-idle: ## P6: 10,000 idle authenticated sockets, relay RSS; heap profile in bin/heap-idle.pb.gz
 	@mkdir -p bin
-	@BENCH_ENV="BUZZ_PPROF_ENABLED=true $(BENCH_ENV)" scripts/bench.sh 1 --phase idle --idle-conns 10000 \
+	@BENCH_ENV="BUZZ_PPROF_ENABLED=true $(BENCH_ENV)" scripts/bench.sh 1 idle --idle-conns 10000 \
 		--pprof http://127.0.0.1:3392/debug/pprof/heap --heap-profile $(CURDIR)/bin/heap-idle.pb.gz
 
-bench-abuse: ## issue 26: honest p50/p99 with and without each attack, default quotas (about 6 min)
+bench-abuse: ## honest p50/p99 with and without each attack, default quotas (about 6 min)
 	@scripts/bench-abuse.sh
 
 lint: ## gofmt check, go vet, golangci-lint (pinned; installed into .bin/ on first use)

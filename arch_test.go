@@ -60,6 +60,14 @@ var may = map[string]string{
 	// per-user admission: quotas counted in Redis or in the process
 	"admission": "metrics",
 
+	// the benchmarks of buzz-bench: percentiles, the one loader, and the
+	// benchmarks that start what they measure
+	"benchstat":   "",
+	"benchload":   "event pg store",
+	"benchdata":   "benchload event pg store",
+	"windowbench": "app benchload benchstat client config event pg pgcluster store threadwindow",
+	"soak":        "abuse benchstat client event pgcluster",
+
 	// NIP-CW window modes (docs/NIP-CW.md), run by the read door
 	"threadwindow":  "event metrics pg replica store",
 	"channelwindow": "event metrics pg replica store",

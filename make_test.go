@@ -36,15 +36,15 @@ func TestMakeBench(t *testing.T) {
 	windows := dry("bench-windows")
 	require.Contains(t, windows, "-bench=ThreadWindow")
 	require.Contains(t, windows, "-timeout=90m")
-	require.True(t, strings.Contains(windows, "./cmd/windowbench"), windows)
+	require.True(t, strings.Contains(windows, "./internal/windowbench"), windows)
 
 	// The relay-level benchmarks run a fresh relay through the scripts.
 	req := dry("bench-req-1m")
 	require.Contains(t, req, "scripts/bench-1m.sh 3")
 	fanout := dry("bench-fanout")
-	require.Contains(t, fanout, "scripts/bench.sh 3 --phase fanout --subscribers 1000 --rate 100 --fanout-seconds 10")
+	require.Contains(t, fanout, "scripts/bench.sh 3 fanout --subscribers 1000 --rate 100 --fanout-seconds 10")
 	idle := dry("bench-idle")
 	require.Contains(t, idle, "BUZZ_PPROF_ENABLED=true")
-	require.Contains(t, idle, "--phase idle --idle-conns 10000")
+	require.Contains(t, idle, "scripts/bench.sh 1 idle --idle-conns 10000")
 	require.Contains(t, idle, "--pprof http://127.0.0.1:3392/debug/pprof/heap --heap-profile")
 }

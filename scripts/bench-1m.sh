@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Target P3 of docs/PERFORMANCE.md: REQ {kinds|authors|#e|#p, limit 50} on 1M events. Loads the
-# cmd/buzz-fixture dataset (validly signed kind 9 events in 10 communities,
+# "buzz-bench fixture" dataset (validly signed kind 9 events in 10 communities,
 # COPY straight into PostgreSQL) into a private cluster once, then RUNS
-# times starts buzz-relay on it and runs buzz-bench --phase req against
+# times starts buzz-relay on it and runs "buzz-bench req" against
 # community c0, printing JSON lines: the fixture's report, then each run's.
 #
 #   scripts/bench-1m.sh [RUNS] [buzz-bench flags…]
@@ -52,10 +52,10 @@ trap cleanup EXIT
 
 if [ -n "${BENCH_RELAY_BIN:-}" ]; then
   [ -x "$BENCH_RELAY_BIN" ] || { echo "BENCH_RELAY_BIN=$BENCH_RELAY_BIN is not an executable" >&2; exit 2; }
-  go build -o "$bin/" ./cmd/buzz-bench ./cmd/buzz-fixture
+  go build -o "$bin/" ./cmd/buzz-bench
   relay_bin=$(realpath "$BENCH_RELAY_BIN")
 else
-  go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench ./cmd/buzz-fixture
+  go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench
   relay_bin=$bin/buzz-relay
 fi
 
@@ -94,7 +94,7 @@ if [ ! -f "$data/fixture.json" ]; then
   rm -rf "$data"
   start_relay # creates the private cluster and applies the migrations
   sock=$(sed -n 5p "$data/pg/data/postmaster.pid")
-  "$bin/buzz-fixture" --database-url "postgres://buzz@/buzz?host=$sock&port=5432&sslmode=disable" \
+  "$bin/buzz-bench" fixture --database-url "postgres://buzz@/buzz?host=$sock&port=5432&sslmode=disable" \
     --events "$events" --alias "localhost:$port" --targets "$data/targets.json" >"$bin/fixture.json"
   stop_relay
   mv "$bin/fixture.json" "$data/fixture.json"
@@ -105,7 +105,7 @@ for run in $(seq 1 "$runs"); do
   start_relay
   pgpid=$(head -1 "$data/pg/data/postmaster.pid")
   echo "{\"run\":$run,\"relay_bin\":\"$relay_bin\",\"events\":$events}"
-  "$bin/buzz-bench" --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" \
-    --phase req --req-targets "$data/targets.json" "$@" || true
+  "$bin/buzz-bench" req --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" \
+    --req-targets "$data/targets.json" "$@" || true
   stop_relay
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the abuse phase of cmd/buzz-bench (docs/PERFORMANCE.md "Abuse
+# Runs "buzz-bench abuse" (docs/PERFORMANCE.md "Abuse
 # benchmark") against a fresh buzz-relay: private cluster in a temporary
 # directory, loopback only, the relay's DEFAULT limits and per-user quotas
 # (nothing is zeroed here, unlike the other bench scripts). The honest
@@ -63,5 +63,5 @@ env DATABASE_URL="postgres://buzz@/buzz?host=$sock&port=5432&sslmode=disable" RE
   BUZZ_LOG_LEVEL=warn "$relay_bin" community add --host "$attacked" >/dev/null
 pgpid=$(head -1 "$data/pg/data/postmaster.pid")
 echo "{\"relay_bin\":\"$relay_bin\",\"attacked_host\":\"$attacked\"}"
-"$bin/buzz-bench" --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" \
-  --phase abuse --abuse-host "$attacked" --duration 20m "$@" || true
+"$bin/buzz-bench" abuse --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" \
+  --abuse-host "$attacked" --duration 20m "$@" || true

@@ -7,8 +7,8 @@
 # processes' hosts (localhost:PORT) are added as its aliases with
 # `buzz-relay community add-host`, so clients dial each process directly.
 #
-# Each round runs buzz-bench's ingest phase (P1) spread round-robin over the
-# processes; the 2-process round also runs the fanout phase (P5) twice:
+# Each round runs "buzz-bench ingest" (P1) spread round-robin over the
+# processes; the 2-process round also runs "buzz-bench fanout" (P5) twice:
 # single-process (publisher and subscribers on process 1) and cross-process
 # (publisher on process 1, subscribers on process 2), in alternating order.
 # Rounds are interleaved (run 1: 1, 2, 4 processes; run 2: …) so that drift
@@ -21,7 +21,7 @@
 #
 # The flags go to every buzz-bench call (ingest flags do nothing to the
 # fanout phase and the other way round); the script sets --relay,
-# --sub-relay, --phase and --pids itself. The cluster has fsync,
+# --sub-relay and --pids and the subcommand itself. The cluster has fsync,
 # synchronous_commit and full_page_writes back on (ALTER SYSTEM) so the
 # ingest is durable, as P1 asks; BENCH_DURABLE=0 keeps buzz-testdb's
 # non-durable settings. BENCH_PROCS picks the rounds (default "1 2 4"; the
@@ -175,8 +175,8 @@ label() {
 fanout() {
   local run=$1 layout=$2 sub=$3
   shift 3
-  "$dir/buzz-bench" --relay "ws://localhost:${app_port[1]}" --sub-relay "ws://localhost:${app_port[sub]}" \
-    --phase fanout --pids "$pids" "$@" | label "$run" 2 "$layout" || true
+  "$dir/buzz-bench" fanout --relay "ws://localhost:${app_port[1]}" --sub-relay "ws://localhost:${app_port[sub]}" \
+    --pids "$pids" "$@" | label "$run" 2 "$layout" || true
 }
 
 # loadavg is the machine's 1, 5 and 15 minute load: figures taken on a
@@ -203,7 +203,7 @@ for run in $(seq 1 "$runs"); do
       IFS=+
       echo "${relay_pids[*]}"
     ),postgres=$pg_pid,redis=$redis_pid"
-    "$dir/buzz-bench" --relay "$list" --phase ingest --pids "$pids" "$@" | label "$run" "$n" | tee -a "$results" || true
+    "$dir/buzz-bench" ingest --relay "$list" --pids "$pids" "$@" | label "$run" "$n" | tee -a "$results" || true
     if [ "$n" = 2 ]; then
       if [ $((run % 2)) = 1 ]; then
         fanout "$run" single-process 1 "$@" | tee -a "$results"

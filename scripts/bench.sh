@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Runs cmd/buzz-bench against a fresh buzz-relay (private cluster in a
-# temporary directory, loopback only) RUNS times and prints each run's JSON
-# lines; the relay's and PostgreSQL's CPU are sampled by buzz-bench.
+# Runs a relay benchmark of buzz-bench against a fresh buzz-relay (private
+# cluster in a temporary directory, loopback only) RUNS times and prints
+# each run's JSON lines; the relay's and PostgreSQL's CPU are sampled by
+# buzz-bench.
 #
-#   scripts/bench.sh [RUNS] [buzz-bench flags…]
+#   scripts/bench.sh [RUNS] [SUBCOMMAND] [buzz-bench flags…]
+#
+# SUBCOMMAND is a relay benchmark of buzz-bench (ingest, http-ingest, req,
+# fanout, idle, abuse); without one, "run", whose --phase lists several:
 #   scripts/bench.sh 3 --conns 8 --events 20000 --phase ingest,req
-#   BENCH_ENV="BUZZ_AUDIT_ENABLED=false" scripts/bench.sh 3 --phase ingest
-#   scripts/bench.sh 1 --phase fanout --subscribers 1000 --rate 100 --fanout-seconds 10
-#   BENCH_ENV="BUZZ_PPROF_ENABLED=true" scripts/bench.sh 1 --phase idle --idle-conns 10000 \
+#   BENCH_ENV="BUZZ_AUDIT_ENABLED=false" scripts/bench.sh 3 ingest
+#   scripts/bench.sh 1 fanout --subscribers 1000 --rate 100 --fanout-seconds 10
+#   BENCH_ENV="BUZZ_PPROF_ENABLED=true" scripts/bench.sh 1 idle --idle-conns 10000 \
 #     --pprof http://127.0.0.1:3392/debug/pprof/heap --heap-profile /path/heap.pb.gz
 #
 # Environment:
@@ -26,6 +30,11 @@ quotas_off="BUZZ_RATE_LIMIT_HUMAN_MESSAGES_PER_MIN=0 BUZZ_RATE_LIMIT_HUMAN_API_C
   BUZZ_RATE_LIMIT_AGENT_STANDARD_API_CALLS_PER_MIN=0 BUZZ_CHANNEL_CREATES_PER_HOUR=0 BUZZ_READ_TIME_PER_SECOND_MS=0"
 runs=${1:-3}
 shift || true
+cmd=run
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+  cmd=$1
+  shift
+fi
 scripts/ensure-postgres.sh
 if [ -n "${BENCH_RELAY_BIN:-}" ] && [ ! -x "$BENCH_RELAY_BIN" ]; then
   echo "BENCH_RELAY_BIN=$BENCH_RELAY_BIN is not an executable" >&2
@@ -53,7 +62,7 @@ for run in $(seq 1 "$runs"); do
   done
   pgpid=$(head -1 "$data/pg/data/postmaster.pid")
   echo "{\"run\":$run,\"relay_bin\":\"$relay_bin\"}"
-  "$bin/buzz-bench" --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" "$@" || true
+  "$bin/buzz-bench" "$cmd" --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" "$@" || true
   kill -TERM "$relay"
   wait "$relay" || true
 done

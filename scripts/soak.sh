@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs cmd/buzz-soak at full size: two relay processes sharing Redis, 48
+# Runs "buzz-bench soak" at full size: two relay processes sharing Redis, 48
 # connections over three communities for 10 minutes, with every fault
 # injected once (relay kill -9, PostgreSQL stopped 10 s in fast and in
 # immediate mode, Redis stopped 10 s, the listener endpoint failing for a
@@ -20,7 +20,7 @@ scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
 bin=$(mktemp -d /tmp/buzz-soak-bin.XXXXXX)
 trap 'rm -rf "$bin"' EXIT
-go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-soak
-"$bin/buzz-soak" --relays 2 --conns 48 --duration 10m --faults all \
+go build $(scripts/secp256k1-tags.sh) -o "$bin/" ./cmd/buzz-relay ./cmd/buzz-bench
+"$bin/buzz-bench" soak --relays 2 --conns 48 --duration 10m --faults all \
   --pg-down 10s --redis-down 10s --listener-down 60s \
   --storm-conns 100000 --storm-time 20s --settle 5m "$@"

@@ -20,7 +20,7 @@ func TestBenchAbuse(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
 	attacked := r.Community(t, "attacked")
-	lines := benchLines(t, r, "--phase", "abuse", "--abuse-host", attacked, "--abuse-seconds", "1",
+	lines := benchLines(t, r, "abuse", "--abuse-host", attacked, "--abuse-seconds", "1",
 		"--abuse-honest", "3", "--abuse-rate", "2", "--abuse-scale", "0.01", "--abuse-seed", "60", "--abuse-conc", "4")
 	names := abuse.Names()
 	require.Len(t, lines, 1+len(names)+1, lines) // abuse-setup, one line per attack, summary

@@ -430,7 +430,7 @@ func referencedIDs(sets map[string][]job) []string {
 	return ids
 }
 
-// reqLimit is the limit of every REQ shape (spec 80 P3).
+// reqLimit is the limit of every REQ shape (P3, docs/PERFORMANCE.md).
 const reqLimit = 50
 
 // filterFor returns a generator of the shape's filters, drawing values from

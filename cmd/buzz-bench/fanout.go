@@ -23,7 +23,7 @@ const (
 	fanoutSeed = 0xfa
 )
 
-// fanoutLine is the fanout phase's figures (spec 80 P5, spec 70 check 20).
+// fanoutLine is the fanout phase's figures (P5 and the scale-out fan-out, docs/PERFORMANCE.md).
 //
 // Latencies are per delivered (event, subscriber) pair. p50/p99/max run
 // from the moment the publisher read its OK to the moment the subscriber

@@ -35,7 +35,7 @@ const (
 	idleSettle = time.Second
 )
 
-// idleConfig is the idle phase's shape (spec 80 P6).
+// idleConfig is the idle phase's shape (P6, docs/PERFORMANCE.md).
 type idleConfig struct {
 	// conns is the number of idle sockets (--idle-conns).
 	conns int

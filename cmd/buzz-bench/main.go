@@ -1,32 +1,39 @@
-// Command buzz-bench is the load tool of spec 80 §1 and §3 and of spec 70
-// checks 20–21: it pre-signs a workload, then measures ingest (WebSocket
-// EVENT→OK or POST /events), the REQ shapes kinds, authors, #e and #p
-// (REQ→EOSE), live fan-out (publisher's OK → subscriber's EVENT) and idle
-// authenticated connections (the relay's RSS around N idle sockets, and
-// its heap profile when --pprof is given), printing one JSON object per
-// line per phase and a summary line.
+// Command buzz-bench is the project's one benchmark and load tool. Each
+// benchmark is a subcommand (docs/PERFORMANCE.md has their figures):
 //
-// The REQ shapes draw their authors, e and p values from the run's own
-// ingest phases, or, with --req-targets, from a file that describes a
-// dataset loaded beforehand (cmd/buzz-fixture writes one).
+//	buzz-bench run          the phases of --phase against a running relay (default ingest,req)
+//	buzz-bench ingest       WebSocket EVENT→OK throughput and latency (P1)
+//	buzz-bench http-ingest  POST /events throughput and latency
+//	buzz-bench req          REQ→EOSE of the kinds, authors, #e, #p and search shapes (P3, P4)
+//	buzz-bench fanout       publisher's OK → subscriber's EVENT (P5)
+//	buzz-bench idle         relay RSS around idle authenticated sockets (P6)
+//	buzz-bench abuse        honest p50/p99 without and with each attack
+//	buzz-bench windows      thread windows on a 100k-reply thread (P7), own cluster and relay
+//	buzz-bench fixture      load the 1M-event REQ dataset into a relay's database
+//	buzz-bench soak         a whole deployment under mixed traffic and faults, then a ledger check
 //
-// --relay takes one relay URL or a comma-separated list of processes that
-// serve the same community: publishing connections are spread round-robin
-// over them, so one run can drive one, two or four processes. The fanout
-// phase holds its subscribers on --sub-relay (default: the first relay), so
-// the publisher and the subscribers may sit on different processes; both
-// live in this process and share one clock.
+// The relay benchmarks (run … abuse) pre-sign a workload and measure a
+// relay they did not start, on loopback only, and print one JSON object
+// per line per phase and a summary line. --relay takes one relay URL or a
+// comma-separated list of processes that serve the same community:
+// publishing connections are spread round-robin over them. The fanout
+// phase holds its subscribers on --sub-relay (default: the first relay);
+// publisher and subscribers live in this process and share one clock.
 //
-// It only targets loopback hosts, and its run time is bounded by --duration.
-// It does NOT load data directly into PostgreSQL, start a relay, or judge
-// the figures against the targets.
+// windows and soak start what they measure themselves (internal/windowbench,
+// internal/soak); fixture loads a dataset through the store's batch insert
+// (internal/benchdata, internal/benchload). Every latency figure is a
+// nearest-rank percentile (internal/benchstat).
+//
+// Errors go to stderr as {"error": …} JSON lines, with exit status 2; soak
+// and windows exit 1 when a check or pass rule failed. None of them judges
+// the relay benchmarks' figures against targets.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -36,8 +43,71 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/buzz-relay/buzz/internal/abuse"
+	"github.com/spf13/cobra"
+
+	"github.com/buzz-relay/buzz/internal/cli"
 )
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line and returns the process's exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := cli.Execute(ctx, newRoot(), args, os.Stdin, stdout, stderr)
+	if err == nil {
+		return 0
+	}
+	var st exitStatus
+	if errors.As(err, &st) {
+		return int(st) // the command has printed what it had to
+	}
+	writeLine(stderr, map[string]string{"error": err.Error()})
+	return 2
+}
+
+// exitStatus is a non-zero exit status whose reason the command has
+// already printed.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// exitWith turns a benchmark's exit status into RunE's error.
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return exitStatus(code)
+}
+
+// newRoot builds the command tree.
+func newRoot() *cobra.Command {
+	root := cli.Root(&cobra.Command{
+		Use:   "buzz-bench",
+		Short: "the benchmarks and load tools of the Buzz relay",
+		Long: `buzz-bench runs the benchmarks of docs/PERFORMANCE.md, one subcommand each.
+The relay benchmarks (run, ingest, http-ingest, req, fanout, idle, abuse)
+measure a relay already running on loopback; windows and soak start their
+own PostgreSQL and relays; fixture loads the 1M-event REQ dataset into a
+relay's database. Each prints JSON lines on stdout; errors go to stderr
+as {"error": …} lines with exit status 2.`,
+		Example: `  buzz-bench ingest --relay ws://localhost:3390 --events 20000
+  buzz-bench run --relay ws://localhost:3390 --phase ingest,req
+  buzz-bench windows --small
+  buzz-bench help soak`,
+	})
+	return cli.Group(root, append(relayCommands(), windowsCommand(), fixtureCommand(), soakCommand())...)
+}
+
+// runRelay runs the relay benchmark of cfg, bounded by --duration.
+func runRelay(ctx context.Context, cfg config, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	return bench(ctx, cfg, stdout)
+}
 
 type config struct {
 	// relays are the --relay URLs; worker w publishes on relays[w%len].
@@ -64,7 +134,7 @@ type config struct {
 	abuse       abuseConfig
 }
 
-// fanoutConfig is the fanout phase's shape (spec 80 P5).
+// fanoutConfig is the fanout phase's shape (P5, docs/PERFORMANCE.md).
 type fanoutConfig struct {
 	// subRelay holds the subscribers (--sub-relay, default relays[0]).
 	subRelay string
@@ -79,98 +149,6 @@ type fanoutConfig struct {
 	// drain is how long, after the last OK, the phase waits for deliveries
 	// still on their way before it counts the rest missing.
 	drain time.Duration
-}
-
-var knownPhases = map[string]bool{"ingest": true, "http-ingest": true, "req": true, "fanout": true, "idle": true, "abuse": true}
-
-func parseConfig(args []string, stderr io.Writer) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("buzz-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	relays := fs.String("relay", "ws://localhost:3000", "relay URL, or a comma-separated list of processes serving one community (loopback only)")
-	fs.IntVar(&c.conns, "conns", 8, "connections (each with its own authors)")
-	fs.IntVar(&c.inflight, "inflight", 1, "EVENTs in flight per connection")
-	fs.IntVar(&c.events, "events", 20000, "events per ingest phase")
-	fs.IntVar(&c.authors, "authors", 64, "distinct authors")
-	fs.DurationVar(&c.duration, "duration", 120*time.Second, "cap on the whole run")
-	phases := fs.String("phase", "ingest,req", "phases in order: ingest, http-ingest, req, fanout, idle, abuse")
-	reqSecs := fs.Float64("req-seconds", 10, "seconds per REQ shape")
-	fs.IntVar(&c.kind, "kind", 9, "event kind: 9 (channel message, indexed for search) or 1 (note, not indexed)")
-	pids := fs.String("pids", "", "CPU to report: name=PID[+PID…],… e.g. relay=123,postgres=456")
-	fs.StringVar(&c.fanout.subRelay, "sub-relay", "", "fanout: relay URL of the subscribers (default: the first --relay)")
-	fs.IntVar(&c.fanout.subscribers, "subscribers", 1000, "fanout: subscriber sockets")
-	fs.IntVar(&c.fanout.publishers, "publishers", 1, "fanout: publisher sockets, spread round-robin over --relay")
-	fs.Float64Var(&c.fanout.rate, "rate", 100, "fanout: events per second, all publishers together")
-	fanSecs := fs.Float64("fanout-seconds", 10, "fanout: seconds of publishing")
-	fs.DurationVar(&c.fanout.drain, "fanout-drain", 5*time.Second, "fanout: wait after the last OK for deliveries still on their way")
-	fs.IntVar(&c.idle.conns, "idle-conns", 10000, "idle: authenticated sockets held open on the first --relay")
-	idleSecs := fs.Float64("idle-seconds", 5, "idle: seconds the sockets stay idle once all are open")
-	fs.StringVar(&c.idle.pprof, "pprof", "", "idle: the relay's heap profile URL (loopback), e.g. http://127.0.0.1:9102/debug/pprof/heap")
-	fs.StringVar(&c.idle.heapProfile, "heap-profile", "", "idle: file the --pprof profile is saved to, for go tool pprof")
-	searchWords := fs.String("search-words", "", "req: comma-separated words, each measured as a NIP-50 search shape after the four REQ shapes")
-	targets := fs.String("req-targets", "", "req: JSON file of a preloaded dataset's authors, e and p values (cmd/buzz-fixture --targets)")
-	fs.StringVar(&c.abuse.host, "abuse-host", "", "abuse: host of the attacked community, served by the first --relay (the honest clients stay in --relay's own)")
-	abuseSecs := fs.Float64("abuse-seconds", 15, "abuse: seconds of each window, the baseline and the attack")
-	fs.IntVar(&c.abuse.honest, "abuse-honest", 16, "abuse: honest sockets, each its own key")
-	fs.Float64Var(&c.abuse.rate, "abuse-rate", 0.8, "abuse: publish+REQ pairs per second of each honest socket (within the default per-user quotas)")
-	fs.IntVar(&c.abuse.seed, "abuse-seed", 5000, "abuse: kind 1 notes stored in the attacked community before the first window")
-	fs.Float64Var(&c.abuse.opts.Scale, "abuse-scale", 1, "abuse: size of the attacks (1: full size; below 1 against an undefended relay, whose wide REQ otherwise holds a core for hours)")
-	fs.IntVar(&c.abuse.opts.Concurrency, "abuse-conc", 64, "abuse: the attacker's requests in flight in the read flood")
-	fs.IntVar(&c.abuse.opts.FrameBytes, "abuse-frame", 524288, "abuse: the relay's frame limit (BUZZ_MAX_FRAME_BYTES), which the big events are sized to")
-	fs.DurationVar(&c.abuse.opts.OpTimeout, "abuse-op-timeout", 5*time.Second, "abuse: cap on one attacker request")
-	abuseAttacks := fs.String("abuse-attacks", "all", "abuse: comma-separated attacks, in order: "+strings.Join(abuse.Names(), ", ")+", or all")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, errf("unexpected argument %q", fs.Arg(0))
-	}
-	var err error
-	if c.relays, err = parseRelays(*relays); err != nil {
-		return c, err
-	}
-	if err := parseFanout(&c.fanout, c.relays, *fanSecs); err != nil {
-		return c, err
-	}
-	if err := parseIdle(&c.idle, *idleSecs); err != nil {
-		return c, err
-	}
-	for _, w := range strings.Split(*searchWords, ",") {
-		if w = strings.TrimSpace(w); w != "" {
-			c.searchWords = append(c.searchWords, w)
-		}
-	}
-	if err := parseAbuse(&c.abuse, *abuseSecs, *abuseAttacks); err != nil {
-		return c, err
-	}
-	if *targets != "" {
-		if c.targets, err = loadTargets(*targets); err != nil {
-			return c, err
-		}
-	}
-	if c.conns < 1 || c.inflight < 1 || c.events < 1 || c.authors < 1 || c.duration <= 0 || *reqSecs <= 0 {
-		return c, errf("--conns, --inflight, --events, --authors, --duration and --req-seconds must be positive")
-	}
-	if c.kind != 9 && c.kind != 1 {
-		return c, errf("--kind must be 9 or 1")
-	}
-	c.reqDuration = time.Duration(*reqSecs * float64(time.Second))
-	for p := range strings.SplitSeq(*phases, ",") {
-		if !knownPhases[p] {
-			return c, errf("--phase: unknown phase %q (ingest, http-ingest, req, fanout, idle, abuse)", p)
-		}
-		if p == "abuse" && (c.abuse.host == "" || strings.EqualFold(c.abuse.host, hostOf(c.relays[0]))) {
-			return c, errf("--phase abuse needs --abuse-host, a community other than --relay's")
-		}
-		c.phases = append(c.phases, p)
-	}
-	if c.pids, err = parsePIDs(*pids); err != nil {
-		return c, err
-	}
-	if c.pids != nil { // the load tool shares the machine: report its own CPU next to the others
-		c.pids = append(c.pids, pidGroup{Name: "bench", PIDs: []int{os.Getpid()}})
-	}
-	return c, nil
 }
 
 // parseRelays splits the --relay list and checks that every URL is on
@@ -209,31 +187,6 @@ func parseFanout(f *fanoutConfig, relays []string, seconds float64) error {
 		return errf("--rate × --fanout-seconds must be at least one event")
 	}
 	return nil
-}
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseConfig(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		writeLine(stderr, map[string]string{"error": err.Error()})
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.duration)
-	defer cancel()
-	if err := bench(ctx, cfg, stdout); err != nil {
-		writeLine(stderr, map[string]string{"error": err.Error()})
-		return 2
-	}
-	return 0
 }
 
 func writeLine(w io.Writer, v any) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/client"
@@ -27,7 +28,18 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-func TestPercentile(t *testing.T) {
+// parseConfig parses args as "buzz-bench run" does.
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	done := relayFlags(fs, "")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	return done()
+}
+
+func TestSummarise(t *testing.T) {
 	t.Parallel()
 	ms := func(xs ...int) []time.Duration {
 		out := make([]time.Duration, len(xs))
@@ -36,32 +48,9 @@ func TestPercentile(t *testing.T) {
 		}
 		return out
 	}
-	hundred := make([]int, 100)
-	for i := range hundred {
-		hundred[i] = i + 1
-	}
-	tests := []struct {
-		name   string
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{"Empty", nil, 50, 0},
-		{"One", ms(7), 99, 7 * time.Millisecond},
-		{"MedianOdd", ms(1, 2, 3), 50, 2 * time.Millisecond},
-		{"MedianEven", ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
-		{"P99Of100", ms(hundred...), 99, 99 * time.Millisecond},
-		{"P90Of100", ms(hundred...), 90, 90 * time.Millisecond},
-		{"Max", ms(hundred...), 100, 100 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, tt.want, percentile(tt.sorted, tt.p))
-		})
-	}
-	s := summarise(ms(5, 1, 3, 2, 4))
-	require.Equal(t, latencies{P50: 3, P90: 5, P99: 5, Max: 5}, s)
+	require.Equal(t, latencies{P50: 3, P90: 5, P99: 5, Max: 5}, summarise(ms(5, 1, 3, 2, 4)))
+	require.Equal(t, latencies{P50: 1.235, P90: 1.235, P99: 1.235, Max: 1.235}, summarise([]time.Duration{1234567}), "to the microsecond")
+	require.Equal(t, latencies{}, summarise(nil))
 }
 
 func TestCheckLoopback(t *testing.T) {
@@ -157,19 +146,19 @@ func TestWorkload(t *testing.T) {
 func TestRunRefusesRemote(t *testing.T) {
 	t.Parallel()
 	var errb strings.Builder
-	code := run(context.Background(), []string{"--relay", "ws://8.8.8.8:3000"}, io.Discard, &errb)
+	code := run(context.Background(), []string{"ingest", "--relay", "ws://8.8.8.8:3000"}, io.Discard, &errb)
 	require.Equal(t, 2, code)
 	require.Contains(t, errb.String(), "loopback")
 }
 
-// benchLines runs buzz-bench against r with args and returns its output
+// benchLines runs "buzz-bench cmd" against r with args and returns its output
 // lines. The cap on the run is generous, not tight: the run ends when its
 // work is done, and a line that was cut short fails the test below rather
 // than the cap.
-func benchLines(t *testing.T, r *relaytest.Relay, args ...string) []map[string]any {
+func benchLines(t *testing.T, r *relaytest.Relay, cmd string, args ...string) []map[string]any {
 	t.Helper()
 	var out, errb strings.Builder
-	args = append([]string{"--relay", "ws://" + r.Host, "--duration", "5m"}, args...)
+	args = append([]string{cmd, "--relay", "ws://" + r.Host, "--duration", "5m"}, args...)
 	require.Equal(t, 0, run(t.Context(), args, &out, &errb), errb.String())
 	return parseLines(t, out.String())
 }
@@ -198,7 +187,7 @@ func stored(t *testing.T, r *relaytest.Relay, filter event.Filter) int64 {
 func TestBenchAgainstRelay(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
-	lines := benchLines(t, r, "--conns", "2", "--inflight", "4", "--events", "300", "--authors", "4", "--req-seconds", "2")
+	lines := benchLines(t, r, "run", "--conns", "2", "--inflight", "4", "--events", "300", "--authors", "4", "--req-seconds", "2")
 	require.Len(t, lines, 1+1+4+1, lines) // setup, ingest, four shapes, summary
 	require.Equal(t, "setup", lines[0]["phase"])
 	require.EqualValues(t, 9, lines[0]["kind"])
@@ -267,7 +256,7 @@ func TestBenchFallback(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, conn.Close(t.Context()))
 
-	lines := benchLines(t, r, "--conns", "2", "--inflight", "2", "--events", "100", "--authors", "4", "--phase", "http-ingest")
+	lines := benchLines(t, r, "http-ingest", "--conns", "2", "--inflight", "2", "--events", "100", "--authors", "4")
 	require.Len(t, lines, 1+1+1, lines) // setup, http-ingest, summary
 	require.Equal(t, "setup", lines[0]["phase"])
 	require.EqualValues(t, 1, lines[0]["kind"])
@@ -382,7 +371,7 @@ func TestBenchRoundRobin(t *testing.T) {
 	t.Parallel()
 	a, b := startPair(t, nil)
 	var out, errb strings.Builder
-	args := []string{"--relay", "ws://" + a.Host + ",ws://" + b.Host, "--duration", "5m",
+	args := []string{"run", "--relay", "ws://" + a.Host + ",ws://" + b.Host, "--duration", "5m",
 		"--conns", "4", "--inflight", "2", "--events", "200", "--authors", "8", "--phase", "ingest,http-ingest"}
 	require.Equal(t, 0, run(t.Context(), args, &out, &errb), errb.String())
 	lines := parseLines(t, out.String())
@@ -422,7 +411,7 @@ func requireFanout(t *testing.T, line map[string]any, subscribers, events int) {
 func TestBenchFanout(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
-	lines := benchLines(t, r, "--phase", "fanout", "--subscribers", "40", "--publishers", "2", "--rate", "100", "--fanout-seconds", "1")
+	lines := benchLines(t, r, "fanout", "--subscribers", "40", "--publishers", "2", "--rate", "100", "--fanout-seconds", "1")
 	require.Len(t, lines, 1+1, lines) // fanout, summary: no ingest sockets
 	line := lines[0]
 	requireFanout(t, line, 40, 100)
@@ -440,8 +429,7 @@ func TestBenchFanoutAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	a, b := startPair(t, map[string]string{"REDIS_URL": rs.URL(), "BUZZ_RELAY_PRIVATE_KEY": hex.EncodeToString(event.GenerateKey())})
-	lines := benchLines(t, a, "--sub-relay", "ws://"+b.Host, "--phase", "fanout",
-		"--subscribers", "30", "--rate", "50", "--fanout-seconds", "1")
+	lines := benchLines(t, a, "fanout", "--sub-relay", "ws://"+b.Host, "--subscribers", "30", "--rate", "50", "--fanout-seconds", "1")
 	require.Len(t, lines, 2, lines)
 	requireFanout(t, lines[0], 30, 50)
 	require.Equal(t, "ws://"+b.Host, lines[0]["sub_relay"])
@@ -498,7 +486,7 @@ func TestBenchIdle(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, map[string]string{"BUZZ_PPROF_ENABLED": "true"})
 	profile := t.TempDir() + "/heap.pb.gz"
-	lines := benchLines(t, r, "--phase", "idle", "--idle-conns", "60", "--idle-seconds", "0.5",
+	lines := benchLines(t, r, "idle", "--idle-conns", "60", "--idle-seconds", "0.5",
 		"--pids", "relay="+strconv.Itoa(os.Getpid()), "--pprof", r.MetricsURL+"/debug/pprof/heap", "--heap-profile", profile)
 	require.Len(t, lines, 2, lines) // idle, summary: no ingest sockets
 	line := lines[0]
@@ -528,7 +516,7 @@ func TestBenchIdle(t *testing.T) {
 func TestBenchIdleLimits(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, map[string]string{"BUZZ_MAX_CONNECTIONS": "10"})
-	lines := benchLines(t, r, "--phase", "idle", "--idle-conns", "15", "--idle-seconds", "0.2")
+	lines := benchLines(t, r, "idle", "--idle-conns", "15", "--idle-seconds", "0.2")
 	line := lines[0]
 	require.EqualValues(t, 10, line["connected"], line)
 	require.EqualValues(t, 5, line["failed"], line)
@@ -537,7 +525,7 @@ func TestBenchIdleLimits(t *testing.T) {
 
 	var out, errb strings.Builder
 	profile := t.TempDir() + "/heap.pb.gz"
-	args := []string{"--relay", "ws://" + r.Host, "--phase", "idle", "--idle-conns", "2", "--idle-seconds", "0.1",
+	args := []string{"idle", "--relay", "ws://" + r.Host, "--idle-conns", "2", "--idle-seconds", "0.1",
 		"--pprof", r.MetricsURL + "/debug/pprof/heap", "--heap-profile", profile}
 	require.Equal(t, 2, run(t.Context(), args, &out, &errb))
 	require.Contains(t, errb.String(), "404 Not Found")

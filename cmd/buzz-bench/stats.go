@@ -1,23 +1,14 @@
 package main
 
 import (
-	"math"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
-)
 
-// percentile returns the nearest-rank p-th percentile (0 < p ≤ 100) of
-// sorted, or 0 when it is empty.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
+	"github.com/buzz-relay/buzz/internal/benchstat"
+)
 
 // latencies summarises one phase's request latencies in milliseconds.
 type latencies struct {
@@ -29,8 +20,8 @@ type latencies struct {
 
 func summarise(d []time.Duration) latencies {
 	slices.Sort(d)
-	ms := func(x time.Duration) float64 { return math.Round(float64(x)/1e3) / 1e3 }
-	return latencies{P50: ms(percentile(d, 50)), P90: ms(percentile(d, 90)), P99: ms(percentile(d, 99)), Max: ms(percentile(d, 100))}
+	ms := func(p float64) float64 { return benchstat.Millis(benchstat.Percentile(d, p), 3) }
+	return latencies{P50: ms(50), P90: ms(90), P99: ms(99), Max: ms(100)}
 }
 
 // checkLoopback refuses any --relay URL whose host is not localhost,

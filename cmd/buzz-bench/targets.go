@@ -9,7 +9,7 @@ import (
 
 // reqTargets are the values the REQ shapes draw from: the kind every
 // filter names, and the pubkeys (authors), event ids (#e) and mentioned
-// pubkeys (#p) that have hits in the dataset. cmd/buzz-fixture writes
+// pubkeys (#p) that have hits in the dataset. "buzz-bench fixture" writes
 // this shape as its --targets file.
 type reqTargets struct {
 	Kind    int      `json:"kind"`

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 )
 
-// Workload shape of spec 80 §1.
+// Workload shape of the performance targets (docs/PERFORMANCE.md).
 const (
 	vocabularySize = 186
 	wordsPerEvent  = 12

@@ -3,7 +3,7 @@
 // runs against one community over real sockets (loopback only), counting
 // what the relay answered by reason prefix. cmd/buzz-bench runs them next
 // to honest clients in another community and compares the honest
-// latencies with and without each attack; cmd/buzz-soak runs them as its
+// latencies with and without each attack; internal/soak (buzz-bench soak) runs them as its
 // "abuse" fault under the ledgered load.
 //
 // The attacks work against any relay: an undefended one simply accepts

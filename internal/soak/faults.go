@@ -1,0 +1,291 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// faultReport is what one injected fault did and how the deployment came
+// back from it.
+type faultReport struct {
+	Name  string  `json:"name"`
+	AtS   float64 `json:"at_s"`  // seconds into the traffic
+	ForS  float64 `json:"for_s"` // how long the fault lasted
+	Error string  `json:"error,omitempty"`
+	// Recovered: every relay answered /_readiness 200 afterwards without
+	// any action but the fault's own end (a restart of what was killed).
+	Recovered  bool    `json:"recovered"`
+	RecoveredS float64 `json:"recovered_after_s"`
+	// Observed holds the fault's own findings (readiness during an
+	// outage, the slow client's close, the storm's rate, …).
+	Observed map[string]any `json:"observed,omitempty"`
+	// HonestP99ms is the p99 of the soak's own operations that started
+	// while the fault lasted, by type.
+	HonestP99ms map[string]float64 `json:"honest_p99_ms,omitempty"`
+	// HonestFailed counts those operations that failed, by type.
+	HonestFailed map[string]int `json:"honest_failed,omitempty"`
+	// BeforeP99ms is the same p99 over a window of the same length that
+	// ended when the fault began: the run's own baseline for HonestP99ms
+	// (in a run with several faults it may hold the end of an earlier one).
+	BeforeP99ms map[string]float64 `json:"before_p99_ms,omitempty"`
+
+	began, ended time.Time
+}
+
+// inject runs one fault against the deployment and reports it.
+func (s *soakRun) inject(ctx context.Context, name string) faultReport {
+	r := faultReport{Name: name, AtS: time.Since(s.trafficStart).Seconds(), Observed: map[string]any{}, began: time.Now()}
+	var err error
+	switch name {
+	case "kill-relay":
+		err = s.killRelay(ctx, &r)
+	case "pg-fast":
+		err = s.stopPostgres(ctx, &r, false)
+	case "pg-immediate":
+		err = s.stopPostgres(ctx, &r, true)
+	case "redis":
+		err = s.stopRedis(ctx, &r)
+	case "listener":
+		err = s.failListener(ctx, &r)
+	case "slow-client":
+		err = s.slowClient(ctx, &r)
+	case "storm":
+		err = s.storm(ctx, &r)
+	case "abuse":
+		err = s.abuseFault(ctx, &r)
+	}
+	r.ended = time.Now()
+	r.ForS = round1(r.ended.Sub(r.began).Seconds())
+	if err != nil {
+		r.Error = err.Error()
+	}
+	// Recovery: every relay ready again, with nothing done by hand.
+	start := time.Now()
+	r.Recovered = true
+	for _, p := range s.relays {
+		if err := p.waitReadiness(ctx, http.StatusOK, time.Minute); err != nil {
+			r.Recovered = false
+			if r.Error == "" {
+				r.Error = "not recovered: " + err.Error()
+			}
+		}
+	}
+	r.RecoveredS = round1(time.Since(start).Seconds())
+	r.AtS = round1(r.AtS)
+	return r
+}
+
+// killRelay sends SIGKILL to the first relay and starts it again.
+func (s *soakRun) killRelay(ctx context.Context, r *faultReport) error {
+	p := s.relays[0]
+	r.Observed["pid_killed"] = p.pid()
+	p.signal(syscall.SIGKILL, time.Second)
+	return p.start(ctx)
+}
+
+// stopPostgres shuts the database down (fast or immediate), watches the
+// relays while it is down, and starts it again after --pg-down.
+func (s *soakRun) stopPostgres(ctx context.Context, r *faultReport, immediate bool) error {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := s.db.shutdown(sctx, immediate); err != nil {
+		return err
+	}
+	up := time.Now().Add(s.cfg.pgDown)
+	seen503 := false
+	for time.Now().Before(up) && ctx.Err() == nil {
+		if s.relays[0].readiness() == http.StatusServiceUnavailable {
+			seen503 = true
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+	r.Observed["readiness_503_while_down"] = seen503
+	if err := s.db.start(ctx); err != nil {
+		return err
+	}
+	if !seen503 {
+		return errors.New("readiness never answered 503 while PostgreSQL was down")
+	}
+	return nil
+}
+
+// stopRedis kills the Redis server the relays share and starts a fresh one
+// on the same port after --redis-down.
+func (s *soakRun) stopRedis(ctx context.Context, r *faultReport) error {
+	s.redis.kill()
+	up := time.Now().Add(s.cfg.redisOff)
+	seenDown := false
+	for time.Now().Before(up) && ctx.Err() == nil {
+		if st := s.relays[0].status(); st["redis"] == "disconnected" {
+			seenDown = true
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+	r.Observed["status_redis_disconnected"] = seenDown
+	if err := s.redis.start(ctx); err != nil {
+		return err
+	}
+	// Each relay reconnects by itself (backoff up to 30 s).
+	deadline := time.Now().Add(90 * time.Second)
+	for _, p := range s.relays {
+		err := poll(ctx, 200*time.Millisecond, deadline, func() (bool, error) { return p.status()["redis"] == "connected", nil })
+		if errors.Is(err, errTimedOut) {
+			return fmt.Errorf("%s did not reconnect to Redis within 90 s", p.name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failListener makes the endpoint answer 503 for the first half of
+// --listener-down and hold every request until the relay gives up for the
+// second half.
+func (s *soakRun) failListener(ctx context.Context, r *faultReport) error {
+	before := s.endpoint.refusedCount()
+	s.endpoint.setMode(answer503)
+	sleepCtx(ctx, s.cfg.listenerDown/2)
+	s.endpoint.setMode(answerTimeout)
+	sleepCtx(ctx, s.cfg.listenerDown-s.cfg.listenerDown/2)
+	s.endpoint.setMode(answerOK)
+	r.Observed["notifications_failed"] = s.endpoint.refusedCount() - before
+	return nil
+}
+
+// slowClient opens an authenticated socket with a tiny receive buffer,
+// asks for as much history as it can and never reads. The relay must close
+// it ("slow client") while its memory stays bounded; reading afterwards
+// must end in that close.
+func (s *soakRun) slowClient(ctx context.Context, r *faultReport) error {
+	p := s.relays[0]
+	comm := s.comms[0]
+	rssBefore := rssBytes(p.pid())
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := rawAuth(dctx, p.wsURL, comm.host, hc, event.GenerateKey())
+	if err != nil {
+		return fmt.Errorf("slow client: %w", err)
+	}
+	defer c.CloseNow()
+	disconnects := func() float64 { return p.metric("buzz_ws_backpressure_disconnects_total") }
+	base := disconnects()
+	// Ask for history again and again (each REQ a fresh page of the
+	// channel), never reading, until the relay gives up on the socket.
+	deadline := time.Now().Add(90 * time.Second)
+	sent, closed := 0, false
+	peak := rssBefore
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if disconnects() > base {
+			closed = true
+			break
+		}
+		frame, _ := json.Marshal([]any{"REQ", "h" + strconv.Itoa(sent%50), map[string]any{"kinds": []int{9}, "#h": []string{comm.channel}, "limit": 500}})
+		wctx, wcancel := context.WithTimeout(ctx, time.Second)
+		werr := c.Write(wctx, websocket.MessageText, frame)
+		wcancel()
+		if werr == nil {
+			sent++
+		} else if wctx.Err() == nil {
+			// The relay closed the socket without the metric (its write
+			// timeout, docs/OPERATIONS.md): the write fails on the closed connection.
+			closed = true
+			r.Observed["noticed_by"] = "write failed: " + werr.Error()
+			break
+		}
+		peak = max(peak, rssBytes(p.pid()))
+		time.Sleep(20 * time.Millisecond) // pacing of the REQs
+	}
+	if closed && r.Observed["noticed_by"] == nil {
+		r.Observed["noticed_by"] = "buzz_ws_backpressure_disconnects_total"
+	}
+	r.Observed["reqs_sent"] = sent
+	r.Observed["rss_before_mb"] = mb(rssBefore)
+	r.Observed["rss_peak_mb"] = mb(peak)
+	r.Observed["disconnected_by_relay"] = closed
+	if !closed {
+		return errors.New("the relay did not disconnect a client that never reads within 90 s")
+	}
+	// Now read: what was buffered, then the relay's close.
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	for {
+		if _, _, err := c.Read(rctx); err != nil {
+			status := websocket.CloseStatus(err)
+			r.Observed["close_status"] = int(status)
+			if status != websocket.StatusPolicyViolation {
+				r.Observed["close_error"] = err.Error()
+			}
+			return nil
+		}
+	}
+}
+
+// status reads /_status, nil when it does not answer.
+func (p *relayProc) status() map[string]any {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(p.healthURL + "/_status")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return m
+}
+
+// metric sums the samples of a counter or gauge on /metrics, -1 when the
+// endpoint does not answer.
+func (p *relayProc) metric(name string) float64 {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(p.metricsURL + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
+		if len(f) > 0 {
+			v, _ := strconv.ParseFloat(f[0], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func mb(b int64) float64 { return round1(float64(b) / (1 << 20)) }
