@@ -3,8 +3,8 @@
 // runs against one community over real sockets (loopback only), counting
 // what the relay answered by reason prefix. cmd/buzz-bench runs them next
 // to honest clients in another community and compares the honest
-// latencies with and without each attack; internal/soak (buzz-bench soak) runs them as its
-// "abuse" fault under the ledgered load.
+// latencies with and without each attack; internal/soak (buzz-bench soak)
+// runs them as its "abuse" fault under the ledgered load.
 //
 // The attacks work against any relay: an undefended one simply accepts
 // more and costs more, a defended one refuses with its prefixed reasons.

@@ -48,15 +48,15 @@ type timeBucket struct {
 // minSweep is the map size below which buckets are never swept.
 const minSweep = 1024
 
-func newReadTime(ratePerSec, burst time.Duration) *readTime {
-	if ratePerSec <= 0 {
+func newReadTime(perSecond, burst time.Duration) *readTime {
+	if perSecond <= 0 {
 		return nil
 	}
 	if burst <= 0 {
 		burst = time.Second
 	}
 	return &readTime{
-		rate:    float64(ratePerSec) / float64(time.Millisecond),
+		rate:    float64(perSecond) / float64(time.Millisecond),
 		burst:   float64(burst) / float64(time.Millisecond),
 		now:     time.Now,
 		buckets: map[string]*timeBucket{},
