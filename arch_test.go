@@ -23,7 +23,7 @@ var may = map[string]string{
 	"store":       "event pg",
 	"audit":       "event pg service testsignal",
 	"tenant":      "",
-	"read":        "channelwindow event metrics replica search store threadwindow wire",
+	"read":        "event metrics replica search store window wire",
 	"search":      "event pg",
 	"auth":        "event tenant",
 	"ingest":      "admission audit event metrics pg store tenant wire",
@@ -60,9 +60,8 @@ var may = map[string]string{
 	// per-user admission: quotas counted in Redis or in the process
 	"admission": "metrics",
 
-	// NIP-CW window modes (docs/NIP-CW.md), run by the read door
-	"threadwindow":  "event metrics pg replica store",
-	"channelwindow": "event metrics pg replica store",
+	// NIP-CW windows (docs/NIP-CW.md), both modes, run by the read door
+	"window": "event metrics pg replica store",
 }
 
 // pure packages import only the standard library and the Schnorr library.
