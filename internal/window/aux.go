@@ -281,23 +281,25 @@ func (c *closure) scan(ctx context.Context, kinds []int, targets []string, pos *
 	return out, nil
 }
 
-// auxTargets is the positional test of target matching (docs/NIP-CW.md
-// §2): a tag whose element 0 is "e" and element 1 one of the targets
-// ($6). jsonb_array_elements raises an error on tags that are not an
-// array, and SQL does not promise to test the containment prefilter
-// first, so the test runs under CASE: such tags never reach it and match
-// nothing.
-const auxTargets = `CASE WHEN jsonb_typeof(e.tags) = 'array'
+// targetTest is the positional test of target matching (docs/NIP-CW.md
+// §2) on the events alias e: a tag whose element 0 is "e" and element 1
+// one of the targets, the text[] parameter param. jsonb_array_elements
+// raises an error on tags that are not an array, and SQL does not promise
+// to run the containment prefilter first, so the test runs under CASE:
+// such tags never reach it and match nothing.
+func targetTest(param string) string {
+	return `CASE WHEN jsonb_typeof(e.tags) = 'array'
       THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) tag
-                   WHERE tag->>0 = 'e' AND tag->>1 = ANY($6::text[]))
+                   WHERE tag->>0 = 'e' AND tag->>1 = ANY(` + param + `::text[]))
       ELSE false END`
+}
 
 // auxStatement is one aux page: the position, gate columns and size of up
 // to auxPageRows+1 events of kinds in the community that target one of
 // targets, newest first, strictly after pos when it is set. Deleted
 // events are included with rules.tombstones; rules.channels, when set,
 // narrows the channels. The containment tests (one parameter per target)
-// let the GIN index find candidates; only auxTargets decides. Each row
+// let the GIN index find candidates; only targetTest decides. Each row
 // is (id, created_at, kind, channel_id, tombstone, payload_bytes).
 func auxStatement(communityID string, rules auxRules, kinds []int, targets []string, pos *position) (string, []any) {
 	args := []any{communityID, kinds, rules.tombstones, rules.channelless, rules.channels, targets}
@@ -316,7 +318,7 @@ WHERE e.community_id = $1 AND e.kind = ANY($2::int[])
 		args = append(args, `[["e",`+strconv.Quote(t)+`]]`)
 		b.WriteString("e.tags @> $" + strconv.Itoa(len(args)) + "::jsonb")
 	}
-	b.WriteString(")\n  AND " + auxTargets)
+	b.WriteString(")\n  AND " + targetTest("$6"))
 	if pos != nil {
 		args = append(args, pos.at, pos.id)
 		b.WriteString("\n  AND " + afterSQL(len(args)-1))

@@ -66,3 +66,41 @@ func TestAuxPage(t *testing.T) {
 		require.Len(t, capped, tc.rows, "max bytes %d", tc.maxBytes)
 	}
 }
+
+// TestTargetGuard shows why the positional test guards on jsonb_typeof:
+// a stored event whose tags are not an array (an imported row, or one
+// written before validation) must match nothing rather than fail the
+// statement, whichever test the planner runs first. Run without the
+// containment prefilter, over every row of the community, the unguarded
+// jsonb_array_elements would raise "cannot extract elements from an
+// object".
+func TestTargetGuard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	author := eventtest.NewKey()
+	cid := fixture.Community(t, pool).ID
+	ch := fixture.Channel(t, pool, cid, author)
+	target := fixture.Event(t, pool, cid, author, event.KindStreamMessage, eventtest.Channel(ch))
+	reaction := fixture.Event(t, pool, cid, author, event.KindReaction, eventtest.Channel(ch), eventtest.Tag("e", target.ID))
+	pub, err := hex.DecodeString(author.PubKey)
+	require.NoError(t, err)
+	for i, tags := range []string{`{"e": "` + target.ID + `"}`, `"e"`, `null`, `7`} {
+		_, err = pool.Exec(ctx, `INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id)
+			VALUES ($1, sha256(convert_to('odd' || $5::int::text, 'UTF8')), $2, now(), 7, $3::jsonb, '+', sha512(convert_to('sig', 'UTF8')), $4::uuid)`,
+			cid, pub, tags, ch, i)
+		require.NoError(t, err, tags)
+	}
+
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events e WHERE e.community_id = $1 AND `+targetTest("$2"),
+		cid, []string{target.ID}).Scan(&n))
+	require.Equal(t, 1, n, "only the reaction's array of tags targets the row")
+
+	sc := Scope{CommunityID: cid, Reader: author.PubKey, Accessible: func(string) bool { return true }}
+	items, cut, err := closeOver(ctx, pool, cid, channelAux(sc), channelBudget(0), []string{target.ID})
+	require.NoError(t, err)
+	require.False(t, cut)
+	require.Len(t, items, 1)
+	require.Equal(t, reaction.ID, items[0].Event.ID)
+}
