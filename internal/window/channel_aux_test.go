@@ -17,10 +17,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// TestAuxClosure covers §4.3 on stored rows: which aux events the closure
-// of a page returns, in which order, and the positional target rule of §2
-// (lookalike tags that a JSONB containment test matches are not
-// targets).
+// TestAuxClosure covers docs/NIP-CW.md §3.3 on stored rows: which aux events
+// the closure of a page returns, in which order, and the positional target
+// rule of docs/NIP-CW.md §2 (lookalike tags that a JSONB containment test
+// matches are not targets).
 func TestChannelAuxClosure(t *testing.T) {
 	t.Parallel()
 	w := newChannelWorld(t)
@@ -87,11 +87,11 @@ func TestChannelAuxClosure(t *testing.T) {
 	})
 }
 
-// TestAuxPageCut covers §4.3's bound: pages of 1,000 aux events, at most
-// 64 pages per hop; past that the closure is cut, logged at warn and
-// counted, and the page is still served. Hop 1 drains 12,801 reactions
-// to one row in 13 pages; hop 2 then has 65 batches of 200 targets, one
-// page each, and the 65th is cut.
+// TestAuxPageCut covers docs/NIP-CW.md §3.3's bound: pages of 1,000 aux
+// events, at most 64 pages per hop; past that the closure is cut, logged at
+// warn and counted, and the page is still served. Hop 1 drains 12,801
+// reactions to one row in 13 pages; hop 2 then has 65 batches of 200 targets,
+// one page each, and the 65th is cut.
 func TestAuxPageCut(t *testing.T) {
 	t.Parallel()
 	w := newChannelWorld(t)
@@ -129,9 +129,9 @@ func TestAuxPageCut(t *testing.T) {
 	require.Contains(t, w.log.String(), `"level":"WARN","msg":"channel window aux closure cut at its page or byte limit"`)
 }
 
-// TestAuxCorrupt covers §12's corrupt live aux row: a matched aux event
-// that cannot be reconstructed fails the window with 500 and the fixed
-// text, counted internal, the detail only in the log.
+// TestAuxCorrupt covers docs/NIP-CW.md §8's corrupt live aux row: a matched
+// aux event that cannot be reconstructed fails the window with 500 and the
+// fixed text, counted internal, the detail only in the log.
 func TestAuxCorrupt(t *testing.T) {
 	t.Parallel()
 	w := newChannelWorld(t)

@@ -28,7 +28,8 @@ func (b *testBundle) requests(t *testing.T, mode, outcome string) float64 {
 }
 
 // TestChannelWindow covers checks 1, 2 and 4 over real HTTP with NIP-98:
-// paging with the bounds, the §4.1 refusals, access, and summaries.
+// paging with the bounds, the docs/NIP-CW.md §3.1 refusals, access, and
+// summaries.
 func TestChannelWindow(t *testing.T) {
 	t.Parallel()
 	b := setupRelay(t, nil)

@@ -21,10 +21,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// channelWorld is an Engine on a database of its own, with rows written straight
-// through the store (fixture): the shapes ingest never accepts (lookalike
-// tags, rows that cannot be reconstructed, gated kinds in a channel) and
-// volumes too large to publish one by one.
+// channelWorld is an Engine on a database of its own, with rows written
+// straight through the store (fixture): the shapes ingest never accepts
+// (lookalike tags, rows that cannot be reconstructed, gated kinds in a
+// channel) and volumes too large to publish one by one.
 type channelWorld struct {
 	pool   *pgxpool.Pool
 	engine *window.Engine

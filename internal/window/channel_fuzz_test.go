@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// windowTexts are every 400 text of §4.1 and §4.7.
+// windowTexts are every 400 text of docs/NIP-CW.md §3.1 and docs/NIP-CW.md §4.
 var windowTexts = []string{
 	"top_level requires exactly one #h channel",
 	"top_level cursor requires both until and before_id, or neither",
@@ -24,7 +24,8 @@ var windowTexts = []string{
 	"resolve_thread_roots permits at most 100 targets per request",
 }
 
-// requireWindowRefusal requires err to be a 400 *Error with a §4 text.
+// requireWindowRefusal requires err to be a 400 *Error with a text of
+// docs/NIP-CW.md §3.1 or docs/NIP-CW.md §4.
 func requireWindowRefusal(t *testing.T, err error) {
 	t.Helper()
 	var ce *window.Error
@@ -33,11 +34,12 @@ func requireWindowRefusal(t *testing.T, err error) {
 	require.Contains(t, windowTexts, ce.Text)
 }
 
-// FuzzParseChannel decodes a /query filter and parses it as a channel
-// window and as a summary-recovery filter: neither panics, a refusal is a
-// 400 with a §4 text, and a success respects §4.1 and §4.7: a canonical
-// channel, limit clamped into 1..200, a cursor with a lowercase 64-hex id
-// and an in-range second, 1 to 100 lowercase targets.
+// FuzzParseChannel decodes a /query filter and parses it as a channel window
+// and as a summary-recovery filter: neither panics, a refusal is a 400 with a
+// text of docs/NIP-CW.md §3.1 or docs/NIP-CW.md §4, and a success respects
+// docs/NIP-CW.md §3.1 and docs/NIP-CW.md §4: a canonical channel, limit
+// clamped into 1..200, a cursor with a lowercase 64-hex id and an in-range
+// second, 1 to 100 lowercase targets.
 func FuzzParseChannel(f *testing.F) {
 	id := strings.Repeat("ab", 32)
 	h := `"#h":["` + testCh + `"]`

@@ -49,7 +49,7 @@ func boundsD(r ChannelRequest) string {
 	return r.Channel + ":" + strconv.FormatInt(r.Cursor.CreatedAt, 10) + ":" + r.Cursor.ID
 }
 
-// signBounds signs the one 39006 of a served window (§4.5).
+// signBounds signs the one 39006 of a served window (docs/NIP-CW.md §3.5).
 func (e *Engine) signBounds(r ChannelRequest, sel channelSelection, now int64) (Item, error) {
 	c := channelBoundsContent{HasMore: sel.hasMore}
 	if next := sel.next(); next != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// TestReplicaCursorPage covers §4.6 on a real streaming standby: a
+// TestReplicaCursorPage covers docs/NIP-CW.md §7 on a real streaming standby: a
 // channel cursor page below the proved bound is read from the replica's
 // snapshot, aux and summaries included; a head page and a cursor page
 // above the bound read from the writer; each decision is counted with its

@@ -9,10 +9,10 @@ import (
 )
 
 // maxResolveTargets bounds the target ids of one summary-recovery filter
-// and of all of them in one request together (§4.7).
+// and of all of them in one request together (docs/NIP-CW.md §4).
 const maxResolveTargets = 100
 
-// The 400 texts of §4.1 and §4.7.
+// The 400 texts of docs/NIP-CW.md §3.1 and docs/NIP-CW.md §4.
 const (
 	msgWindowChannel  = "top_level requires exactly one #h channel"
 	msgWindowCursor   = "top_level cursor requires both until and before_id, or neither"
@@ -49,10 +49,11 @@ func IsChannel(f *event.Filter) bool { return isTrue(f.Extra["top_level"]) }
 // resolve_thread_roots is boolean true.
 func IsResolve(f *event.Filter) bool { return isTrue(f.Extra["resolve_thread_roots"]) }
 
-// ParseChannel parses a channel-mode filter (IsChannel) by §4.1; a refusal is a
-// 400 *Error with the §4.1 text. The checks run in the order of §4.1's
-// table, so a filter with several faults gets the first one's text; a
-// malformed cursor is refused, never read as a head request.
+// ParseChannel parses a channel-mode filter (IsChannel) by docs/NIP-CW.md
+// §3.1; a refusal is a 400 *Error with the docs/NIP-CW.md §3.1 text. The
+// checks run in the order of docs/NIP-CW.md §3.1's table, so a filter with
+// several faults gets the first one's text; a malformed cursor is refused,
+// never read as a head request.
 func ParseChannel(f *event.Filter) (ChannelRequest, error) {
 	ch, ok := onlyChannel(f)
 	if !ok {
@@ -86,8 +87,8 @@ func ParseChannel(f *event.Filter) (ChannelRequest, error) {
 	return r, nil
 }
 
-// ParseResolve parses a summary-recovery filter (IsResolve) by §4.7,
-// checks in the order of its table; a refusal is a 400 *Error. The
+// ParseResolve parses a summary-recovery filter (IsResolve) by docs/NIP-CW.md
+// §4, checks in the order of its table; a refusal is a 400 *Error. The
 // request-wide total is CheckResolveTotal's.
 func ParseResolve(f *event.Filter) (ResolveRequest, error) {
 	ch, ok := onlyChannel(f)
@@ -107,8 +108,8 @@ func ParseResolve(f *event.Filter) (ResolveRequest, error) {
 	return ResolveRequest{Channel: ch, Targets: targets}, nil
 }
 
-// CheckResolveTotal is §4.7's request-wide rule, checked before any filter
-// is served: at most 100 ids over every summary-recovery filter.
+// CheckResolveTotal is docs/NIP-CW.md §4's request-wide rule, checked before
+// any filter is served: at most 100 ids over every summary-recovery filter.
 func CheckResolveTotal(filters []event.Filter) error {
 	total := 0
 	for i := range filters {

@@ -28,9 +28,9 @@ func requireChannelRefused(t *testing.T, err error, text string) {
 	require.Equal(t, &window.Error{Status: 400, Text: text}, ce)
 }
 
-// TestParse covers §4.1 field by field: the mode switch, defaults and
-// clamping, and each refusal with its exact text (the parse half of
-// check 2).
+// TestParse covers docs/NIP-CW.md §3.1 field by field: the mode switch,
+// defaults and clamping, and each refusal with its exact text (the parse half
+// of check 2).
 func TestParse(t *testing.T) {
 	t.Parallel()
 	id := strings.Repeat("ab", 32)
@@ -115,8 +115,8 @@ func TestParse(t *testing.T) {
 	})
 }
 
-// TestParseResolve covers the §4.7 refusals in the order of its table and
-// the request-wide total (the parse half of check 5).
+// TestParseResolve covers the docs/NIP-CW.md §4 refusals in the order of its
+// table and the request-wide total (the parse half of check 5).
 func TestParseResolve(t *testing.T) {
 	t.Parallel()
 	ids := func(n int) string {

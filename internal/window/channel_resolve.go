@@ -28,12 +28,12 @@ LEFT JOIN LATERAL (
 WHERE t.community_id = $1 AND t.event_id = ANY($2::bytea[]) AND t.channel_id = $3
   AND t.root_event_id IS NOT NULL`
 
-// Resolve serves one summary-recovery filter (§4.7) on the writer: one
-// signed 39005 per distinct root of the target replies, in the order of
-// the first target naming each, zero counts included. Missing targets,
-// targets that are not replies, and targets or roots outside the channel
-// yield nothing; nothing of a target itself is returned, and there are no
-// bounds. An inaccessible channel yields nothing and no error. Errors are
+// Resolve serves one summary-recovery filter (docs/NIP-CW.md §4) on the
+// writer: one signed 39005 per distinct root of the target replies, in the
+// order of the first target naming each, zero counts included. Missing
+// targets, targets that are not replies, and targets or roots outside the
+// channel yield nothing; nothing of a target itself is returned, and there are
+// no bounds. An inaccessible channel yields nothing and no error. Errors are
 // as Window's.
 func (e *Engine) Resolve(ctx context.Context, sc Scope, r ResolveRequest) ([]Item, error) {
 	if !sc.Accessible(r.Channel) {

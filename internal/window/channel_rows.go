@@ -10,10 +10,10 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// rowsSQL is §4.2's statement without its optional predicates and its
-// order. Top-level means depth 0, a broadcast depth-1 reply, or no
-// thread_metadata row at all (thread_metadata.depth is NOT NULL, so a
-// NULL depth is a missing row).
+// rowsSQL is docs/NIP-CW.md §3.2's statement without its optional predicates
+// and its order. Top-level means depth 0, a broadcast depth-1 reply, or no
+// thread_metadata row at all (thread_metadata.depth is NOT NULL, so a NULL
+// depth is a missing row).
 const rowsSQL = "SELECT " + eventColumns + `, tm.reply_count, tm.descendant_count, tm.last_reply_at
 FROM events e
 LEFT JOIN thread_metadata tm

@@ -28,9 +28,9 @@ func nextCursor(t *testing.T, content string) (bool, *window.Cursor) {
 	return c.HasMore, &window.Cursor{CreatedAt: c.Next.CreatedAt, ID: c.Next.ID}
 }
 
-// TestRowWalk covers §2's probe and reconstruction rules on rows no
-// client could submit: every predicate (reader visibility included) runs
-// before a row takes a slot, and an unreconstructable row keeps its slot
+// TestRowWalk covers docs/NIP-CW.md §2's probe and reconstruction rules on
+// rows no client could submit: every predicate (reader visibility included)
+// runs before a row takes a slot, and an unreconstructable row keeps its slot
 // and may be next_cursor.
 func TestRowWalk(t *testing.T) {
 	t.Parallel()

@@ -27,8 +27,8 @@ func (w *channelWorld) replyIn(t *testing.T, author eventtest.Key, ch, rowChanne
 	return ev
 }
 
-// TestSummaryParticipants covers §4.4's participant list: at most ten
-// distinct reply authors, the latest replier first.
+// TestSummaryParticipants covers docs/NIP-CW.md §3.4's participant list: at
+// most ten distinct reply authors, the latest replier first.
 func TestSummaryParticipants(t *testing.T) {
 	t.Parallel()
 	w := newChannelWorld(t)
@@ -60,8 +60,8 @@ func TestSummaryParticipants(t *testing.T) {
 	require.Equal(t, want, c.Participants)
 }
 
-// TestResolveScope covers §4.7's channel rule on thread rows no client
-// could write: the target's row and the root must both be in the
+// TestResolveScope covers docs/NIP-CW.md §4's channel rule on thread rows no
+// client could write: the target's row and the root must both be in the
 // requested channel.
 func TestResolveScope(t *testing.T) {
 	t.Parallel()

@@ -28,12 +28,12 @@ type channelPage struct {
 }
 
 // Channel serves one channel window: rows (keyset order), aux, summaries,
-// bounds (docs/NIP-CW.md §3.6). An inaccessible channel yields nothing and no error. A
-// head page reads from the writer; a cursor page from a proved replica
-// snapshot when cfg.Replica allows it (rows, aux and summaries then all
-// come from that one snapshot), else from the writer. A database failure
-// is a 500 *Error (details in the log); when ctx ends, its error is
-// returned as is.
+// bounds (docs/NIP-CW.md §3.6). An inaccessible channel yields nothing and no
+// error. A head page reads from the writer; a cursor page from a proved
+// replica snapshot when cfg.Replica allows it (rows, aux and summaries then
+// all come from that one snapshot), else from the writer. A database failure
+// is a 500 *Error (details in the log); when ctx ends, its error is returned
+// as is.
 func (e *Engine) Channel(ctx context.Context, sc Scope, r ChannelRequest) ([]Item, error) {
 	if !sc.Accessible(r.Channel) {
 		e.count("channel", "ok")

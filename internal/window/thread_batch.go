@@ -10,7 +10,7 @@ import (
 )
 
 // batchDeadline bounds a whole batch, from the first authorization read
-// to the assembled response (§5.2).
+// to the assembled response (docs/NIP-CW.md §5.2).
 const batchDeadline = 8 * time.Second
 
 // batch is one Run: who reads where, the budgets every window shares,
@@ -46,8 +46,8 @@ type built struct {
 	aux []Item
 }
 
-// serve is §5.3: A from the writer, each window in request order, A' from
-// the writer and the comparison, then the signing and assembly.
+// serve is docs/NIP-CW.md §5.3: A from the writer, each window in request
+// order, A' from the writer and the comparison, then the signing and assembly.
 func (b *batch) serve(ctx context.Context, windows []ThreadRequest) ([]Item, []int, int, error) {
 	if len(windows) > maxWindows {
 		return nil, nil, 0, badRequest(msgTooManyWindows)

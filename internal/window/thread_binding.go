@@ -11,9 +11,9 @@ import (
 // bindingPrefix starts the d tag of every 39007: format tw, version 1.
 const bindingPrefix = "tw:1:"
 
-// Binding is the d tag value of a window's 39007: "tw:1:" and the hex
-// SHA-256 of the binding array of §5.6. host is the request's normalised
-// host, reader the authenticated pubkey (lowercase hex).
+// Binding is the d tag value of a window's 39007: "tw:1:" and the hex SHA-256
+// of the binding array of docs/NIP-CW.md §5.5. host is the request's
+// normalised host, reader the authenticated pubkey (lowercase hex).
 func Binding(host, reader string, r ThreadRequest) string {
 	sum := sha256.Sum256(bindingArray(host, reader, r))
 	return bindingPrefix + hex.EncodeToString(sum[:])
@@ -53,7 +53,8 @@ func bindingArray(host, reader string, r ThreadRequest) []byte {
 	return append(b, ']')
 }
 
-// threadBoundsContent is the content of a 39007 (§5.6), in the relay's key order.
+// threadBoundsContent is the content of a 39007 (docs/NIP-CW.md §5.4), in the
+// relay's key order.
 func threadBoundsContent(hasMore bool, next *Cursor) string {
 	b := []byte(`{"version":1,"direction":"older","has_more":`)
 	b = strconv.AppendBool(b, hasMore)

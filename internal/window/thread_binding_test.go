@@ -9,8 +9,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// Check 7, the unit half: both golden vectors of §5.6, and which changes
-// move the binding.
+// Check 7, the unit half: both golden vectors of docs/NIP-CW.md §5.5, and
+// which changes move the binding.
 func TestBindingGoldenVectors(t *testing.T) {
 	t.Parallel()
 	ab, cd, ef := strings.Repeat("ab", 32), strings.Repeat("cd", 32), strings.Repeat("EF", 32)

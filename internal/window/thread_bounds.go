@@ -9,8 +9,8 @@ import (
 // kindThreadBounds is the relay-signed bounds event of a thread window.
 const kindThreadBounds = 39007
 
-// bounds signs a window's 39007 (§5.6): tags d, h, e in that order, the
-// page's has_more and next_cursor in its content.
+// bounds signs a window's 39007 (docs/NIP-CW.md §5.4): tags d, h, e in that
+// order, the page's has_more and next_cursor in its content.
 func (b *batch) bounds(out built, now int64) (Item, error) {
 	ev := event.Event{
 		CreatedAt: now,

@@ -42,7 +42,7 @@ func (w *world) edits(t *testing.T, ch string, root event.Event, n, size int, ts
 }
 
 // unsigned is a well-formed event by the key's owner with its true id and a
-// random signature: reads never verify signatures (50-windows.md §2), and
+// random signature: reads never verify signatures (docs/NIP-CW.md §2), and
 // signing thousands of bulk aux rows would dominate the test's time under
 // the race detector.
 func unsigned(by eventtest.Key, kind int, opts ...eventtest.Option) event.Event {

@@ -8,7 +8,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// The 503 and 500 texts of §5.3, §5.7 and §12.
+// The 503 and 500 texts of docs/NIP-CW.md §5.3, docs/NIP-CW.md §5.7 and
+// docs/NIP-CW.md §8.
 const (
 	msgAuthChanged    = "thread authorization changed; retry query"
 	msgRowAuthChanged = "thread row authorization changed during selection"
@@ -20,7 +21,7 @@ const (
 	msgDeadline       = "thread window deadline exceeded"
 )
 
-// Labels of buzz_thread_window_budget_exhausted_total (§10).
+// Labels of buzz_thread_window_budget_exhausted_total (docs/OPERATIONS.md).
 const (
 	budgetQuery    = "query"
 	budgetRawRow   = "raw_row"

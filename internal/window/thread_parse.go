@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Request-shape limits of §5.1 and §5.2.
+// Request-shape limits of docs/NIP-CW.md §5.1 and docs/NIP-CW.md §5.2.
 const (
 	// maxWindows is the most thread windows one /query may carry.
 	maxWindows   = 4
@@ -20,7 +20,8 @@ const (
 	maxKinds     = 4
 )
 
-// The 400 texts of §5.1 and §5.2, in the order of the checks.
+// The 400 texts of docs/NIP-CW.md §5.1 and docs/NIP-CW.md §5.2, in the order
+// of the checks.
 const (
 	msgTooManyWindows = "at most four thread windows per query"
 	msgExpectedObject = "thread_window: expected object"
@@ -51,7 +52,8 @@ var allowedKeys = map[string]bool{
 var rowKinds = []int{9, 40002, 45001, 45003}
 
 // OptedIn reports whether a raw /query filter opts in to thread mode: an
-// object whose thread_window key is present and not false (§3 step 3).
+// object whose thread_window key is present and not false (docs/NIP-CW.md
+// §5.1).
 func OptedIn(raw json.RawMessage) bool {
 	// Most filters never name the key: without it, and without an escape
 	// that could spell it, nothing needs decoding.
@@ -66,10 +68,10 @@ func OptedIn(raw json.RawMessage) bool {
 	return present && string(bytes.TrimSpace(v)) != "false"
 }
 
-// ParseBatch is §3 step 3 over the raw filters of a /query body: it
-// counts the opted-in filters (the fifth is refused) and parses each
-// opted-in one strictly, in array order, the first failure being the
-// answer (a 400 *Error). reqs holds the opted-in filters' requests in
+// ParseBatch is the opt-in scan of docs/NIP-CW.md §5.1 over the raw filters of
+// a /query body: it counts the opted-in filters (the fifth is refused) and
+// parses each opted-in one strictly, in array order, the first failure being
+// the answer (a 400 *Error). reqs holds the opted-in filters' requests in
 // order; opted is their number.
 func ParseBatch(raws []json.RawMessage) (reqs []ThreadRequest, opted int, err error) {
 	in := make([]bool, len(raws))
@@ -94,7 +96,8 @@ func ParseBatch(raws []json.RawMessage) (reqs []ThreadRequest, opted int, err er
 	return reqs, opted, nil
 }
 
-// parseThread is §5.1: the sixteen checks in order, the first failure a 400.
+// parseThread is docs/NIP-CW.md §5.1: the sixteen checks in order, the first
+// failure a 400.
 func parseThread(raw json.RawMessage) (ThreadRequest, error) {
 	obj, ok := object(raw)
 	if !ok {

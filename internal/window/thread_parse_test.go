@@ -62,7 +62,7 @@ func requireRefused(t *testing.T, err error, text string) {
 	require.Equal(t, text, e.Text)
 }
 
-// Check 8: every §5.1 row, a filter with exactly that fault.
+// Check 8: every docs/NIP-CW.md §5.1 row, a filter with exactly that fault.
 func TestParseRefusals(t *testing.T) {
 	t.Parallel()
 	hex64 := strings.Repeat("ef", 32)

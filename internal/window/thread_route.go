@@ -17,7 +17,7 @@ const (
 )
 
 // errMissingRoot makes a replica read a doubt: the root is not in the
-// replica's snapshot (§7.5).
+// replica's snapshot (docs/NIP-CW.md §7).
 var errMissingRoot = errors.New("thread root missing on the replica")
 
 // stage is how far a window got in a replica session.
@@ -29,10 +29,10 @@ const (
 	stageAux                 // past the selection, in the closure
 )
 
-// build serves one window of an accessible channel (§7): a head page on
-// the writer; a cursor page on the replica when one is configured, the
-// batch has had no doubt and the replica proves the page, else on the
-// writer. ok is false when the root check fails.
+// build serves one window of an accessible channel (docs/NIP-CW.md §7): a head
+// page on the writer; a cursor page on the replica when one is configured, the
+// batch has had no doubt and the replica proves the page, else on the writer.
+// ok is false when the root check fails.
 func (w *thread) build(ctx context.Context) (built, bool, error) {
 	b := w.b
 	rep := b.e.cfg.Replica

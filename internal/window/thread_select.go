@@ -10,8 +10,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// replySelection is a thread window's reply page: the delivered rows in keyset order
-// and the page's bounds.
+// replySelection is a thread window's reply page: the delivered rows in keyset
+// order and the page's bounds.
 type replySelection struct {
 	rows    []Item
 	hasMore bool
@@ -19,7 +19,8 @@ type replySelection struct {
 	next *Cursor
 }
 
-// rootExists is the root check of §5.3 in the window's transaction.
+// rootExists is the root check of docs/NIP-CW.md §5.3 in the window's
+// transaction.
 func rootExists(ctx context.Context, q pg.Querier, communityID string, r ThreadRequest) (bool, error) {
 	var ok bool
 	if err := q.QueryRow(ctx, rootSQL, communityID, r.Channel, hexBytes(r.Root)).Scan(&ok); err != nil {
@@ -28,9 +29,9 @@ func rootExists(ctx context.Context, q pg.Querier, communityID string, r ThreadR
 	return ok, nil
 }
 
-// selectReplies is §5.4: the scan charges each eligible row before it is
-// retained (the probe too), the load fetches only the retained rows, and
-// every delivered row passes the gates again.
+// selectReplies is docs/NIP-CW.md §5.3: the scan charges each eligible row
+// before it is retained (the probe too), the load fetches only the retained
+// rows, and every delivered row passes the gates again.
 func (w *thread) selectReplies(ctx context.Context, q pg.Querier) (replySelection, error) {
 	var sel replySelection
 	keys, hasMore, err := w.scan(ctx, q)

@@ -6,8 +6,9 @@ package window
 const rootSQL = `SELECT EXISTS(SELECT 1 FROM events WHERE community_id = $1 AND channel_id = $2 AND id = $3
 	AND kind = ANY('{9,40002,45001,45003}'))`
 
-// scanHead and scanTail frame the reply scan of §5.4; scanCursor is the
-// position predicate between them when the chunk starts after a key.
+// scanHead and scanTail frame the reply scan of docs/NIP-CW.md §5.3;
+// scanCursor is the position predicate between them when the chunk starts
+// after a key.
 const (
 	scanHead = `SELECT tm.event_created_at, tm.event_id, e.id IS NOT NULL AS eligible, e.payload_bytes
 FROM (SELECT tm.community_id, tm.event_id, tm.event_created_at
@@ -30,12 +31,11 @@ LEFT JOIN LATERAL (
 ORDER BY tm.event_created_at DESC, tm.event_id ASC`
 )
 
-// ThreadScanStatement is the reply scan of §5.4 for one chunk of chunk metadata
-// rows and its arguments: from r's cursor, or from the head when r has
-// none, exactly as the engine runs a window's first chunk. Later chunks
-// start after the last key scanned (the engine passes that key as the
-// cursor). Each row is (event_created_at, event_id, eligible,
-// payload_bytes).
+// ThreadScanStatement is the reply scan of docs/NIP-CW.md §5.3 for one chunk
+// of chunk metadata rows and its arguments: from r's cursor, or from the head
+// when r has none, exactly as the engine runs a window's first chunk. Later
+// chunks start after the last key scanned (the engine passes that key as the
+// cursor). Each row is (event_created_at, event_id, eligible, payload_bytes).
 func ThreadScanStatement(communityID string, r ThreadRequest, chunk int) (sql string, args []any) {
 	return scanStatement(communityID, r, r.Cursor, chunk)
 }
