@@ -3,6 +3,7 @@ package window_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"testing"
 
@@ -25,11 +26,15 @@ type testBundle struct {
 	self string
 }
 
-// setup starts a relay with env; with BUZZ_RELAY_PRIVATE_KEY set, its
+// setupRelay starts a relay with env; with BUZZ_RELAY_PRIVATE_KEY set, its
 // NIP-11 self is the overlays' signer.
 func setupRelay(t *testing.T, env map[string]string) *testBundle {
 	t.Helper()
-	r := relaytest.Start(t, env)
+	// The test's WebSocket answers pings only while it reads: no ping
+	// during a test, so a slow machine does not close it mid-fixture.
+	vars := map[string]string{"TEST_HEARTBEAT": "1h"}
+	maps.Copy(vars, env)
+	r := relaytest.Start(t, vars)
 	c, err := r.App.Store.CommunityByHost(context.Background(), r.Host)
 	require.NoError(t, err)
 	return &testBundle{r: r, cid: c.ID, self: event.PubKey(r.App.RelayKey)}
