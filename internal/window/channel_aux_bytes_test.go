@@ -82,8 +82,9 @@ func TestWindowByteBudget(t *testing.T) {
 	w := newChannelWorld(t)
 	const rows = 5
 	var posted []event.Event // newest first
+	ts := unixNow() - 100    // read once: two rows of one second would be one event
 	for i := range rows {
-		posted = append(posted, w.at(t, unixNow()-100-int64(i), eventtest.Content("same size")))
+		posted = append(posted, w.at(t, ts-int64(i), eventtest.Content("same size")))
 	}
 	size := posted[0].JSONSize()
 	type boundsContent struct {
