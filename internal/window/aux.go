@@ -281,8 +281,8 @@ func (c *closure) scan(ctx context.Context, kinds []int, targets []string, pos *
 	return out, nil
 }
 
-// targetTest is the positional test of target matching (docs/NIP-CW.md
-// §2) on the events alias e: a tag whose element 0 is "e" and element 1
+// targetTest is the positional test of target matching
+// (docs/NIP-CW.md §2) on the events alias e: a tag whose element 0 is "e" and element 1
 // one of the targets, the text[] parameter param. jsonb_array_elements
 // raises an error on tags that are not an array, and SQL does not promise
 // to run the containment prefilter first, so the test runs under CASE:

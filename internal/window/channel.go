@@ -1,7 +1,7 @@
 package window
 
-// ChannelRequest is one channel window after parsing (docs/NIP-CW.md
-// §3.1).
+// ChannelRequest is one channel window after parsing
+// (docs/NIP-CW.md §3.1).
 type ChannelRequest struct {
 	// Channel is the canonical (lowercase) channel UUID.
 	Channel string

@@ -49,8 +49,8 @@ func IsChannel(f *event.Filter) bool { return isTrue(f.Extra["top_level"]) }
 // resolve_thread_roots is boolean true.
 func IsResolve(f *event.Filter) bool { return isTrue(f.Extra["resolve_thread_roots"]) }
 
-// ParseChannel parses a channel-mode filter (IsChannel) by docs/NIP-CW.md
-// §3.1; a refusal is a 400 *Error with the docs/NIP-CW.md §3.1 text. The
+// ParseChannel parses a channel-mode filter (IsChannel) by
+// docs/NIP-CW.md §3.1; a refusal is a 400 *Error with its text. The
 // checks run in the order of docs/NIP-CW.md §3.1's table, so a filter with
 // several faults gets the first one's text; a malformed cursor is refused,
 // never read as a head request.
@@ -87,8 +87,8 @@ func ParseChannel(f *event.Filter) (ChannelRequest, error) {
 	return r, nil
 }
 
-// ParseResolve parses a summary-recovery filter (IsResolve) by docs/NIP-CW.md
-// §4, checks in the order of its table; a refusal is a 400 *Error. The
+// ParseResolve parses a summary-recovery filter (IsResolve) by
+// docs/NIP-CW.md §4, checks in the order of its table; a refusal is a 400 *Error. The
 // request-wide total is CheckResolveTotal's.
 func ParseResolve(f *event.Filter) (ResolveRequest, error) {
 	ch, ok := onlyChannel(f)

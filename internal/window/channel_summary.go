@@ -9,8 +9,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// maxParticipants is how many reply authors a summary names (docs/NIP-CW.md
-// §3.4).
+// maxParticipants is how many reply authors a summary names
+// (docs/NIP-CW.md §3.4).
 const maxParticipants = 10
 
 // summary is one thread summary before it is signed: the root's

@@ -52,8 +52,8 @@ var allowedKeys = map[string]bool{
 var rowKinds = []int{9, 40002, 45001, 45003}
 
 // OptedIn reports whether a raw /query filter opts in to thread mode: an
-// object whose thread_window key is present and not false (docs/NIP-CW.md
-// §5.1).
+// object whose thread_window key is present and not false
+// (docs/NIP-CW.md §5.1).
 func OptedIn(raw json.RawMessage) bool {
 	// Most filters never name the key: without it, and without an escape
 	// that could spell it, nothing needs decoding.

@@ -8,16 +8,17 @@
 //   - channel mode (channel*.go, docs/NIP-CW.md §3): a newest-first page
 //     of a channel's top-level rows, optional thread summaries (kind
 //     39005) and one bounds event (kind 39006); summary recovery
-//     (resolve_thread_roots, §4) lives beside it;
-//   - thread mode (thread*.go, §5): a batch of up to four newest-first
-//     pages of one root's replies, each with one bounds event (kind
-//     39007) bound to the request, under budgets the batch shares.
+//     (resolve_thread_roots, docs/NIP-CW.md §4) lives beside it;
+//   - thread mode (thread*.go, docs/NIP-CW.md §5): a batch of up to four
+//     newest-first pages of one root's replies, each with one bounds
+//     event (kind 39007) bound to the request, under budgets the batch
+//     shares.
 //
 // Both modes share what they have in common (this file, stored.go,
 // aux.go, budget.go, tx.go): the keyset cursor, the answer's items, the
-// one error type, the one aux closure (§3.3, §5.3) with its one
-// statement, the one budget type that bounds it, the stored-row decoding
-// and the read-only window transaction on the writer.
+// one error type, the one aux closure (docs/NIP-CW.md §3.3, §5.3) with
+// its one statement, the one budget type that bounds it, the stored-row
+// decoding and the read-only window transaction on the writer.
 //
 // It does NOT decide who may read a channel for channel mode (the door
 // passes the reader's accessible set in Scope; thread mode reads its own
@@ -113,8 +114,8 @@ type Config struct {
 	// MaxBytes, above 0, bounds the JSON bytes of one channel window's
 	// page rows and, separately, of its aux closure (BUZZ_READ_MAX_BYTES).
 	// The row that would go over it ends the page like the probe does:
-	// has_more true, next_cursor the last row retained (docs/NIP-CW.md
-	// §2). The aux event that would go over it cuts the closure like its
+	// has_more true, next_cursor the last row retained
+	// (docs/NIP-CW.md §2). The aux event that would go over it cuts the closure like its
 	// page limit does (docs/NIP-CW.md §3.3). The first row is always
 	// retained. 0 means no bound. Thread mode has budgets of its own
 	// (budget.go).
