@@ -25,7 +25,7 @@ var (
 // aux page queries, scanned rows and their payload bytes (content plus
 // tags text), and response bytes. A limit of 0 is no limit. In thread
 // mode one budget serves the whole batch and crossing a limit fails it
-// (a 503 *failure naming the budget); in channel mode each closure has
+// (a 503 *Error naming the budget); in channel mode each closure has
 // one, and crossing a limit cuts the closure (errHopCut, errSpent). It is
 // used by one goroutine.
 type budget struct {

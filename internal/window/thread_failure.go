@@ -31,45 +31,25 @@ const (
 	budgetTimeout  = "db_timeout"
 )
 
-// failure is a batch that ends without an answer, on its way to an *Error:
-// the status and text, the budget label it counts under ("" for none),
-// and the cause for the log (never for the client).
-type failure struct {
-	status int
-	text   string
-	budget string
-	// authChanged marks the A ≠ A' failure
-	// (buzz_thread_window_authorization_changed_total).
-	authChanged bool
-	cause       error
+// unavailable is a 503 with text.
+func unavailable(text string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Text: text}
 }
 
-func (f *failure) Error() string {
-	if f.cause != nil {
-		return f.text + ": " + f.cause.Error()
-	}
-	return f.text
-}
-
-func (f *failure) Unwrap() error { return f.cause }
-
-func unavailable(text string) *failure {
-	return &failure{status: http.StatusServiceUnavailable, text: text}
-}
-
-func exhausted(budget, text string) *failure {
-	return &failure{status: http.StatusServiceUnavailable, text: text, budget: budget}
+// exhausted is the 503 of a spent thread-mode budget.
+func exhausted(budget, text string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Text: text, budget: budget}
 }
 
 // corrupt is the 500 of a live aux row that cannot be reconstructed.
-func corrupt(cause error) *failure {
-	return &failure{status: http.StatusInternalServerError, text: msgInternal, cause: cause}
+func corrupt(cause error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Text: msgInternal, cause: cause}
 }
 
 // isFailure reports whether err is a decided failure (a budget, a gate, a
 // corrupt row), which a replica doubt must not turn into a retry.
 func isFailure(err error) bool {
-	var f *failure
+	var f *Error
 	return errors.As(err, &f)
 }
 
@@ -78,18 +58,18 @@ func isFailure(err error) bool {
 // lock timeout or an exhausted pool, and last any other database error
 // (500). batchCtx is the context under the 8 s deadline, parent the
 // caller's.
-func classify(err error, batchCtx, parent context.Context) *failure {
-	var f *failure
+func classify(err error, batchCtx, parent context.Context) *Error {
+	var f *Error
 	switch {
 	case errors.As(err, &f):
 		return f
 	case parent.Err() != nil:
 		// The caller is gone; nobody reads the answer.
-		return &failure{status: http.StatusServiceUnavailable, text: msgDeadline, cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Text: msgDeadline, cause: err}
 	case errors.Is(batchCtx.Err(), context.DeadlineExceeded):
-		return &failure{status: http.StatusServiceUnavailable, text: msgDeadline, budget: budgetDeadline, cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Text: msgDeadline, budget: budgetDeadline, cause: err}
 	case pg.IsQueryCanceled(err), pg.IsLockNotAvailable(err), errors.Is(err, pg.ErrAcquireTimeout):
-		return &failure{status: http.StatusServiceUnavailable, text: msgDBTimeout, budget: budgetTimeout, cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Text: msgDBTimeout, budget: budgetTimeout, cause: err}
 	}
-	return &failure{status: http.StatusInternalServerError, text: msgInternal, cause: err}
+	return &Error{Status: http.StatusInternalServerError, Text: msgInternal, cause: err}
 }

@@ -29,7 +29,7 @@ func (b *batch) finish(parent, batchCtx context.Context, windows, served int, it
 	}
 	f := classify(err, batchCtx, parent)
 	outcome := "unavailable"
-	switch f.status {
+	switch f.Status {
 	case http.StatusBadRequest:
 		outcome = "bad_request"
 	case http.StatusInternalServerError:
@@ -48,13 +48,13 @@ func (b *batch) finish(parent, batchCtx context.Context, windows, served int, it
 	}
 	switch outcome {
 	case "unavailable":
-		b.log.Warn("thread window batch unavailable", slog.String("reason", f.text), slog.String("budget", f.budget),
+		b.log.Warn("thread window batch unavailable", slog.String("reason", f.Text), slog.String("budget", f.budget),
 			slog.String("detail", detail))
 	case "internal":
 		b.log.Error("thread window batch failed", slog.String("err", detail))
 	}
 	b.log.Info("thread window batch", append(attrs, slog.String("outcome", outcome))...)
-	return nil, &Error{Status: f.status, Text: f.text}
+	return nil, &Error{Status: f.Status, Text: f.Text}
 }
 
 // route names where the batch's pages were read: "writer", "replica",

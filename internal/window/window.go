@@ -58,13 +58,28 @@ type Item struct {
 
 // Error is a request the engine will not or cannot serve: Status is the
 // HTTP status (400, 503 or 500) and Text the exact body text
-// (docs/NIP-CW.md §8).
+// (docs/NIP-CW.md §8). It is the package's one error type: inside a
+// thread batch it also carries what the batch's end counts and logs
+// (thread_failure.go), which never leaves the package.
 type Error struct {
 	Status int
 	Text   string
+
+	// budget is the buzz_thread_window_budget_exhausted_total label the
+	// failure counts under, "" for none.
+	budget string
+	// authChanged marks the A ≠ A' failure
+	// (buzz_thread_window_authorization_changed_total).
+	authChanged bool
+	// cause is the detail for the log, never for the client.
+	cause error
 }
 
+// Error returns Text alone: the cause is for the log.
 func (e *Error) Error() string { return e.Text }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.cause }
 
 // The row budget of a page (docs/NIP-CW.md §3.1, §5.1): absent means
 // defaultLimit; channel mode clamps anything else into 1..maxLimit,
