@@ -23,7 +23,7 @@ var may = map[string]string{
 	"store":       "event pg",
 	"audit":       "event pg service testsignal",
 	"tenant":      "",
-	"read":        "channelwindow event metrics replica search store threadwindow wire",
+	"read":        "event metrics replica search store window wire",
 	"search":      "event pg",
 	"auth":        "event tenant",
 	"ingest":      "admission audit event metrics pg store tenant wire",
@@ -65,12 +65,11 @@ var may = map[string]string{
 	"benchstat":   "",
 	"benchload":   "event pg store",
 	"benchdata":   "benchload event pg store",
-	"windowbench": "app benchload benchstat client config event pg pgcluster store threadwindow",
+	"windowbench": "app benchload benchstat client config event pg pgcluster store window",
 	"soak":        "abuse benchstat client event pgcluster",
 
-	// NIP-CW window modes (docs/NIP-CW.md), run by the read door
-	"threadwindow":  "event metrics pg replica store",
-	"channelwindow": "event metrics pg replica store",
+	// NIP-CW windows (docs/NIP-CW.md), both modes, run by the read door
+	"window": "event metrics pg replica store",
 }
 
 // pure packages import only the standard library and the Schnorr library.

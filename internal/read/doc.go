@@ -12,9 +12,9 @@
 // connection and pubkey and a deadline per read (share.go, deadline.go), a
 // byte budget per request (budget.go), and, with a read replica
 // (Config.Replica), which statements may run in a proved replica snapshot
-// (route.go, docs/PROTOCOL.md §16.6; the proof itself is package replica's). /query's
-// read-state snapshot is here (snapshot.go), and windows.go dispatches the
-// NIP-CW window modes to packages threadwindow and channelwindow.
+// (route.go, docs/PROTOCOL.md §16.6; the proof itself is package
+// replica's). /query's read-state snapshot is here (snapshot.go), and
+// windows.go dispatches the NIP-CW window modes to package window.
 //
 // It does NOT speak any transport: a refusal is a typed *Refusal (with a
 // Code), *StatusError or *SnapshotError, which each door maps through its

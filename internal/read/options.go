@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/buzz-relay/buzz/internal/channelwindow"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/search"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // Texts of the bridge's extension-field refusals (docs/PROTOCOL.md §8.4).
@@ -59,9 +59,9 @@ func routeOf(f *event.Filter) route {
 	switch {
 	case f.Search != nil:
 		return routeSearch
-	case channelwindow.IsResolve(f):
+	case window.IsResolve(f):
 		return routeResolveRoots
-	case channelwindow.IsWindow(f):
+	case window.IsChannel(f):
 		return routeChannelWindow
 	case len(f.Tags["e"]) == 1 && event.IsHexAnyCase64(f.Tags["e"][0]) && isJSONInteger(f.Extra["depth_limit"]):
 		return routeLegacyThread

@@ -7,13 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buzz-relay/buzz/internal/channelwindow"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/search"
 	"github.com/buzz-relay/buzz/internal/store"
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // Config configures an Engine.
@@ -63,9 +62,8 @@ type Engine struct {
 	// its own slots; nil without a replica.
 	replicaSearcher *search.Searcher
 
-	// threads and channels are the NIP-CW window modes (windows.go).
-	threads  *threadwindow.Engine
-	channels *channelwindow.Engine
+	// windows serves the NIP-CW window modes (windows.go).
+	windows *window.Engine
 
 	// shares counts the concurrent reads (share.go).
 	shares *shares
@@ -107,9 +105,7 @@ func New(cfg Config) *Engine {
 	if cfg.Replica != nil {
 		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool()})
 	}
-	e.threads = threadwindow.New(threadwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
-		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger})
-	e.channels = channelwindow.New(channelwindow.Config{Store: cfg.Store, Replica: cfg.Replica,
+	e.windows = window.New(window.Config{Store: cfg.Store, Replica: cfg.Replica,
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger,
 		MaxBytes: cfg.MaxBytes})
 	return e

@@ -6,17 +6,16 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/buzz-relay/buzz/internal/channelwindow"
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // The NIP-CW window modes of POST /query (docs/NIP-CW.md). The door only
-// dispatches here; each mode runs in its own package:
+// dispatches here; package window runs them:
 //
-//	thread_window: true         threadwindow: the whole request is one batch
-//	resolve_thread_roots: true  channelwindow.Resolve, per filter
-//	top_level: true             channelwindow.Window, per filter
+//	thread_window: true         window.Threads: the whole request is one batch
+//	resolve_thread_roots: true  window.Resolve, per filter
+//	top_level: true             window.Channel, per filter
 //
 // A window's own events (rows, aux, overlays) are handed over complete:
 // the request's removal of repeated ids applies to the other filters'
@@ -39,7 +38,7 @@ func (e *StatusError) Error() string { return e.Text }
 // ThreadWindows is the thread-window opt-in scan of a /query body
 // (docs/NIP-CW.md §5.1), made before any other parsing of its filters.
 type ThreadWindows struct {
-	windows []threadwindow.Request
+	windows []window.ThreadRequest
 	opted   int
 }
 
@@ -47,7 +46,7 @@ type ThreadWindows struct {
 // the fifth opted-in filter, or the first opted-in filter that fails
 // strict parsing, is a 400 *StatusError.
 func (e *Engine) ScanThreadWindows(raws []json.RawMessage) (ThreadWindows, error) {
-	reqs, opted, err := threadwindow.ParseBatch(raws)
+	reqs, opted, err := window.ParseBatch(raws)
 	if err != nil {
 		e.cfg.Metrics.Window.Requests.WithLabelValues("thread", "bad_request").Inc()
 		return ThreadWindows{}, windowError(err)
@@ -55,16 +54,12 @@ func (e *Engine) ScanThreadWindows(raws []json.RawMessage) (ThreadWindows, error
 	return ThreadWindows{windows: reqs, opted: opted}, nil
 }
 
-// windowError turns a mode package's error into a *StatusError; any
+// windowError turns the window package's error into a *StatusError; any
 // other error passes through (a database failure: the door's 500).
 func windowError(err error) error {
-	var te *threadwindow.Error
-	if errors.As(err, &te) {
-		return &StatusError{Status: te.Status, Text: te.Text}
-	}
-	var ce *channelwindow.Error
-	if errors.As(err, &ce) {
-		return &StatusError{Status: ce.Status, Text: ce.Text}
+	var we *window.Error
+	if errors.As(err, &we) {
+		return &StatusError{Status: we.Status, Text: we.Text}
 	}
 	return err
 }
@@ -84,7 +79,7 @@ func (r *Read) openThreadBatch() (*Read, error) {
 
 // threadRows runs the thread batch and hands over its events.
 func (r *Read) threadRows(ctx context.Context, emit func(Row) bool) error {
-	items, err := r.e.threads.Run(ctx, threadwindow.Batch{
+	items, err := r.e.windows.Threads(ctx, window.Batch{
 		CommunityID: r.req.CommunityID, Host: r.req.Host, Reader: r.req.Reader, Windows: r.req.Threads.windows,
 	})
 	if err != nil {
@@ -100,8 +95,8 @@ func (r *Read) threadRows(ctx context.Context, emit func(Row) bool) error {
 
 // windowRequest is one /query filter's parsed channel-mode request.
 type windowRequest struct {
-	channel *channelwindow.Request
-	resolve *channelwindow.ResolveRequest
+	channel *window.ChannelRequest
+	resolve *window.ResolveRequest
 }
 
 // parseWindow parses a channel-mode or summary-recovery filter; the
@@ -109,14 +104,14 @@ type windowRequest struct {
 func (e *Engine) parseWindow(f *event.Filter) (windowRequest, error) {
 	switch routeOf(f) {
 	case routeResolveRoots:
-		rr, err := channelwindow.ParseResolve(f)
+		rr, err := window.ParseResolve(f)
 		if err != nil {
 			e.cfg.Metrics.Window.Requests.WithLabelValues("resolve_roots", "bad_request").Inc()
 			return windowRequest{}, windowError(err)
 		}
 		return windowRequest{resolve: &rr}, nil
 	case routeChannelWindow:
-		cr, err := channelwindow.Parse(f)
+		cr, err := window.ParseChannel(f)
 		if err != nil {
 			e.cfg.Metrics.Window.Requests.WithLabelValues("channel", "bad_request").Inc()
 			return windowRequest{}, windowError(err)
@@ -129,7 +124,7 @@ func (e *Engine) parseWindow(f *event.Filter) (windowRequest, error) {
 // checkResolveTotal is the request-wide rule of docs/NIP-CW.md §4, before any filter is
 // parsed further or served.
 func (e *Engine) checkResolveTotal(filters []event.Filter) error {
-	if err := channelwindow.CheckResolveTotal(filters); err != nil {
+	if err := window.CheckResolveTotal(filters); err != nil {
 		e.cfg.Metrics.Window.Requests.WithLabelValues("resolve_roots", "bad_request").Inc()
 		return windowError(err)
 	}
@@ -138,15 +133,15 @@ func (e *Engine) checkResolveTotal(filters []event.Filter) error {
 
 // windowRows serves one channel-mode or summary-recovery filter.
 func (r *Read) windowRows(ctx context.Context, w windowRequest) ([]Row, error) {
-	sc := channelwindow.Scope{CommunityID: r.req.CommunityID, Reader: r.req.Reader, Accessible: r.acc.Has}
+	sc := window.Scope{CommunityID: r.req.CommunityID, Reader: r.req.Reader, Accessible: r.acc.Has}
 	var (
-		items []channelwindow.Item
+		items []window.Item
 		err   error
 	)
 	if w.resolve != nil {
-		items, err = r.e.channels.Resolve(ctx, sc, *w.resolve)
+		items, err = r.e.windows.Resolve(ctx, sc, *w.resolve)
 	} else {
-		items, err = r.e.channels.Window(ctx, sc, *w.channel)
+		items, err = r.e.windows.Channel(ctx, sc, *w.channel)
 	}
 	if err != nil {
 		return nil, windowError(err)
@@ -167,8 +162,8 @@ func (r *Read) legacyAux(ctx context.Context, root string, replies []Row) ([]Row
 	for i := range replies {
 		targets = append(targets, replies[i].Event.ID)
 	}
-	sc := channelwindow.Scope{CommunityID: r.req.CommunityID, Reader: r.req.Reader, Accessible: r.acc.Has}
-	items, err := r.e.channels.Aux(ctx, sc, targets)
+	sc := window.Scope{CommunityID: r.req.CommunityID, Reader: r.req.Reader, Accessible: r.acc.Has}
+	items, err := r.e.windows.Aux(ctx, sc, targets)
 	if err != nil {
 		return nil, err
 	}

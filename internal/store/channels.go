@@ -65,15 +65,21 @@ func (s *Store) ChannelStateGet(ctx context.Context, q pg.Querier, communityID, 
 // those where it is an active member plus every open channel, deleted
 // channels excluded (archived ones stay readable).
 func (s *Store) AccessibleChannels(ctx context.Context, communityID, pubkey string) ([]string, error) {
-	pub, err := hex.DecodeString(pubkey)
-	if err != nil {
-		return nil, fmt.Errorf("accessible channels: pubkey: %w", err)
-	}
 	q, release, err := s.reader(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("accessible channels: %w", err)
 	}
 	defer release()
+	return s.AccessibleChannelsOn(ctx, q, communityID, pubkey)
+}
+
+// AccessibleChannelsOn is AccessibleChannels run on q (a connection or a
+// transaction the caller holds) instead of the Store's pool.
+func (s *Store) AccessibleChannelsOn(ctx context.Context, q pg.Querier, communityID, pubkey string) ([]string, error) {
+	pub, err := hex.DecodeString(pubkey)
+	if err != nil {
+		return nil, fmt.Errorf("accessible channels: pubkey: %w", err)
+	}
 	rows, err := q.Query(ctx, `
 		SELECT c.id::text FROM channels c
 		WHERE c.community_id = $1 AND c.deleted_at IS NULL AND c.visibility = 'open'

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // selectionSettings open every selection transaction, as the engine's do.
@@ -88,8 +88,8 @@ type pageCost struct {
 }
 
 // selectionRequest is the benchmark's page of root after cursor.
-func selectionRequest(channel, root string, cursor *threadwindow.Cursor) threadwindow.Request {
-	return threadwindow.Request{Channel: channel, Root: root, Limit: pageLimit, Depth: pageDepth,
+func selectionRequest(channel, root string, cursor *window.Cursor) window.ThreadRequest {
+	return window.ThreadRequest{Channel: channel, Root: root, Limit: pageLimit, Depth: pageDepth,
 		Kinds: pageKinds, Cursor: cursor}
 }
 
@@ -98,15 +98,15 @@ func selectionRequest(channel, root string, cursor *threadwindow.Cursor) threadw
 // each from the last key scanned, until limit+1 eligible rows or a short
 // chunk; then the load of the retained keys. Each statement is first
 // EXPLAIN ANALYZEd (its time is the page's) and then run for its rows.
-func explainPage(ctx context.Context, pool *pgxpool.Pool, communityID string, r threadwindow.Request) (pageCost, error) {
+func explainPage(ctx context.Context, pool *pgxpool.Pool, communityID string, r window.ThreadRequest) (pageCost, error) {
 	var c pageCost
 	err := inSelection(ctx, pool, func(tx pgx.Tx) error {
 		chunk, cursor := r.Limit+1, r.Cursor
-		var retained []threadwindow.Cursor
+		var retained []window.Cursor
 		for {
 			req := r
 			req.Cursor = cursor
-			sql, args := threadwindow.ScanStatement(communityID, req, chunk)
+			sql, args := window.ThreadScanStatement(communityID, req, chunk)
 			p, err := explain(ctx, tx, "ANALYZE, TIMING OFF", sql, args)
 			if err != nil {
 				return fmt.Errorf("scan: %w", err)
@@ -141,7 +141,7 @@ func explainPage(ctx context.Context, pool *pgxpool.Pool, communityID string, r 
 		if len(retained) == 0 {
 			return nil
 		}
-		sql, args := threadwindow.LoadStatement(communityID, retained)
+		sql, args := window.LoadStatement(communityID, retained)
 		p, err := explain(ctx, tx, "ANALYZE, TIMING OFF", sql, args)
 		if err != nil {
 			return fmt.Errorf("load: %w", err)
@@ -162,7 +162,7 @@ func ms(x float64) time.Duration { return time.Duration(x * float64(time.Millise
 // scanRow is one row of the scan statement: the metadata key and whether
 // the reply is eligible.
 type scanRow struct {
-	key      threadwindow.Cursor
+	key      window.Cursor
 	eligible bool
 }
 
@@ -193,7 +193,7 @@ func scanRows(ctx context.Context, tx pgx.Tx, sql string, args []any) ([]scanRow
 			return nil, err
 		}
 		ok, _ := v[2].(bool)
-		out = append(out, scanRow{key: threadwindow.Cursor{CreatedAt: at, ID: id}, eligible: ok})
+		out = append(out, scanRow{key: window.Cursor{CreatedAt: at, ID: id}, eligible: ok})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("scan: %w", err)
@@ -302,10 +302,10 @@ func outline(root planNode) []string {
 
 // scanShape EXPLAINs (no ANALYZE) the first scan chunk of root's page
 // after cursor and checks its shape.
-func scanShape(ctx context.Context, pool *pgxpool.Pool, communityID string, r threadwindow.Request) (shape, error) {
+func scanShape(ctx context.Context, pool *pgxpool.Pool, communityID string, r window.ThreadRequest) (shape, error) {
 	var s shape
 	err := inSelection(ctx, pool, func(tx pgx.Tx) error {
-		sql, args := threadwindow.ScanStatement(communityID, r, r.Limit+1)
+		sql, args := window.ThreadScanStatement(communityID, r, r.Limit+1)
 		p, err := explain(ctx, tx, "COSTS TRUE", sql, args)
 		if err != nil {
 			return err

@@ -17,7 +17,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/store"
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // benchHost is the benchmark's community; requests carry it as their Host.
@@ -29,8 +29,8 @@ type fixture struct {
 	channel     string
 	// root is R; replies are R's replies newest first (created_at DESC,
 	// id ASC), deleted ones included: the positions the benchmark draws cursors from.
-	root    threadwindow.Cursor
-	replies []threadwindow.Cursor
+	root    window.Cursor
+	replies []window.Cursor
 	// authors sign the fixture; the burst authors are the first ones.
 	authors []author
 	// end is the created_at of the newest fixture reply.
@@ -267,13 +267,13 @@ func loadFixture(ctx context.Context, pool *pgxpool.Pool, st *store.Store, s siz
 	return fx, nil
 }
 
-func cursorOf(n tnode) threadwindow.Cursor {
-	return threadwindow.Cursor{CreatedAt: n.at, ID: hex.EncodeToString(n.id[:])}
+func cursorOf(n tnode) window.Cursor {
+	return window.Cursor{CreatedAt: n.at, ID: hex.EncodeToString(n.id[:])}
 }
 
 // newestFirst sorts keys in the window order: created_at DESC, id ASC.
-func newestFirst(keys []threadwindow.Cursor) {
-	slices.SortFunc(keys, func(a, b threadwindow.Cursor) int {
+func newestFirst(keys []window.Cursor) {
+	slices.SortFunc(keys, func(a, b window.Cursor) int {
 		if c := cmp.Compare(b.CreatedAt, a.CreatedAt); c != 0 {
 			return c
 		}

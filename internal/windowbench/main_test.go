@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/benchload"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -160,9 +160,9 @@ func TestParsePage(t *testing.T) {
 		var p page
 		next := `{"version":1,"direction":"older","has_more":true,"next_cursor":{"created_at":10,"id":"` + id(2) + `"}}`
 		require.NoError(t, parsePage(encode(row(11, 1), row(10, 2), bounds(next)), &p))
-		require.Equal(t, []threadwindow.Cursor{{CreatedAt: 11, ID: id(1)}, {CreatedAt: 10, ID: id(2)}}, p.Rows)
+		require.Equal(t, []window.Cursor{{CreatedAt: 11, ID: id(1)}, {CreatedAt: 10, ID: id(2)}}, p.Rows)
 		require.True(t, p.HasMore)
-		require.Equal(t, &threadwindow.Cursor{CreatedAt: 10, ID: id(2)}, p.Next)
+		require.Equal(t, &window.Cursor{CreatedAt: 10, ID: id(2)}, p.Next)
 	})
 	t.Run("Exhausted", func(t *testing.T) {
 		t.Parallel()
@@ -190,7 +190,7 @@ func TestParsePage(t *testing.T) {
 func TestWindowFilter(t *testing.T) {
 	t.Parallel()
 	var got []map[string]any
-	cur := &threadwindow.Cursor{CreatedAt: 1751500000, ID: "ab"}
+	cur := &window.Cursor{CreatedAt: 1751500000, ID: "ab"}
 	require.NoError(t, json.Unmarshal(windowFilter("c", "r", cur), &got))
 	require.Equal(t, []map[string]any{{"thread_window": true, "#h": []any{"c"}, "#e": []any{"r"}, "kinds": []any{9.0, 40002.0},
 		"limit": 50.0, "depth_limit": 100.0, "until": 1751500000.0, "before_id": "ab"}}, got)

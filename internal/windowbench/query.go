@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/client"
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // kindBounds is the thread bounds event.
@@ -48,9 +48,9 @@ type page struct {
 	Status int
 	// Error is the body's error text of a non-200 answer.
 	Error   string
-	Rows    []threadwindow.Cursor
+	Rows    []window.Cursor
 	HasMore bool
-	Next    *threadwindow.Cursor
+	Next    *window.Cursor
 	// Took is the exchange, from sending the request to the last byte of
 	// the answer; the NIP-98 signing before it is not counted.
 	Took time.Duration
@@ -58,7 +58,7 @@ type page struct {
 
 // windowFilter is the benchmark's page of root: limit 50, depth 100, kinds
 // [9,40002], no aux, after cursor when set.
-func windowFilter(channel, root string, cursor *threadwindow.Cursor) []byte {
+func windowFilter(channel, root string, cursor *window.Cursor) []byte {
 	f := map[string]any{"thread_window": true, "#h": []string{channel}, "#e": []string{root},
 		"kinds": pageKinds, "limit": pageLimit, "depth_limit": pageDepth}
 	if cursor != nil {
@@ -71,7 +71,7 @@ func windowFilter(channel, root string, cursor *threadwindow.Cursor) []byte {
 // fetch posts one page. A non-200 answer is a page with its status and
 // error text, not an error; an error is a transport failure or an answer
 // that does not have the bounds event's shape.
-func (c *windowClient) fetch(ctx context.Context, channel, root string, cursor *threadwindow.Cursor) (page, error) {
+func (c *windowClient) fetch(ctx context.Context, channel, root string, cursor *window.Cursor) (page, error) {
 	body := windowFilter(channel, root, cursor)
 	auth, err := client.NIP98Header(c.sk, http.MethodPost, c.url, body)
 	if err != nil {
@@ -136,7 +136,7 @@ func parsePage(b []byte, p *page) error {
 	}
 	p.HasMore = *bounds.HasMore
 	if bounds.Next != nil {
-		p.Next = &threadwindow.Cursor{CreatedAt: bounds.Next.CreatedAt, ID: bounds.Next.ID}
+		p.Next = &window.Cursor{CreatedAt: bounds.Next.CreatedAt, ID: bounds.Next.ID}
 	}
 	if p.HasMore != (p.Next != nil) {
 		return errors.New("POST /query: next_cursor must be null exactly when has_more is false")
@@ -145,7 +145,7 @@ func parsePage(b []byte, p *page) error {
 		if ev.Kind == kindBounds {
 			return errors.New("POST /query: more than one bounds event")
 		}
-		p.Rows = append(p.Rows, threadwindow.Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID})
+		p.Rows = append(p.Rows, window.Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID})
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // The benchmark's target (b): every page ≤ 100 ms; a page of 1 s or more fails.
@@ -115,8 +115,8 @@ func staleCase(ctx context.Context, t *target, cl *windowClient, pool *pgxpool.P
 	)
 	for _, root := range []struct {
 		name  string
-		key   threadwindow.Cursor
-		older []threadwindow.Cursor // the root's replies before the burst
+		key   window.Cursor
+		older []window.Cursor // the root's replies before the burst
 	}{{"R2", r2, nil}, {"R", fx.root, fx.replies}} {
 		rep, pl, f, err := s.root(ctx, root.name, root.key, root.older)
 		if err != nil {
@@ -146,25 +146,25 @@ func autovacuumOff(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // newRoot publishes R2, a top-level kind 9 of channel C, through the relay.
-func (s *staleRun) newRoot(ctx context.Context) (threadwindow.Cursor, error) {
+func (s *staleRun) newRoot(ctx context.Context) (window.Cursor, error) {
 	pub := s.pubs[0]
 	ev := event.Event{CreatedAt: time.Now().Unix(), Kind: event.KindStreamMessage,
 		Tags: event.Tags{{"h", s.fx.channel}}, Content: content(s.rng, s.cfg.sizes.ContentBytes)}
 	if err := pub.author.signEvent(&ev); err != nil {
-		return threadwindow.Cursor{}, err
+		return window.Cursor{}, err
 	}
 	res, err := pub.publish(ctx, []event.Event{ev}, 1)
 	if err != nil {
-		return threadwindow.Cursor{}, fmt.Errorf("publish R2: %w", err)
+		return window.Cursor{}, fmt.Errorf("publish R2: %w", err)
 	}
 	if res.accepted != 1 {
-		return threadwindow.Cursor{}, fmt.Errorf("publish R2: refused: %v", res.refused)
+		return window.Cursor{}, fmt.Errorf("publish R2: refused: %v", res.refused)
 	}
-	return threadwindow.Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}, nil
+	return window.Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}, nil
 }
 
 // root runs the case for one root whose replies before the burst are older.
-func (s *staleRun) root(ctx context.Context, name string, root threadwindow.Cursor, older []threadwindow.Cursor) (*staleReport, planReport, []string, error) {
+func (s *staleRun) root(ctx context.Context, name string, root window.Cursor, older []window.Cursor) (*staleReport, planReport, []string, error) {
 	rep := &staleReport{Root: name}
 	var failures []string
 	fail := func(format string, args ...any) {
@@ -241,7 +241,7 @@ func (s *staleRun) root(ctx context.Context, name string, root threadwindow.Curs
 		fail("the last page of the walk says has_more")
 	}
 	lo, hi := deepRange(len(all))
-	var deep []threadwindow.Cursor
+	var deep []window.Cursor
 	for range s.cfg.deep {
 		c := all[lo+s.rng.IntN(hi-lo+1)]
 		deep = append(deep, c)
@@ -311,7 +311,7 @@ func (s *staleRun) phase(root string, n int, parents []event.Event) []event.Even
 // 3; a reply's parent is stored before it is sent), each phase from every
 // socket at once, reply j of a phase on socket j % conns. It returns the
 // keys of the stored replies.
-func (s *staleRun) burst(ctx context.Context, root string) (burstReport, []threadwindow.Cursor, error) {
+func (s *staleRun) burst(ctx context.Context, root string) (burstReport, []window.Cursor, error) {
 	b := burstReport{Conns: len(s.pubs), Inflight: s.cfg.inflight}
 	n := s.cfg.burst
 	sizes := []int{(n + 2) / 3, (n + 1) / 3, n / 3}
@@ -359,15 +359,15 @@ func (s *staleRun) burst(ctx context.Context, root string) (burstReport, []threa
 		keys, err := storedKeys(ctx, s.pool, s.fx.communityID, all)
 		return b, keys, err
 	}
-	keys := make([]threadwindow.Cursor, len(all))
+	keys := make([]window.Cursor, len(all))
 	for i, ev := range all {
-		keys[i] = threadwindow.Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}
+		keys[i] = window.Cursor{CreatedAt: ev.CreatedAt, ID: ev.ID}
 	}
 	return b, keys, nil
 }
 
 // storedKeys returns the keys of the phases' events that are in events.
-func storedKeys(ctx context.Context, pool *pgxpool.Pool, communityID string, evs []event.Event) ([]threadwindow.Cursor, error) {
+func storedKeys(ctx context.Context, pool *pgxpool.Pool, communityID string, evs []event.Event) ([]window.Cursor, error) {
 	ids := make([][]byte, len(evs))
 	for i, ev := range evs {
 		ids[i], _ = hex.DecodeString(ev.ID)
@@ -377,8 +377,8 @@ func storedKeys(ctx context.Context, pool *pgxpool.Pool, communityID string, evs
 	if err != nil {
 		return nil, fmt.Errorf("stored burst replies: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (threadwindow.Cursor, error) {
-		var c threadwindow.Cursor
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (window.Cursor, error) {
+		var c window.Cursor
 		err := r.Scan(&c.CreatedAt, &c.ID)
 		return c, err
 	})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/buzz-relay/buzz/internal/threadwindow"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // warmTarget is the benchmark's target (a): p50 execution of a warm deep page.
@@ -44,7 +44,7 @@ func deepRange(n int) (lo, hi int) { return n / 2, min(n*99/100, n-4*pageLimit) 
 func warmCase(ctx context.Context, cl *windowClient, pool *pgxpool.Pool, fx *fixture, cfg Config, rng *rand.Rand, p *progress) (*warmReport, []string, error) {
 	lo, hi := deepRange(len(fx.replies))
 	w := &warmReport{Positions: [2]int{lo, hi}, Warmup: cfg.warmup}
-	draw := func() *threadwindow.Cursor {
+	draw := func() *window.Cursor {
 		c := fx.replies[lo+rng.IntN(hi-lo+1)]
 		return &c
 	}

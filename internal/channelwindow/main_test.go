@@ -1,9 +1,0 @@
-package channelwindow_test
-
-import (
-	"testing"
-
-	"github.com/buzz-relay/buzz/internal/dbtest"
-)
-
-func TestMain(m *testing.M) { dbtest.Main(m) }
