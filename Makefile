@@ -56,5 +56,5 @@ bench-idle: ## P6: 10,000 idle authenticated sockets, relay RSS; heap profile in
 bench-abuse: ## honest p50/p99 with and without each attack, default quotas (about 6 min)
 	@scripts/bench-abuse.sh
 
-lint: ## gofmt check, go vet, golangci-lint (pinned; installed into .bin/ on first use)
+lint: ## gofmt check, go vet, golangci-lint (pinned; installed into ~/.cache/buzz-lint/ on first use)
 	@scripts/lint.sh

@@ -4,14 +4,26 @@
 # for the run, every package's tests (race detector on when cgo can build
 # it), then a short fuzz run of each parser that reads bytes from outside.
 # A run must leave nothing of its own in /tmp: the last step checks it.
+#
+# Time (docs/PERFORMANCE.md, "Test suite time"): every go command builds with
+# -trimpath, so the build cache does not depend on where the clone is. A
+# fresh clone in a new folder (CI) then reuses the compiled packages, race
+# and fuzz builds of earlier runs on the machine instead of compiling all of
+# them again, and golangci-lint lives outside the clone (scripts/lint.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+case " ${GOFLAGS:-} " in
+  *" -trimpath "*) ;;
+  *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath" ;;
+esac
 
 ours() { ls -1 /tmp | grep '^buzz-' | sort || true; }
 tmp_before=$(ours)
 
 scripts/ensure-secp256k1.sh
 scripts/lint.sh
+scripts/check-file-sizes.sh
 scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
 
@@ -29,40 +41,48 @@ else
   echo "note: gcc not found, running without the race detector" >&2
 fi
 
-go test "${race[@]}" -count=1 -timeout 20m ./...
+# The C verifier where libsecp256k1 links (as scripts/run.sh builds the
+# relay), then the default pure-Go build of the one package that differs.
+tags=$(scripts/secp256k1-tags.sh)
+go test "${race[@]}" $tags -count=1 -timeout 20m ./...
+[ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event
+
+# The fuzz targets: one "package target" a line.
+fuzz_targets='
+./internal/wire FuzzClientMessage
+./internal/event FuzzParseFilter
+./internal/event FuzzParseEvent
+./internal/auth FuzzNIP98Header
+./internal/auth FuzzNIP42RelayTag
+./internal/tenant FuzzNormalize
+./internal/httpapi FuzzQueryBody
+./internal/httpapi FuzzListenerTargets
+./internal/read FuzzSnapshotRequest
+./internal/read FuzzQueryOptions
+./internal/window FuzzParseBatch
+./internal/window FuzzParseChannel
+./internal/config FuzzLoad
+./internal/config FuzzOperatorListeners
+'
 
 fuzztime=${FUZZTIME:-10s}
-for target in \
-  "./internal/wire FuzzClientMessage" \
-  "./internal/event FuzzParseFilter" \
-  "./internal/event FuzzParseEvent" \
-  "./internal/auth FuzzNIP98Header" \
-  "./internal/auth FuzzNIP42RelayTag" \
-  "./internal/tenant FuzzNormalize" \
-  "./internal/httpapi FuzzQueryBody" \
-  "./internal/httpapi FuzzListenerTargets" \
-  "./internal/read FuzzSnapshotRequest" \
-  "./internal/read FuzzQueryOptions" \
-  "./internal/threadwindow FuzzParseBatch" \
-  "./internal/channelwindow FuzzParseWindow" \
-  "./internal/config FuzzLoad" \
-  "./internal/config FuzzOperatorListeners"; do
-  set -- $target
-  echo "fuzz $2 ($1) for $fuzztime"
+while read -r pkg target; do
+  [ -n "$pkg" ] || continue
+  echo "fuzz $target ($pkg) for $fuzztime"
   # A failure that wrote no failing input is the fuzz engine giving up on a
   # stalled worker of a loaded machine ("context deadline exceeded"), not a
   # finding: run that target once more. A real finding fails at once.
-  if ! out=$(go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1" 2>&1); then
+  if ! out=$(go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" "$pkg" 2>&1 </dev/null); then
     echo "$out"
     if echo "$out" | grep -q "Failing input written to"; then
       exit 1
     fi
-    echo "fuzz $2: the engine stopped without a failing input; running it once more"
-    go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1"
+    echo "fuzz $target: the engine stopped without a failing input; running it once more"
+    go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" "$pkg" </dev/null
   else
     echo "$out" | tail -2
   fi
-done
+done <<<"$fuzz_targets"
 
 left=$(comm -13 <(echo "$tmp_before") <(ours) | grep -vx "$(basename "$dir")" || true)
 if [ -n "$left" ]; then
