@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	neturl "net/url"
@@ -45,10 +46,13 @@ type okResult struct {
 // finishes it; the owner waits on eose, result or finished.
 type sub struct {
 	deliver func(event.Event) // EVENT; nil for COUNT
-	eose    chan struct{}     // closed on EOSE
-	result  chan int64        // COUNT answer, buffered 1
-	closed  chan struct{}     // closed on CLOSED or when the connection ends
-	msg     string            // CLOSED message; read after closed
+	// frames, when set, counts this REQ's EVENT frames instead of
+	// decoding them (QueryCount).
+	frames  *atomic.Int64
+	eose    chan struct{} // closed on EOSE
+	result  chan int64    // COUNT answer, buffered 1
+	closed  chan struct{} // closed on CLOSED or when the connection ends
+	msg     string        // CLOSED message; read after closed
 	eoseOne sync.Once
 	endOne  sync.Once
 }
@@ -155,12 +159,34 @@ func (c *Conn) readFrame(ctx context.Context) (relayMessage, error) {
 		if err != nil {
 			return relayMessage{}, err
 		}
+		if c.countedFrame(b) {
+			continue
+		}
 		m, err := parseRelay(b)
 		if err != nil {
 			continue // a frame we do not understand is not fatal
 		}
 		return m, nil
 	}
+}
+
+// countedFrame reports whether b is an EVENT frame of a QueryCount
+// subscription, which it counts without decoding the event.
+func (c *Conn) countedFrame(b []byte) bool {
+	rest, ok := bytes.CutPrefix(b, []byte(`["EVENT","`))
+	if !ok {
+		return false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return false
+	}
+	s := c.sub(string(rest[:end]))
+	if s == nil || s.frames == nil {
+		return false
+	}
+	s.frames.Add(1)
+	return true
 }
 
 // PubKey returns the hex pubkey the connection authenticated as.

@@ -126,6 +126,21 @@ func TestConn(t *testing.T) {
 			want[i] = ev.ID
 		}
 		require.ElementsMatch(t, want, ids)
+		// QueryCount counts the same frames without decoding them, and a
+		// Query running beside it still decodes its own.
+		var counted int64
+		var wg2 sync.WaitGroup
+		wg2.Go(func() { counted, err = c.QueryCount(ctx, event.Filter{Kinds: []int{1}}) })
+		again, qerr := c.Query(ctx, event.Filter{Kinds: []int{1}})
+		wg2.Wait()
+		require.NoError(t, err)
+		require.NoError(t, qerr)
+		require.EqualValues(t, 32, counted)
+		require.Len(t, again, 32)
+		limit := 5
+		counted, err = c.QueryCount(ctx, event.Filter{Kinds: []int{1}, Limit: &limit})
+		require.NoError(t, err)
+		require.EqualValues(t, 5, counted)
 	})
 
 	t.Run("PublishRefused", func(t *testing.T) {

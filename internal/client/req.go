@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/buzz-relay/buzz/internal/event"
 )
@@ -39,6 +40,31 @@ func (c *Conn) Query(ctx context.Context, filters ...event.Filter) ([]event.Even
 	mu.Lock()
 	defer mu.Unlock()
 	return events, nil
+}
+
+// QueryCount sends a REQ and returns how many stored events the relay sent
+// before EOSE, without decoding them: a load generator's reader that must
+// not spend its machine's CPU on what it reads. A CLOSED before EOSE is a
+// *RefusedError with its message.
+func (c *Conn) QueryCount(ctx context.Context, filters ...event.Filter) (int64, error) {
+	s := newSub(nil)
+	s.frames = new(atomic.Int64)
+	id, err := c.register("", s)
+	if err != nil {
+		return 0, fmt.Errorf("query: %w", err)
+	}
+	defer c.unregister(ctx, id, s)
+	if err := c.write(ctx, filtersFrame("REQ", id, filters)); err != nil {
+		return 0, fmt.Errorf("query: %w", err)
+	}
+	select {
+	case <-s.eose:
+	case <-s.closed:
+		return 0, c.endErr("query", s)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("query: %w", ctx.Err())
+	}
+	return s.frames.Load(), nil
 }
 
 // Count sends a NIP-45 COUNT and returns the relay's sum over the filters.
