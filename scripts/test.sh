@@ -42,9 +42,10 @@ else
 fi
 
 # The C verifier where libsecp256k1 links (as scripts/run.sh builds the
-# relay), then the default pure-Go build of the one package that differs.
+# relay), through GOFLAGS so the binaries tests build for themselves get it
+# too; then the default pure-Go build of the one package that differs.
 tags=$(scripts/secp256k1-tags.sh)
-go test "${race[@]}" $tags -count=1 -timeout 20m ./...
+GOFLAGS="$GOFLAGS${tags:+ $tags}" go test "${race[@]}" -count=1 -timeout 20m ./...
 [ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event
 
 # The fuzz targets: one "package target" a line.
