@@ -110,6 +110,10 @@ type Limiter struct {
 	local         *localCounter
 	shared        *sharedCounter // nil without Redis
 	agents        *agentCache
+	// refused remembers keys past a quota until their window ends: local
+	// for windows counted here (on now), shared for Redis's (on the wall
+	// clock).
+	refused struct{ local, shared *refusedMemo }
 }
 
 // New returns a Limiter, or nil when every quota is off. It dials nothing:
@@ -138,6 +142,7 @@ func New(cfg Config) (*Limiter, error) {
 		local:  newLocalCounter(),
 		agents: newAgentCache(cfg.AgentFunc),
 	}
+	l.refused.local, l.refused.shared = newRefusedMemo(), newRefusedMemo()
 	for _, pk := range cfg.Exempt {
 		if pk != "" {
 			l.exempt[pk] = true
@@ -191,19 +196,67 @@ type Decision struct {
 // buzz_admission_rejections_total and reported to RateLimitedFunc. It may
 // wait on Redis (bounded by a short timeout, after which it counts in this
 // process) and, for Messages and APICalls, on AgentFunc once a minute per
-// pubkey.
+// pubkey; a key already refused in its current window is refused again
+// from this process's memory, without either.
 func (l *Limiter) Charge(ctx context.Context, c Charge) Decision {
-	if l == nil || l.exempt[c.Pubkey] || c.Limit < 0 || c.Limit >= numLimits {
+	if l.off(c) {
 		return Decision{Allowed: true}
+	}
+	if d, refused := l.remembered(c); refused {
+		return d
 	}
 	budget := l.budgetOf(ctx, c)
 	if budget == 0 {
 		return Decision{Allowed: true}
 	}
-	n, ttl := l.count(ctx, c, l.window[c.Limit])
+	n, ttl, shared := l.count(ctx, c, l.window[c.Limit])
 	if n <= budget {
 		return Decision{Allowed: true}
 	}
+	// A window counted here while Redis is down is not remembered: once
+	// Redis answers again, its count decides.
+	switch {
+	case shared:
+		now := time.Now()
+		l.refused.shared.remember(memoKey(c), now.Add(ttl), now)
+	case l.shared == nil:
+		now := l.now()
+		l.refused.local.remember(memoKey(c), now.Add(ttl), now)
+	}
+	return l.refuse(c, ttl)
+}
+
+// Refused answers, without charging anything, whether c would be refused
+// because its key is already past its quota in the current window, as far
+// as this process has seen (a key refused by another process is known here
+// at its next charge). A door calls it before work that costs more than a
+// refusal; a request it lets through still pays with Charge. A refusal is
+// counted and reported as Charge's are.
+func (l *Limiter) Refused(c Charge) Decision {
+	if l.off(c) {
+		return Decision{Allowed: true}
+	}
+	d, _ := l.remembered(c)
+	return d
+}
+
+func (l *Limiter) off(c Charge) bool {
+	return l == nil || l.exempt[c.Pubkey] || c.Limit < 0 || c.Limit >= numLimits ||
+		(l.budget[c.Limit] == 0 && l.agent[c.Limit] == 0)
+}
+
+// remembered is the refusal of a key the memo holds, or Allowed.
+func (l *Limiter) remembered(c Charge) (Decision, bool) {
+	k := memoKey(c)
+	left := max(l.refused.local.left(k, l.now()), l.refused.shared.left(k, time.Now()))
+	if left <= 0 {
+		return Decision{Allowed: true}, false
+	}
+	return l.refuse(c, left), true
+}
+
+// refuse counts and reports a refusal whose window ends in ttl.
+func (l *Limiter) refuse(c Charge, ttl time.Duration) Decision {
 	retry := int((ttl + time.Second - 1) / time.Second)
 	d := Decision{RetryAfter: max(retry, 1)}
 	l.m.Rejections.WithLabelValues(c.Limit.String(), c.Transport).Inc()
@@ -211,6 +264,10 @@ func (l *Limiter) Charge(ctx context.Context, c Charge) Decision {
 		f(c.CommunityID, c.Pubkey, c.Limit.String(), c.Transport)
 	}
 	return d
+}
+
+func memoKey(c Charge) localKey {
+	return localKey{limit: c.Limit, community: c.CommunityID, pubkey: c.Pubkey}
 }
 
 // budgetOf is the budget per window that applies to c, 0 when off.
@@ -226,15 +283,16 @@ func (l *Limiter) budgetOf(ctx context.Context, c Charge) int {
 }
 
 // count adds one to c's window and returns the count and the time left in
-// the window: in Redis when it answers, in this process otherwise.
-func (l *Limiter) count(ctx context.Context, c Charge, window time.Duration) (int, time.Duration) {
+// the window: in Redis when it answers (shared), in this process otherwise.
+func (l *Limiter) count(ctx context.Context, c Charge, window time.Duration) (n int, ttl time.Duration, shared bool) {
 	if s := l.shared; s != nil {
 		if n, ttl, ok := s.incr(ctx, l, sharedKey(c), window); ok {
-			return n, ttl
+			return n, ttl, true
 		}
 		l.m.Fallback.Inc()
 	}
-	return l.local.incr(localKey{limit: c.Limit, community: c.CommunityID, pubkey: c.Pubkey}, window, l.now())
+	n, ttl = l.local.incr(memoKey(c), window, l.now())
+	return n, ttl, false
 }
 
 // sharedKey is the Redis key of c's window.

@@ -116,6 +116,26 @@ func TestLimiter(t *testing.T) {
 		require.Equal(t, []refusal{{"c1", human, "messages", "ws"}}, b.reported())
 	})
 
+	t.Run("RefusedChargesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, admission.Quotas{HumanAPICallsPerMin: 2}, "", nil)
+		call := admission.Charge{Limit: admission.APICalls, CommunityID: "c1", Pubkey: human, Transport: "http"}
+		for range 5 {
+			require.True(t, b.l.Refused(call).Allowed, "not past the quota: Refused lets it through")
+		}
+		spend(t, b, 2, admission.APICalls, "c1", human) // Refused charged nothing
+		require.True(t, b.l.Refused(call).Allowed, "at the quota")
+		require.False(t, charge(b, admission.APICalls, "c1", human).Allowed)
+		b.clock.Add(20 * time.Second)
+		require.Equal(t, admission.Decision{RetryAfter: 40}, b.l.Refused(call))
+		require.Len(t, b.reported(), 2, "Refused's refusal is reported as Charge's")
+		require.True(t, b.l.Refused(admission.Charge{Limit: admission.Messages, CommunityID: "c1", Pubkey: human}).Allowed,
+			"a quota that is off")
+		b.clock.Add(40 * time.Second)
+		require.True(t, b.l.Refused(call).Allowed, "the window ended")
+		spend(t, b, 2, admission.APICalls, "c1", human)
+	})
+
 	t.Run("WindowResets", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, admission.Quotas{HumanMessagesPerMin: 2}, "", nil)

@@ -64,9 +64,11 @@ func TestShared(t *testing.T) {
 		// Counted in this process: the quota still holds, nothing else is refused.
 		spend(t, a, 3, admission.Messages, "c1", other)
 		require.False(t, charge(a, admission.Messages, "c1", other).Allowed)
-		spend(t, a, 3, admission.Messages, "c1", pk) // a fresh window here: Redis's count is out of reach
+		// pk stays refused until its window ends: this process remembers
+		// Redis's refusal, and that answer costs no count.
+		require.False(t, charge(a, admission.Messages, "c1", pk).Allowed)
 		require.Equal(t, 1.0, testutil.ToFloat64(a.m.Admission.RedisDown))
-		require.Equal(t, 7.0, testutil.ToFloat64(a.m.Admission.Fallback))
+		require.Equal(t, 4.0, testutil.ToFloat64(a.m.Admission.Fallback))
 		require.Equal(t, 1, countLines(a.log.String(), "redis unavailable"), "logged once per outage")
 
 		rs.Restart()
@@ -81,6 +83,42 @@ func TestShared(t *testing.T) {
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, n, 1, "counted in Redis again")
 	})
+}
+
+// TestSharedRefusedRemembered: once Redis refuses a key, this process
+// refuses it again until the window ends without another INCR, and
+// Refused answers the same without charging; another process's charge
+// still goes to Redis and is refused by its count.
+func TestSharedRefusedRemembered(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	a := setup(t, admission.Quotas{HumanAPICallsPerMin: 2}, rs.URL(), nil)
+	b := setup(t, admission.Quotas{HumanAPICallsPerMin: 2}, rs.URL(), nil)
+	pk := eventtest.NewKey().PubKey
+	key := "buzz:admission:api_calls:c1:" + pk
+	call := admission.Charge{Limit: admission.APICalls, CommunityID: "c1", Pubkey: pk, Transport: "http"}
+	require.True(t, a.l.Refused(call).Allowed, "nothing refused yet")
+	spend(t, a, 2, admission.APICalls, "c1", pk)
+	require.True(t, a.l.Refused(call).Allowed, "at the quota: not refused")
+	require.False(t, charge(a, admission.APICalls, "c1", pk).Allowed)
+	for range 10 {
+		require.False(t, charge(a, admission.APICalls, "c1", pk).Allowed)
+		d := a.l.Refused(call)
+		require.False(t, d.Allowed)
+		require.InDelta(t, 60, d.RetryAfter, 2)
+	}
+	n, err := rs.Client().Get(t.Context(), key).Int()
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the refusals after the first were answered from memory")
+	require.Equal(t, 11.0, testutil.ToFloat64(a.m.Admission.Rejections.WithLabelValues("api_calls", "ws")))
+	require.Equal(t, 10.0, testutil.ToFloat64(a.m.Admission.Rejections.WithLabelValues("api_calls", "http")))
+	require.Len(t, a.reported(), 21, "each refusal is reported for the audit log")
+
+	require.True(t, b.l.Refused(call).Allowed, "another process has not seen the refusal")
+	require.False(t, charge(b, admission.APICalls, "c1", pk).Allowed)
+	n, err = rs.Client().Get(t.Context(), key).Int()
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
 }
 
 func countLines(s, substr string) int { return strings.Count(s, substr) }

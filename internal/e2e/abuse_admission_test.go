@@ -297,12 +297,26 @@ func TestAdmissionBridge(t *testing.T) {
 	require.NoError(t, json.Unmarshal(resp.Body, &answer))
 	requireQuota(t, answer.Error, 1, 60)
 	require.Equal(t, quotaText.FindStringSubmatch(answer.Error)[1], resp.Header.Get("Retry-After"))
+	// Known to be past the quota, the signer is refused before its token is
+	// written down against replays: a flood of its calls writes nothing.
+	replayRows := func() int {
+		var n int
+		require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM nip98_replay`).Scan(&n))
+		return n
+	}
+	rows := replayRows()
+	for range 20 {
+		resp := r.Exchange(t, relaytest.Request{Path: "/count", Key: &key, Body: filters})
+		require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	}
+	require.Equal(t, rows, replayRows(), "refused calls of an exhausted signer write no replay row")
 
 	status, b = r.HTTP(t, "", http.MethodPost, "/query", &other, filters)
 	require.Equal(t, http.StatusOK, status, string(b))
 	// The WebSocket door has its own quotas.
 	adDial(t, r, "", key).MustPublish(adNote(t, key))
-	require.Equal(t, 1.0, r.Metric(t, `buzz_admission_rejections_total{limit="api_calls",transport="http"}`))
+	require.Equal(t, 21.0, r.Metric(t, `buzz_admission_rejections_total{limit="api_calls",transport="http"}`))
 }
 
 // TestAdmissionPTags: an event with more p tags than BUZZ_MAX_P_TAGS is

@@ -149,8 +149,10 @@ func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit bodyLimit) ([]by
 
 // authenticate establishes the signer: NIP-98 followed by the replay
 // check, or, only when RequireAuthToken is false and no Authorization is
-// sent, the X-Pubkey development shortcut (no replay check). It never logs
-// the header, the token or the X-Pubkey value.
+// sent, the X-Pubkey development shortcut (no replay check). A signer this
+// process already knows to be past its bridge-call quota gets refusedCall's
+// 429 between the two: its call writes no replay row. It never logs the
+// header, the token or the X-Pubkey value.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Tenant, body []byte) (string, error) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" && !s.cfg.RequireAuthToken {
@@ -181,6 +183,9 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 			return "", refuse(http.StatusUnauthorized, ne.Message)
 		}
 		return "", fmt.Errorf("verify NIP-98: %w", err)
+	}
+	if err := s.refusedCall(t, ev.PubKey); err != nil {
+		return "", err
 	}
 	fresh, err := s.cfg.Replay.NIP98Use(ctx, t.CommunityID, ev.ID)
 	if err != nil {
