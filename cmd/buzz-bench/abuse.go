@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -144,11 +145,16 @@ func runAbuse(ctx context.Context, cfg config, out io.Writer, sum map[string]abu
 		}
 		at, _ := abuse.Lookup(name)
 		line := abuseLine{Phase: "abuse", Attack: at.Name, What: at.What}
+		env := &abuse.Env{Target: target, Key: event.GenerateKey(), Opts: a.opts, Outcomes: abuse.NewOutcomes()}
+		if at.Prepare != nil { // before both windows: its work is in neither
+			if err := at.Prepare(env, time.Now().Add(a.window), a.window); err != nil {
+				return fmt.Errorf("prepare %s: %w", at.Name, err)
+			}
+		}
 		b0, cpu0 := time.Now(), sampleCPU(cfg.pids)
 		sleepCtx(ctx, a.window)
 		b1, cpu1 := time.Now(), sampleCPU(cfg.pids)
 		baselineCPU := cpuSince(cfg.pids, cpu0)
-		env := &abuse.Env{Target: target, Key: event.GenerateKey(), Opts: a.opts, Outcomes: abuse.NewOutcomes()}
 		actx, cancel := context.WithTimeout(ctx, a.window)
 		var attackErr error
 		var attacking sync.WaitGroup

@@ -74,9 +74,23 @@ func TestAttacksAnswered(t *testing.T) {
 		t.Run(at.Name, func(t *testing.T) {
 			t.Parallel()
 			env := &Env{Target: target, Key: event.GenerateKey(), Opts: opts, Outcomes: NewOutcomes()}
+			if at.Prepare != nil {
+				require.NoError(t, at.Prepare(env, time.Now(), 10*time.Second))
+				require.NotEmpty(t, env.tokens.left)
+			}
+			signed := 0
+			if env.tokens != nil {
+				signed = len(env.tokens.left)
+			}
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			require.NoError(t, at.Run(ctx, env))
+			if env.tokens != nil {
+				// The tokens signed ahead were the ones sent, and the relay
+				// took them: no call was refused for its token.
+				require.Less(t, len(env.tokens.left), signed)
+				require.Zero(t, env.Outcomes.Counts()[Other], "%v %v", env.Outcomes.Counts(), env.Outcomes.First())
+			}
 			require.Positive(t, env.Outcomes.Total(), "%s: %v", at.Name, env.Outcomes.Counts())
 			if at.Name == "tags-values" {
 				require.Positive(t, env.Outcomes.Counts()["live-delivered"], env.Outcomes.Counts())

@@ -76,6 +76,10 @@ type Env struct {
 	Key      []byte
 	Opts     Options
 	Outcomes *Outcomes
+
+	// tokens, when Prepare made them, are the bridge calls' NIP-98
+	// headers signed ahead of the window (presign.go).
+	tokens *tokens
 }
 
 // op runs one request with the per-request timeout and counts its answer.
@@ -97,20 +101,24 @@ type Attack struct {
 	// What one line says the attack does.
 	What string
 	Run  func(ctx context.Context, e *Env) error
+	// Prepare, when set, is the work a benchmark may run before the
+	// measured windows, for a window of length window starting at start
+	// (signing tokens ahead); Run works without it, as the soak runs it.
+	Prepare func(e *Env, start time.Time, window time.Duration) error
 }
 
 // All lists the attacks in the order the benchmark and the soak run them.
 func All() []Attack {
 	return []Attack{
-		{"wide-req", "REQ kinds 1..1000 × 7,000 #p values (460 KB), limit 1, again and again", wideReq},
-		{"tags-values", "4 live subscriptions × 20,000 #t values, then events with 20,000 t tags", tagsValues},
-		{"read-flood", "64 concurrent POST /count [{kinds:[1]}] and REQ {kinds:[1],limit:1000} on seeded rows", readFlood},
-		{"big-events", "events near the frame limit with large tag arrays, then REQs for them with limit 1000", bigEvents},
-		{"slow-reader", "a socket with a 4 KiB receive buffer that asks for history and never reads", slowReader},
-		{"publish-flood", "one key publishing kind 1 as fast as 64 requests in flight allow", publishFlood},
-		{"channel-spam", "one key creating open channels (kind 9007) as fast as it can", channelSpam},
-		{"p-tags", "events with 10,000 p tags over the HTTP bridge", pTags},
-		{"role-escalation", "kind 9000 self-add as owner to another key's open channel, then 9008 delete", roleEscalation},
+		{Name: "wide-req", What: "REQ kinds 1..1000 × 7,000 #p values (460 KB), limit 1, again and again", Run: wideReq},
+		{Name: "tags-values", What: "4 live subscriptions × 20,000 #t values, then events with 20,000 t tags", Run: tagsValues},
+		{Name: "read-flood", What: "64 concurrent POST /count [{kinds:[1]}] and REQ {kinds:[1],limit:1000} on seeded rows", Run: readFlood, Prepare: prepareReadFlood},
+		{Name: "big-events", What: "events near the frame limit with large tag arrays, then REQs for them with limit 1000", Run: bigEvents},
+		{Name: "slow-reader", What: "a socket with a 4 KiB receive buffer that asks for history and never reads", Run: slowReader},
+		{Name: "publish-flood", What: "one key publishing kind 1 as fast as 64 requests in flight allow", Run: publishFlood},
+		{Name: "channel-spam", What: "one key creating open channels (kind 9007) as fast as it can", Run: channelSpam},
+		{Name: "p-tags", What: "events with 10,000 p tags over the HTTP bridge", Run: pTags},
+		{Name: "role-escalation", What: "kind 9000 self-add as owner to another key's open channel, then 9008 delete", Run: roleEscalation},
 	}
 }
 

@@ -112,6 +112,20 @@ func tagsValues(ctx context.Context, e *Env) error {
 	return nil
 }
 
+// readFloodCalls is the bridge half's calls at scale 1, each a POST /count
+// of readFloodCount.
+const readFloodCalls = 3200
+
+var readFloodCount = event.Filter{Kinds: []int{event.KindNote}}
+
+// prepareReadFlood signs the bridge half's tokens ahead of the window.
+func prepareReadFlood(e *Env, start time.Time, window time.Duration) error {
+	t, err := presign(e.Target.Bridge(e.Key), "/count", client.FiltersJSON([]event.Filter{readFloodCount}),
+		e.Opts.n(readFloodCalls), start, window)
+	e.tokens = t
+	return err
+}
+
 // readFlood keeps Concurrency reads in flight on the community's rows:
 // half POST /count [{"kinds":[1]}] on the bridge, half REQ
 // {"kinds":[1],"limit":1000} on sockets. The REQs' events are counted, not
@@ -124,8 +138,8 @@ func readFlood(ctx context.Context, e *Env) error {
 	wide := event.Filter{Kinds: []int{event.KindNote}, Limit: &limit}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		e.repeatHTTP(ctx, e.Opts.n(3200), conc/2, func(ctx context.Context, h *client.HTTP) (bool, string, error) {
-			_, err := h.Count(ctx, event.Filter{Kinds: []int{event.KindNote}})
+		e.repeatHTTP(ctx, e.Opts.n(readFloodCalls), conc/2, func(ctx context.Context, h *client.HTTP) (bool, string, error) {
+			_, err := h.Count(ctx, readFloodCount)
 			return err == nil, "", err
 		})
 	})

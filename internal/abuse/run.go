@@ -69,7 +69,7 @@ func (e *Env) repeat(ctx context.Context, n, conc int, f func(ctx context.Contex
 // repeatHTTP runs f n times in all with conc requests in flight on the
 // bridge, signed by the attacker.
 func (e *Env) repeatHTTP(ctx context.Context, n, conc int, f func(ctx context.Context, h *client.HTTP) (bool, string, error)) {
-	h := e.Target.Bridge(e.Key)
+	h := e.bridge()
 	defer h.Client.CloseIdleConnections() // no keep-alive outlives the attack
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -81,6 +81,15 @@ func (e *Env) repeatHTTP(ctx context.Context, n, conc int, f func(ctx context.Co
 		})
 	}
 	wg.Wait()
+}
+
+// bridge is the attacker's bridge client, with the tokens Prepare signed.
+func (e *Env) bridge() *client.HTTP {
+	h := e.Target.Bridge(e.Key)
+	if e.tokens != nil {
+		h.Authorize = e.tokens.authorize
+	}
+	return h
 }
 
 // query is one REQ to EOSE as an answer: accepted when it got there.

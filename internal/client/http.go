@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 )
@@ -16,7 +18,7 @@ import (
 const MaxResponseBytes = 64 << 20
 
 // HTTP is a client of the relay's HTTP bridge. Every request carries a fresh
-// NIP-98 header signed with SK. The zero Client means http.DefaultClient. An
+// NIP-98 header signed with SK (or given by Authorize). The zero Client means http.DefaultClient. An
 // HTTP value is safe for concurrent use.
 type HTTP struct {
 	// BaseURL is the bridge's origin, e.g. http://localhost:3000 (no trailing path).
@@ -33,6 +35,11 @@ type HTTP struct {
 	// Host is used verbatim, so it carries its own port when the community
 	// has one. "" means BaseURL's host for both.
 	Host string
+	// Authorize, when set, gives each request's Authorization value for
+	// its method, signed URL and body instead of a header signed with SK
+	// as the request is sent: a load tool uses it to sign its tokens ahead
+	// of a measured window. It returns "" to let SK sign.
+	Authorize func(method, url string, body []byte) string
 }
 
 // Publish posts ev to /events. accepted and msg are the bridge's answer; a
@@ -82,6 +89,30 @@ func (h *HTTP) Count(ctx context.Context, filters ...event.Filter) (int64, error
 	return *out.Count, nil
 }
 
+// Token signs, with SK, the NIP-98 header of a POST of body to path as
+// the bridge will check it, created at at (see NIP98HeaderAt).
+func (h *HTTP) Token(path string, body []byte, at time.Time) (string, error) {
+	return NIP98HeaderAt(h.SK, http.MethodPost, h.signedURL(path), body, at)
+}
+
+// signedURL is the URL a request to path signs in its u tag: BaseURL's,
+// with Host in place of its host when set.
+func (h *HTTP) signedURL(path string) string {
+	raw := strings.TrimSuffix(h.BaseURL, "/") + path
+	if h.Host == "" {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw // the request itself then fails to build, with this error
+	}
+	u.Host = h.Host
+	return u.String()
+}
+
+// FiltersJSON is the body /query and /count send for filters.
+func FiltersJSON(filters []event.Filter) []byte { return filtersJSON(filters) }
+
 func filtersJSON(filters []event.Filter) []byte {
 	b := []byte{'['}
 	for i := range filters {
@@ -101,16 +132,18 @@ func (h *HTTP) post(ctx context.Context, path string, body []byte, out any) erro
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	signed := url
 	if h.Host != "" {
 		req.Host = h.Host
-		u := *req.URL
-		u.Host = h.Host
-		signed = u.String()
 	}
-	auth, err := NIP98Header(h.SK, http.MethodPost, signed, body)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	signed := h.signedURL(path)
+	var auth string
+	if h.Authorize != nil {
+		auth = h.Authorize(http.MethodPost, signed, body)
+	}
+	if auth == "" {
+		if auth, err = NIP98Header(h.SK, http.MethodPost, signed, body); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	req.Header.Set("Authorization", auth)
 	req.Header.Set("Content-Type", "application/json")

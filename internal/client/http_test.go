@@ -89,6 +89,37 @@ func TestHTTP(t *testing.T) {
 		require.Equal(t, []event.Event{ev}, got)
 	})
 
+	t.Run("TokenSignedAhead", func(t *testing.T) {
+		t.Parallel()
+		h, r := setupHTTP(t)
+		// Through 127.0.0.1 with Host: the token names the community's host.
+		h.BaseURL, h.Host = "http://127.0.0.1:"+strconv.Itoa(r.Port), r.Host
+		f := event.Filter{Kinds: []int{1}}
+		body := FiltersJSON([]event.Filter{f})
+		ahead, err := h.Token("/count", body, time.Now().Add(45*time.Second))
+		require.NoError(t, err)
+		stale, err := h.Token("/count", body, time.Now().Add(-90*time.Second))
+		require.NoError(t, err)
+		var given []string
+		next := ahead
+		h.Authorize = func(method, url string, b []byte) string {
+			given = append(given, method+" "+url)
+			require.Equal(t, body, b)
+			return next
+		}
+		_, err = h.Count(t.Context(), f)
+		require.NoError(t, err, "a token dated 45 s ahead is within the relay's 60 s")
+		require.Equal(t, []string{"POST http://" + r.Host + "/count"}, given)
+		next = stale
+		_, err = h.Count(t.Context(), f)
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused, "the given token was sent, not one SK signs")
+		require.Equal(t, http.StatusUnauthorized, refused.Status)
+		next = ""
+		_, err = h.Count(t.Context(), f)
+		require.NoError(t, err, `"" lets SK sign`)
+	})
+
 	t.Run("PublishRefused", func(t *testing.T) {
 		t.Parallel()
 		h, _ := setupHTTP(t)

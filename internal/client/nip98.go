@@ -19,8 +19,15 @@ import (
 // accepts each token id once and for ±60 s; the nonce keeps two identical
 // requests in the same second from sharing an id.
 func NIP98Header(sk []byte, method, url string, body []byte) (string, error) {
+	return NIP98HeaderAt(sk, method, url, body, time.Now())
+}
+
+// NIP98HeaderAt is NIP98Header with created_at set to at: a token signed
+// ahead of the moment it is sent, valid while the relay's clock is within
+// 60 s of at.
+func NIP98HeaderAt(sk []byte, method, url string, body []byte, at time.Time) (string, error) {
 	ev := event.Event{
-		CreatedAt: time.Now().Unix(),
+		CreatedAt: at.Unix(),
 		Kind:      event.KindNIP98,
 		Tags:      event.Tags{{"u", url}, {"method", strings.ToUpper(method)}, {"nonce", nonce()}},
 	}
