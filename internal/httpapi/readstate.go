@@ -30,7 +30,7 @@ var snapshotStatus = map[read.SnapshotCode]int{
 // true, so a client that reads it never has to guess.
 func (s *Server) readStateSnapshot(ctx context.Context, rq *bridgeRequest, filters []event.Filter) (any, error) {
 	snap, err := s.cfg.Reader.ReadStateSnapshot(ctx,
-		read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey}, filters)
+		read.Scope{CommunityID: rq.tenant.CommunityID, Reader: rq.pubkey}, rq.shareKey(), filters)
 	if err != nil {
 		var se *read.SnapshotError
 		if !errors.As(err, &se) {

@@ -175,24 +175,9 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 	if explicitChannels(req.Filters) > MaxExplicitChannels && req.Surface != SurfaceQuery {
 		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
 	}
-	reader := req.Reader
-	if reader == "" {
-		reader = req.Conn
-	}
-	reserved, retry, ok := e.readTime.start(reader)
-	if !ok {
-		e.cfg.Metrics.Reads.ShareRejections.WithLabelValues(scopeReadTime).Inc()
-		return nil, &Refusal{Code: CodeReadTime, Reason: wire.QuotaExceeded(retry), RetryAfter: retry}
-	}
-	if err := e.shares.acquire(ctx, req.Conn, req.Reader); err != nil {
-		e.readTime.cancel(reader, reserved)
+	g, deadline, err := e.admit(ctx, req.Conn, req.Reader)
+	if err != nil {
 		return nil, err
-	}
-	g := &grant{s: e.shares, conn: req.Conn, pubkey: req.Reader, n: 1,
-		rt: e.readTime, reader: reader, reserved: reserved, start: time.Now()}
-	var deadline time.Time
-	if t := e.cfg.Shares.Timeout; t > 0 {
-		deadline = time.Now().Add(t)
 	}
 	octx, cancel := withDeadline(ctx, deadline)
 	defer cancel()
@@ -203,6 +188,33 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 	}
 	r.grant, r.deadline = g, deadline
 	return r, nil
+}
+
+// admit is what every read pays before it touches the database: its
+// reader's read time (the pubkey, or the connection for an anonymous
+// read), then a share for (conn, pubkey); the read's deadline runs from
+// the grant. The caller closes the grant once the read is done.
+func (e *Engine) admit(ctx context.Context, conn, pubkey string) (*grant, time.Time, error) {
+	reader := pubkey
+	if reader == "" {
+		reader = conn
+	}
+	reserved, retry, ok := e.readTime.start(reader)
+	if !ok {
+		e.cfg.Metrics.Reads.ShareRejections.WithLabelValues(scopeReadTime).Inc()
+		return nil, time.Time{}, &Refusal{Code: CodeReadTime, Reason: wire.QuotaExceeded(retry), RetryAfter: retry}
+	}
+	if err := e.shares.acquire(ctx, conn, pubkey); err != nil {
+		e.readTime.cancel(reader, reserved)
+		return nil, time.Time{}, err
+	}
+	g := &grant{s: e.shares, conn: conn, pubkey: pubkey, n: 1,
+		rt: e.readTime, reader: reader, reserved: reserved, start: time.Now()}
+	var deadline time.Time
+	if t := e.cfg.Shares.Timeout; t > 0 {
+		deadline = time.Now().Add(t)
+	}
+	return g, deadline, nil
 }
 
 // Close gives back the read's shares. It may be called more than once, and

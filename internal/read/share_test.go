@@ -132,6 +132,29 @@ func TestReadShares(t *testing.T) {
 	})
 }
 
+// TestSnapshotTakesAShare: the read-state snapshot is a read like the
+// others: it waits for its pubkey's share and is refused when the share
+// stays full, and holds none once answered.
+func TestSnapshotTakesAShare(t *testing.T) {
+	t.Parallel()
+	const wait = 50 * time.Millisecond
+	b := setupShares(t, read.ShareConfig{Max: 10, PerPubkey: 1, AcquireTimeout: wait}, false)
+	me := b.reader.PubKey
+	f, err := event.ParseFilter([]byte(`{"kinds":[30078],"authors":["` + me + `"],"read_state_snapshot":1}`))
+	require.NoError(t, err)
+	snapshot := func() error {
+		_, err := b.engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: b.cid, Reader: me}, "s", []event.Filter{f})
+		return err
+	}
+	held, err := b.open("a", me)
+	require.NoError(t, err)
+	requireRefused(t, snapshot(), read.CodeTooManyReads, wire.MsgTooManyReads)
+	require.InDelta(t, 1, testutil.ToFloat64(b.m.Reads.ShareRejections.WithLabelValues("pubkey")), 0)
+	held.Close()
+	require.NoError(t, snapshot())
+	require.InDelta(t, 0, testutil.ToFloat64(b.m.Reads.InFlight), 0, "the snapshot gave its share back")
+}
+
 func TestReadDeadline(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond

@@ -130,15 +130,21 @@ func WantsSnapshot(filters []event.Filter) bool {
 // over either limit, SnapshotUnavailable for a database failure or a
 // corrupt row. Safe for concurrent use; it runs one statement and opens no
 // transaction.
-func (e *Engine) ReadStateSnapshot(ctx context.Context, sc Scope, filters []event.Filter) (*Snapshot, error) {
+func (e *Engine) ReadStateSnapshot(ctx context.Context, sc Scope, conn string, filters []event.Filter) (*Snapshot, error) {
 	if err := checkSnapshotRequest(sc.Reader, filters); err != nil {
 		return nil, err
 	}
-	snap, err := e.readState(ctx, sc)
+	// Like every read, it pays read time and holds a share for its
+	// statement, under the read deadline (a deadline that passes is
+	// SnapshotUnavailable: the snapshot is never cut short).
+	g, deadline, err := e.admit(ctx, conn, sc.Reader)
 	if err != nil {
 		return nil, err
 	}
-	return snap, nil
+	defer g.close()
+	octx, cancel := withDeadline(ctx, deadline)
+	defer cancel()
+	return e.readState(octx, sc)
 }
 
 // checkSnapshotRequest applies the snapshot's shape rules in order: one

@@ -114,7 +114,7 @@ func TestReadStateSnapshotClassifier(t *testing.T) {
 				VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), now(), 30078, $4::jsonb, 'c', decode(repeat('ab', 64), 'hex'), $5)`,
 				cid, id, pub, tags, dTag)
 			require.NoError(t, err)
-			snap, err := engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: cid, Reader: pub},
+			snap, err := engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: cid, Reader: pub}, "",
 				snapshotFilters(t, `[{"kinds":[30078],"authors":["`+pub+`"],"read_state_snapshot":1}]`))
 			switch tc.want {
 			case selected:
@@ -161,7 +161,7 @@ func TestReadStateSnapshotRefusals(t *testing.T) {
 			t.Parallel()
 			fs := snapshotFilters(t, raw)
 			require.True(t, read.WantsSnapshot(fs))
-			_, err := engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: "00000000-0000-4000-8000-000000000000", Reader: me}, fs)
+			_, err := engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: "00000000-0000-4000-8000-000000000000", Reader: me}, "", fs)
 			var se *read.SnapshotError
 			require.True(t, errors.As(err, &se), "%v", err)
 			require.Equal(t, read.SnapshotInvalid, se.Code, se.Reason)
@@ -169,7 +169,7 @@ func TestReadStateSnapshotRefusals(t *testing.T) {
 	}
 	t.Run("Served", func(t *testing.T) {
 		t.Parallel()
-		_, err := engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: "00000000-0000-4000-8000-000000000000", Reader: me},
+		_, err := engine.ReadStateSnapshot(context.Background(), read.Scope{CommunityID: "00000000-0000-4000-8000-000000000000", Reader: me}, "",
 			snapshotFilters(t, `[{"kinds":[30078],"authors":["`+me+`"],"read_state_snapshot":1}]`))
 		var se *read.SnapshotError
 		require.True(t, errors.As(err, &se), "%v", err)
