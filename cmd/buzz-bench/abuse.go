@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -92,7 +93,23 @@ type windowFigures struct {
 	Req     opFigures `json:"req"`
 	// CPU is what the --pids processes used in the window.
 	CPU map[string]cpuUse `json:"cpu,omitempty"`
+	// Slowest are the window's slowest answered operations, slowest
+	// first, with when they began: a p99 made by a stall at the attack's
+	// start shows there, one made by a steady cost is spread out.
+	Slowest []slowOp `json:"slowest,omitempty"`
 }
+
+// slowOp is one slow honest operation.
+type slowOp struct {
+	// At is the seconds from the window's start to the operation's.
+	At float64 `json:"at_s"`
+	Ms float64 `json:"ms"`
+	Op string  `json:"op"`
+}
+
+// slowestKept is how many of a window's slowest operations its figures
+// keep.
+const slowestKept = 5
 
 // abuseLine is one attack's figures.
 type abuseLine struct {
@@ -379,8 +396,16 @@ func (h *honestLoad) window(from, to time.Time) (windowFigures, []string) {
 			msgs.add(op.refused)
 		default:
 			*lat = append(*lat, op.lat)
+			name := "publish"
+			if op.req {
+				name = "req"
+			}
+			w.Slowest = append(w.Slowest, slowOp{At: round3(op.at.Sub(from).Seconds()),
+				Ms: round3(float64(op.lat) / float64(time.Millisecond)), Op: name})
 		}
 	}
+	sort.Slice(w.Slowest, func(i, j int) bool { return w.Slowest[i].Ms > w.Slowest[j].Ms })
+	w.Slowest = w.Slowest[:min(len(w.Slowest), slowestKept)]
 	for _, x := range []struct {
 		fig *opFigures
 		lat []time.Duration

@@ -40,6 +40,12 @@ func TestBenchAbuse(t *testing.T) {
 			for _, op := range []string{"publish", "req"} {
 				require.Positive(t, win[op].(map[string]any)["ops"], "%s %s %s: %v", name, w, op, line)
 			}
+			slowest := win["slowest"].([]any)
+			require.NotEmpty(t, slowest, line)
+			first := slowest[0].(map[string]any)
+			maxOf := func(op string) float64 { return win[op].(map[string]any)["max_ms"].(float64) }
+			require.InDelta(t, max(maxOf("publish"), maxOf("req")), first["ms"], 0.002, "the slowest first")
+			require.Less(t, first["at_s"], win["seconds"], line)
 		}
 		require.NotEmpty(t, line["attacker"], line)
 		require.Contains(t, line["ratio"], "publish_p99", line)
