@@ -190,23 +190,26 @@ func (e *Engine) Open(ctx context.Context, req Request) (*Read, error) {
 	return r, nil
 }
 
-// admit is what every read pays before it touches the database: its
-// reader's read time (the pubkey, or the connection for an anonymous
-// read), then a share for (conn, pubkey); the read's deadline runs from
-// the grant. The caller closes the grant once the read is done.
+// admit is what every read pays before it touches the database: a share
+// for (conn, pubkey), then its reader's read time (the pubkey, or the
+// connection for an anonymous read), judged when the share is granted: a
+// read that waited for its share while the reader's earlier reads ran is
+// judged on what they cost, not on the budget it found when it arrived.
+// The read's deadline runs from the grant. The caller closes the grant
+// once the read is done.
 func (e *Engine) admit(ctx context.Context, conn, pubkey string) (*grant, time.Time, error) {
 	reader := pubkey
 	if reader == "" {
 		reader = conn
 	}
+	if err := e.shares.acquire(ctx, conn, pubkey); err != nil {
+		return nil, time.Time{}, err
+	}
 	reserved, retry, ok := e.readTime.start(reader)
 	if !ok {
+		e.shares.release(conn, pubkey, 1)
 		e.cfg.Metrics.Reads.ShareRejections.WithLabelValues(scopeReadTime).Inc()
 		return nil, time.Time{}, &Refusal{Code: CodeReadTime, Reason: wire.QuotaExceeded(retry), RetryAfter: retry}
-	}
-	if err := e.shares.acquire(ctx, conn, pubkey); err != nil {
-		e.readTime.cancel(reader, reserved)
-		return nil, time.Time{}, err
 	}
 	g := &grant{s: e.shares, conn: conn, pubkey: pubkey, n: 1,
 		rt: e.readTime, reader: reader, reserved: reserved, start: time.Now()}

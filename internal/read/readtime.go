@@ -14,7 +14,8 @@ import (
 // each reader also has a read-time budget: a token bucket of milliseconds,
 // filled at Rate per second up to Burst, from which every read pays the
 // time it held its shares (from the grant to Close, every parallel share
-// counted). A read starts only while its reader's bucket is above zero,
+// counted). A read starts only while its reader's bucket is above zero when
+// its share is granted (a read that queued for a share is judged then),
 // and reserves what the reader's previous read cost, so a reader in debt
 // reads one read at a time, at the rate its budget refills, however many
 // shares it has. What a read costs is known only when it ends, so the
@@ -114,19 +115,6 @@ func (t *readTime) settle(reader string, reserved float64, cost time.Duration) {
 	b.tokens += reserved - ms
 	b.last = ms
 	b.open--
-}
-
-// cancel gives back what start reserved for a read that never ran.
-func (t *readTime) cancel(reader string, reserved float64) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if b := t.buckets[reader]; b != nil {
-		b.tokens += reserved
-		b.open--
-	}
 }
 
 // sweepLocked drops the buckets that are full and have no read open, once

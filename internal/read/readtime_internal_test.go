@@ -57,7 +57,7 @@ func TestReadTimeEdges(t *testing.T) {
 // TestReadTimeReservation: a reader whose reads are heavy cannot start
 // many at once: each start reserves the last read's cost, so with 150 ms
 // of budget left and 100 ms reads, two start (150 → 50 → −50) and the
-// third waits; cancel gives a reservation back.
+// third waits; a settle gives the reservation back and pays the cost.
 func TestReadTimeReservation(t *testing.T) {
 	rt, _ := clockedReadTime(100*time.Millisecond, time.Second)
 	res, _, ok := rt.start("a")
@@ -76,7 +76,7 @@ func TestReadTimeReservation(t *testing.T) {
 		require.Less(t, len(started), 10, "reservations must bound concurrent starts")
 	}
 	require.Equal(t, []float64{100, 100}, started, "150 → 50 → −50: two start")
-	rt.cancel("a", started[1]) // −50 + 100 = 50: one more may start
+	rt.settle("a", started[1], 0) // −50 + 100 − 0 = 50: one more may start
 	_, _, ok = rt.start("a")
 	require.True(t, ok)
 }

@@ -155,6 +155,36 @@ func TestSnapshotTakesAShare(t *testing.T) {
 	require.InDelta(t, 0, testutil.ToFloat64(b.m.Reads.InFlight), 0, "the snapshot gave its share back")
 }
 
+// TestReadTimeJudgedAtGrant: a read that waits for its pubkey's share is
+// judged on the read-time budget when the share is granted, after the
+// reads ahead of it have paid: it does not run on the budget it found when
+// it arrived.
+func TestReadTimeJudgedAtGrant(t *testing.T) {
+	t.Parallel()
+	b := setupShares(t, read.ShareConfig{Max: 10, PerPubkey: 1, AcquireTimeout: 10 * time.Second,
+		TimePerSecond: time.Millisecond, TimeBurst: 50 * time.Millisecond}, false)
+	me := b.reader.PubKey
+	held, err := b.open("a", me) // costs the 150 ms it holds its share: three bursts
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		rd, err := b.open("b", me) // arrives with the budget full, waits for the share
+		if err == nil {
+			rd.Close()
+		}
+		done <- err
+	}()
+	time.Sleep(150 * time.Millisecond)
+	held.Close()
+	err = <-done
+	var ref *read.Refusal
+	require.ErrorAs(t, err, &ref)
+	require.Equal(t, read.CodeReadTime, ref.Code)
+	require.Contains(t, ref.Reason, "rate-limited: quota exceeded; retry in ")
+	require.InDelta(t, 0, testutil.ToFloat64(b.m.Reads.InFlight), 0, "the refused read gave its share back")
+	require.InDelta(t, 1, testutil.ToFloat64(b.m.Reads.ShareRejections.WithLabelValues("read_time")), 0)
+}
+
 func TestReadDeadline(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond
