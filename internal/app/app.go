@@ -178,15 +178,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	})
 	a.Relay = wsapi.New(wsapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
-		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
-		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
-		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
-		SendBuffer: cfg.SendBuffer, SendBufferBytes: cfg.Bytes.SendBufferBytes, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
-		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: observer, Bus: a.Bus, Admission: a.Admission,
-		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
-		ConnMaxFilterBytes:       cfg.Filters.ConnMaxFilterBytes,
-		MaxConnectionsPerAddress: cfg.Reads.MaxConnectionsPerAddress,
+		Audit: observer, Bus: a.Bus, Admission: a.Admission, Settings: cfg,
 	})
 	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
 	started := time.Now()
@@ -202,16 +194,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.HTTP = httpapi.New(httpapi.Config{
 		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: a.Store,
 		WebSocket: a.Relay, Health: a.Health.Handler(), Metrics: a.Metrics, Logger: log,
-		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
-		Operator: httpapi.OperatorConfig{Origin: cfg.OperatorAPIOrigin, Listeners: listenerSet(cfg.OperatorListeners),
-			ReplayHost: cfg.RelayHost, Registry: a.Store},
-		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
-		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
-		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
-		Audit:              observer, Admission: a.Admission,
-		MaxConcurrent: cfg.Reads.HTTPMaxConcurrent, ClientAddrFunc: a.Relay.ClientAddr,
-		MaxEventBytes: cfg.Bytes.MaxEventBytes,
+		RelayPubkey: relayPubkey, Version: Version, Audit: observer, Admission: a.Admission,
+		Listeners: a.Store, ClientAddrFunc: a.Relay.ClientAddr, Settings: cfg,
 	})
 	ok = true
 	return a, nil
@@ -361,16 +345,6 @@ func (a *Relay) communityByHost(ctx context.Context, h string) (string, error) {
 		return "", err
 	}
 	return c.ID, nil
-}
-
-// listenerSet is the set of operator-listener pubkeys configured on this
-// process.
-func listenerSet(ls []config.OperatorListener) map[string]bool {
-	out := make(map[string]bool, len(ls))
-	for _, l := range ls {
-		out[l.Pubkey] = true
-	}
-	return out
 }
 
 // readShares is the read engine's bound on concurrent reads and every

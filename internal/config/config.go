@@ -28,9 +28,11 @@ const (
 	DefaultRedisPoolSize         = 16
 	DefaultLogFormat             = "auto"
 
-	DefaultHeartbeatInterval = 30 * time.Second
-	DefaultAuthTimeout       = 5 * time.Second
-	DefaultDrainTimeout      = 30 * time.Second
+	DefaultHeartbeatInterval      = 30 * time.Second
+	DefaultAuthTimeout            = 5 * time.Second
+	DefaultDrainTimeout           = 30 * time.Second
+	DefaultMembershipRecheck      = 60 * time.Second
+	DefaultAmbiguousCommitTimeout = 30 * time.Second
 )
 
 // Config is the relay's resolved configuration. Load fills every field; a
@@ -232,8 +234,8 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 		RequireAuthToken:        true,
 		HeartbeatInterval:       DefaultHeartbeatInterval,
 		OperatorListenerTimeout: DefaultOperatorListenerTimeout,
-		MembershipRecheck:       60 * time.Second,
-		AmbiguousCommitTimeout:  30 * time.Second,
+		MembershipRecheck:       DefaultMembershipRecheck,
+		AmbiguousCommitTimeout:  DefaultAmbiguousCommitTimeout,
 		AuthTimeout:             DefaultAuthTimeout,
 		DrainTimeout:            DefaultDrainTimeout,
 	}
@@ -276,6 +278,21 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	}
 	return c, warnings, nil
 }
+
+// Defaults is the configuration of an empty environment: every variable at
+// its default. It is where code that builds a part directly (tests,
+// benchmarks) takes its settings, so each default is declared once, here.
+func Defaults() Config {
+	c, _, err := Load(nil, nil)
+	if err != nil {
+		panic("config: the defaults do not load: " + err.Error())
+	}
+	return c
+}
+
+// Secure reports whether RELAY_URL is wss://: NIP-42 relay tags and NIP-98
+// u tags are then expected with wss and https.
+func (c Config) Secure() bool { return c.RelayScheme == "wss" }
 
 // crossCheck applies the rules that involve several variables.
 func (c Config) crossCheck() error {

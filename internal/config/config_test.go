@@ -96,6 +96,8 @@ func TestLoad(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, warnings)
 		require.Equal(t, "localhost:3000", c.RelayHost)
+		require.Equal(t, c, Defaults(), "Defaults is the empty environment's configuration")
+		require.False(t, c.Secure())
 	})
 
 	t.Run("EveryVariable", func(t *testing.T) {

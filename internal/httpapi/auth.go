@@ -153,7 +153,7 @@ func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit bodyLimit) ([]by
 // the header, the token or the X-Pubkey value.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Tenant, body []byte) (string, error) {
 	authz := r.Header.Get("Authorization")
-	if authz == "" && !s.cfg.RequireAuthToken {
+	if authz == "" && !s.cfg.Settings.RequireAuthToken {
 		if xp := r.Header.Get("X-Pubkey"); xp != "" {
 			if !event.IsHexAnyCase64(xp) {
 				return "", refuse(http.StatusUnauthorized, msgBadXPubkey)
@@ -170,7 +170,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 		RawQuery:   r.URL.RawQuery,
 		Body:       body,
 		TenantHost: t.Host,
-		Secure:     s.cfg.Secure,
+		Secure:     s.cfg.Settings.Secure(),
 		Now:        s.now(),
 	})
 	if err != nil {
@@ -193,7 +193,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 		s.auditAuthFailure(t.CommunityID, "", "replay")
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98Replay)
 	}
-	if !s.cfg.RequireRelayMembership {
+	if !s.cfg.Settings.RequireRelayMembership {
 		s.auditAuthSuccess(t.CommunityID, ev.PubKey)
 	}
 	return ev.PubKey, nil
@@ -202,7 +202,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 // requireMember runs the relay-membership gate when it is on
 // (docs/PROTOCOL.md §2.5): 403 for a non-member, 500 when the lookup fails.
 func (s *Server) requireMember(ctx context.Context, t tenant.Tenant, pubkey string) error {
-	if !s.cfg.RequireRelayMembership {
+	if !s.cfg.Settings.RequireRelayMembership {
 		return nil
 	}
 	ok, err := s.cfg.Members.IsRelayMember(ctx, t.CommunityID, pubkey)

@@ -40,6 +40,7 @@ func TestNIP11(t *testing.T) {
 				"max_limit": 1000,
 				"max_subid_length": 256,
 				"max_content_length": 262144,
+				"max_event_bytes": 393216,
 				"min_pow_difficulty": null,
 				"auth_required": true,
 				"payment_required": false,
@@ -112,7 +113,7 @@ func TestNIP11(t *testing.T) {
 
 	t.Run("CORSAlwaysStar", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, d, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.test"} })
+		b := setup(t, d, func(c *httpapi.Config) { c.Settings.CORSOrigins = []string{"https://app.test"} })
 		res := b.do(t, http.MethodGet, b.ta.Host, "/", nil, map[string]string{"Accept": nip11Accept, "Origin": "https://other.test"})
 		require.Equal(t, "*", res.header.Get("Access-Control-Allow-Origin"))
 		pre := b.do(t, http.MethodOptions, b.ta.Host, "/", nil, map[string]string{"Origin": "https://other.test"})
