@@ -27,6 +27,7 @@ const (
 	DefaultDBPoolSize            = 50
 	DefaultRedisPoolSize         = 16
 	DefaultLogFormat             = "auto"
+	DefaultSearchRankWindow      = 1000
 
 	DefaultHeartbeatInterval      = 30 * time.Second
 	DefaultAuthTimeout            = 5 * time.Second
@@ -172,6 +173,10 @@ type Config struct {
 	// Filters are the filter, subscription and connection caps
 	// (BUZZ_FILTER_MAX_*, BUZZ_SUB_MAX_INDEX_KEYS, BUZZ_CONN_MAX_*; filters.go).
 	Filters FilterLimits
+	// SearchRankWindow is how many of the newest matches of its filter a
+	// NIP-50 search statement ranks (BUZZ_SEARCH_RANK_WINDOW,
+	// docs/PROTOCOL.md §12.4), 100–10000. Default 1000.
+	SearchRankWindow int
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -270,6 +275,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
 	c.Admission = l.admission()
 	c.Filters = l.filterLimits()
+	c.SearchRankWindow = l.integer("BUZZ_SEARCH_RANK_WINDOW", DefaultSearchRankWindow, 100, 10000)
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -358,6 +364,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_format", c.LogFormat),
 		slog.Any("admission", c.Admission),
 		slog.Any("filters", c.Filters),
+		slog.Int("search_rank_window", c.SearchRankWindow),
 		slog.Any("reads", c.Reads),
 	)
 }
@@ -411,6 +418,7 @@ var knownVariables = []string{
 	"BUZZ_READ_TIME_PER_SECOND_MS", "BUZZ_READ_TIME_BURST_MS",
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
+	"BUZZ_SEARCH_RANK_WINDOW",
 }
 
 // reservedPrefixes belong to other parts of the relay (search, audit, read state,

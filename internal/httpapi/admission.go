@@ -6,7 +6,7 @@ import (
 )
 
 // The bridge's admission (docs/OPERATIONS.md "HTTP timeouts and
-// concurrency"): at most Config.MaxConcurrent bridge requests are served at
+// concurrency"): at most BUZZ_HTTP_MAX_CONCURRENT bridge requests are served at
 // once; one more is answered 503 {"error":"error: server busy"} with
 // Retry-After, before its body is read, so a flood costs the relay no
 // database work and no memory for bodies. NIP-11, health and WebSocket
