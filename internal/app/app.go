@@ -182,7 +182,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st, Replay: st,
 		WebSocket: ws, Health: hs.Handler(), Metrics: m, Logger: log,
 		RelayPubkey: relayPubkey, Version: Version, Audit: observer, Admission: lim,
-		Listeners: st, ClientAddrFunc: ws.ClientAddr, Settings: cfg,
+		Listeners: st, Settings: cfg,
 	})
 	ok = true
 	return &Relay{cfg: cfg, log: log, db: db, store: st, registry: registry, metrics: m, relayKey: relayKey,

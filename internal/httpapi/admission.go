@@ -34,8 +34,8 @@ func (s *Server) leave() {
 
 // clientAddr is r's client address for its share of concurrent reads.
 func (s *Server) clientAddr(r *http.Request) string {
-	if f := s.cfg.ClientAddrFunc; f != nil {
-		return f(r)
+	if ws := s.cfg.WebSocket; ws != nil {
+		return ws.ClientAddr(r)
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -23,7 +23,7 @@ type bridgeRequest struct {
 	// pubkey is the authenticated signer, lowercase hex.
 	pubkey string
 	body   []byte
-	// client is the request's client address (Config.ClientAddrFunc).
+	// client is the request's client address (Config.WebSocket).
 	client string
 }
 

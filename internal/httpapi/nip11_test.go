@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -105,9 +107,12 @@ func TestNIP11(t *testing.T) {
 	t.Run("UpgradeGoesToWebSocket", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
-		up := map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "websocket"}
-		require.Equal(t, "websocket", b.do(t, http.MethodGet, b.ta.Host, "/", nil, up).body)
-		up["Accept"] = nip11Accept
+		ws, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(b.url, "http"),
+			&websocket.DialOptions{Host: b.ta.Host, HTTPClient: b.client})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+		require.NoError(t, ws.Close(websocket.StatusNormalClosure, ""))
+		up := map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "websocket", "Accept": nip11Accept}
 		require.Contains(t, b.do(t, http.MethodGet, b.ta.Host, "/", nil, up).body, `"name":"Buzz Relay"`)
 	})
 

@@ -40,9 +40,11 @@ type Config struct {
 	Members tenant.MemberChecker
 	// Replay keeps NIP-98 ids single-use.
 	Replay ReplayGuard
-	// WebSocket serves GET / upgrade requests (package relay). When nil,
-	// upgrade requests get the NIP-11 document like any plain GET /.
-	WebSocket http.Handler
+	// WebSocket is the WebSocket door: it serves GET / upgrade requests
+	// and names a request's client address. When nil, upgrade requests get
+	// the NIP-11 document like any plain GET /, and the client address is
+	// the peer's.
+	WebSocket WebSocket
 	// Health, when set, is mounted on GET /_liveness and GET /_readiness.
 	Health http.Handler
 	// Metrics receives http_requests_total and http_request_latency_ms and
@@ -74,10 +76,15 @@ type Config struct {
 	Settings config.Config
 	// NowFunc defaults to time.Now.
 	NowFunc func() time.Time
-	// ClientAddrFunc returns a request's client address, the key of its
-	// share of concurrent reads: the WebSocket door's rule
-	// (BUZZ_TRUSTED_PROXIES, IPv6 /64). Nil uses the peer's address.
-	ClientAddrFunc func(*http.Request) string
+}
+
+// WebSocket is what the HTTP door needs of the WebSocket door (package
+// wsapi's Server): the upgrades it hands over, and the client-address rule
+// (BUZZ_TRUSTED_PROXIES, IPv6 /64) that keys a bridge request's share of
+// concurrent reads, so both doors count one client alike.
+type WebSocket interface {
+	http.Handler
+	ClientAddr(r *http.Request) string
 }
 
 // Server is the app listener's HTTP surface. Create it with New; it is safe

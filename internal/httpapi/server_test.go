@@ -34,6 +34,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
+	"github.com/buzz-relay/buzz/internal/wsapi"
 )
 
 func TestMain(m *testing.M) {
@@ -219,11 +220,12 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 		Reader:    b.reader,
 		Members:   st,
 		Replay:    st,
-		WebSocket: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "websocket") }),
-		Metrics:   b.metrics,
-		Logger:    b.log,
-		Version:   "test-1",
-		Settings:  config.Defaults(),
+		WebSocket: wsapi.New(wsapi.Config{Resolver: b.resolver, Submitter: b.pipeline, Reader: b.reader, Members: st,
+			Settings: config.Defaults()}),
+		Metrics:  b.metrics,
+		Logger:   b.log,
+		Version:  "test-1",
+		Settings: config.Defaults(),
 	}
 	return b.serve(t, change...)
 }
