@@ -421,9 +421,10 @@ var knownVariables = []string{
 	"BUZZ_SEARCH_RANK_WINDOW",
 }
 
-// reservedPrefixes belong to other parts of the relay (search, audit, read state,
-// windows, operator listeners), whose packages validate their own variables.
-// A typo after one of these prefixes is not caught here.
+// reservedPrefixes are kept for variables of other parts of the relay
+// (search, audit, read state, windows, operator listeners); the ones this
+// package reads are in knownVariables too. A typo after one of these
+// prefixes is not caught here.
 var reservedPrefixes = []string{
 	"BUZZ_AUDIT_", "BUZZ_OPERATOR_", "BUZZ_SEARCH_", "BUZZ_READ_STATE_", "BUZZ_WINDOW_",
 }

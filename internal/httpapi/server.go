@@ -62,8 +62,8 @@ type Config struct {
 	// Admission charges each bridge call to its signer's api_calls quota
 	// before the body is parsed. Nil admits every call.
 	Admission *admission.Limiter
-	// Listeners stores operator-listener registrations (docs/PROTOCOL.md
-	// §15.3); nil answers the operator routes 500.
+	// Listeners stores the operator-listener registrations of
+	// docs/PROTOCOL.md §15.3; nil answers the operator routes 500.
 	Listeners ListenerRegistry
 	// Settings are the relay's settings, whole (config.Load, or
 	// config.Defaults where a part is built directly). The server reads
