@@ -127,7 +127,7 @@ func New(cfg Config) *Server {
 
 // ServeHTTP upgrades GET / to a WebSocket and serves it until it closes. In
 // order: the Host is resolved (404 when unmapped), the client address's
-// connection rate is taken (429 past it, when ConnectRate is set), the
+// connection rate is taken (429 past it, when BUZZ_WS_CONNECT_RATE is set), the
 // address's open connections counted (429 at MaxConnectionsPerAddress,
 // when set), then
 // upgrades are refused with 503 while shutting down or at MaxConnections.
