@@ -335,7 +335,7 @@ func startPair(t *testing.T, env map[string]string) (a, b *relaytest.Relay) {
 		envB[k] = v
 	}
 	b = relaytest.Start(t, envB)
-	_, err := a.App.Store.CommunityAddHost(t.Context(), b.Host, a.Host)
+	_, err := a.App.Store().CommunityAddHost(t.Context(), b.Host, a.Host)
 	require.NoError(t, err)
 	return a, b
 }

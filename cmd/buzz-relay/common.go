@@ -15,18 +15,12 @@ import (
 	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/pg"
-	"github.com/buzz-relay/buzz/internal/search"
 )
 
 // loadConfig reads the environment. A bad value comes back as the error
-// config.Load words it ("invalid VAR: …"), and the command exits 2. The
-// BUZZ_SEARCH_ variables are validated by package search, in the same words.
+// config.Load words it ("invalid VAR: …"), and the command exits 2.
 func loadConfig() (config.Config, []string, error) {
-	cfg, warnings, err := config.Load(os.Getenv, os.Environ())
-	if err == nil {
-		err = search.Configure(os.Getenv)
-	}
-	return cfg, warnings, err
+	return config.Load(os.Getenv, os.Environ())
 }
 
 // openDatabase loads the configuration and opens the database like openDB.

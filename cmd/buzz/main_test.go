@@ -203,7 +203,7 @@ func closedPort(t *testing.T) string {
 // status: the bridge requests it has answered.
 func httpRequests(t *testing.T, r *relaytest.Relay) float64 {
 	t.Helper()
-	families, err := r.App.Registry.Gather()
+	families, err := r.App.Registry().Gather()
 	require.NoError(t, err)
 	n := 0.0
 	for _, f := range families {

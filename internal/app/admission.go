@@ -2,10 +2,14 @@ package app
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // newAdmission builds the per-user quotas of the configuration, nil when
@@ -13,8 +17,9 @@ import (
 // exempt. An agent is a pubkey whose users row in the community has an
 // owner (agent_owner_pubkey, set by a verified owner attestation or by the
 // operator), as the original Buzz relay tells them apart.
-func newAdmission(a *Relay, observer auth.Observer) (*admission.Limiter, error) {
-	q := a.Config.Admission
+func newAdmission(c config.Config, relayKey []byte, st *store.Store, db *Database, m *metrics.Metrics, log *slog.Logger,
+	observer auth.Observer) (*admission.Limiter, error) {
+	q := c.Admission
 	cfg := admission.Config{
 		Quotas: admission.Quotas{
 			HumanMessagesPerMin: q.HumanMessagesPerMin, HumanAPICallsPerMin: q.HumanAPICallsPerMin,
@@ -22,13 +27,13 @@ func newAdmission(a *Relay, observer auth.Observer) (*admission.Limiter, error) 
 			AgentMessagesPerMin: q.AgentMessagesPerMin, AgentAPICallsPerMin: q.AgentAPICallsPerMin,
 			ChannelCreatesPerHour: q.ChannelCreatesPerHour,
 		},
-		RedisURL: a.Config.RedisURL, RedisPoolSize: a.Config.RedisPoolSize,
-		Exempt: []string{event.PubKey(a.RelayKey), a.Config.RelayOwnerPubkey},
+		RedisURL: c.RedisURL, RedisPoolSize: c.RedisPoolSize,
+		Exempt: []string{event.PubKey(relayKey), c.RelayOwnerPubkey},
 		AgentFunc: func(ctx context.Context, communityID, pubkey string) (bool, error) {
-			_, owner, err := a.Store.UserAddPolicy(ctx, a.DB.Pool, communityID, pubkey)
+			_, owner, err := st.UserAddPolicy(ctx, db.Pool, communityID, pubkey)
 			return owner != "", err
 		},
-		Metrics: a.Metrics, Logger: a.Log,
+		Metrics: m, Logger: log,
 	}
 	if observer != nil {
 		cfg.RateLimitedFunc = observer.RateLimited

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -33,8 +34,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
-	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
@@ -53,33 +54,28 @@ type Hooks struct {
 }
 
 // Relay is a running relay: every component wired together. Tests build one
-// with Start and stop it with Close.
+// with Start and stop it with Close. Its parts are built once, in order, by
+// Start; callers outside reach the few they need through methods.
 type Relay struct {
-	Config   config.Config
-	DB       *Database
-	Store    *store.Store
-	Reader   *read.Engine
-	Pipeline *ingest.Pipeline
-	Relay    *wsapi.Server
-	HTTP     *httpapi.Server
-	Health   *health.Server
-	Registry *prometheus.Registry
-	Metrics  *metrics.Metrics
-	Resolver *tenant.Resolver
-	// Audit is nil when BUZZ_AUDIT_ENABLED is false.
-	Audit *Audit
-	// Bus carries live traffic between relay processes; nil without
-	// REDIS_URL (docs/PROTOCOL.md §16).
-	Bus *pubsub.Bus
-	// ProcessID names this process in logs, control messages and its
-	// barrier topic: a random UUID per start.
-	ProcessID string
-	// Admission is the per-user quotas; nil when every quota is off.
-	Admission *admission.Limiter
-	// Services are the background jobs Run owns.
-	Services  *Services
-	RelayKey  []byte
-	Log       *slog.Logger
+	cfg config.Config
+	log *slog.Logger
+	db  *Database
+	// store is the SQL of every entity, on the writer pool.
+	store    *store.Store
+	registry *prometheus.Registry
+	metrics  *metrics.Metrics
+	// relayKey signs the relay's own events: BUZZ_RELAY_PRIVATE_KEY, or a
+	// key generated at start for a single process.
+	relayKey []byte
+	services *Services
+	// audit is nil when BUZZ_AUDIT_ENABLED is false.
+	audit *Audit
+	// admission is the per-user quotas; nil when every quota is off.
+	admission *admission.Limiter
+	pipeline  *ingest.Pipeline
+	ws        *wsapi.Server
+	http      *httpapi.Server
+	health    *health.Server
 	appSrv    *http.Server
 	healthSrv *http.Server
 	metricSrv *http.Server
@@ -101,139 +97,151 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	if err != nil {
 		return nil, err
 	}
+	ok := false
+	var closers []func()
+	defer func() {
+		if !ok {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	closers = append(closers, db.Close)
+	// processID names this process in logs, control messages and its
+	// barrier topic: a random UUID per start.
 	processID := uuid.NewString()
 	log = log.With(slog.String("process_id", processID))
 	log.Info("process started", slog.Bool("redis", cfg.RedisURL != ""),
 		slog.Bool("read_replica", cfg.ReadDatabaseURL != ""))
-	a := &Relay{Config: cfg, DB: db, Log: log, Store: store.New(db.Pool), ProcessID: processID}
-	ok := false
-	defer func() {
-		if !ok {
-			db.Close()
-		}
-	}()
-	a.Registry = prometheus.NewRegistry()
-	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.Metrics = metrics.New(a.Registry)
-	a.Metrics.InitCommunity(cfg.RelayHost)
-	a.Metrics.SetPoolStatsFunc(func() (size, idle, active, max int32) {
-		st := db.Pool.Stat()
-		return st.TotalConns(), st.IdleConns(), st.AcquiredConns(), st.MaxConns()
-	})
-	a.Services = newServices(a)
-	if err := a.Services.Partitions.Ensure(ctx); err != nil {
+	st := store.New(db.Pool)
+	registry, m := newMetrics(cfg, db)
+	services := newServices(db, st, m, log)
+	if err := services.Partitions.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	a.RelayKey = cfg.RelayPrivateKey
-	relayPubkey := ""
-	if a.RelayKey != nil {
-		relayPubkey = event.PubKey(a.RelayKey)
+	relayKey, relayPubkey := cfg.RelayPrivateKey, ""
+	if relayKey != nil {
+		relayPubkey = event.PubKey(relayKey)
 	} else {
-		a.RelayKey = event.GenerateKey() // single process only; never advertised
+		relayKey = event.GenerateKey() // single process only; never advertised
 	}
-	a.Services.Listeners = newListenerWorker(a)
-	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
-	a.Services.Replica = openReplica(ctx, a)
-	a.Reader = read.New(read.Config{Store: a.Store.WithAcquireTimeout(cfg.Reads.AcquireTimeout), Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
-		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
-		Caps: read.Caps{MaxIDs: cfg.Filters.MaxIDs, MaxAuthors: cfg.Filters.MaxAuthors, MaxKinds: cfg.Filters.MaxKinds,
-			MaxTagValues: cfg.Filters.MaxTagValues, MaxTagKeys: cfg.Filters.MaxTagKeys},
-		Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes})
-	if a.Audit, err = startAudit(ctx, a); err != nil {
+	services.Listeners = newListenerWorker(cfg, db, st, relayKey, m, log)
+	resolver := tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
+	services.Replica = openReplica(ctx, cfg, db, m, log)
+	reader := read.New(read.Config{Store: st.WithAcquireTimeout(cfg.Reads.AcquireTimeout), Metrics: m, Logger: log,
+		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
+		RelayKey: relayKey, Caps: readCaps(cfg), Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes,
+		SearchRankWindow: cfg.SearchRankWindow})
+	aud, err := startAudit(ctx, cfg, db, m, log)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if !ok {
-			a.Audit.close()
-		}
-	}()
+	closers = append(closers, aud.close)
 	var (
 		auditWake func()
 		observer  auth.Observer
 	)
-	if a.Audit != nil { // a nil *audit.Observer must not become a non-nil interface
-		auditWake, observer = a.Audit.Chainer.Wake, a.Audit.Observer
+	if aud != nil { // a nil *audit.Observer must not become a non-nil interface
+		auditWake, observer = aud.Chainer.Wake, aud.Observer
 	}
-	if a.Bus, err = newBus(a); err != nil {
+	fan := &fanout{reader: reader, resolver: resolver, store: st, pool: db.Pool, log: log}
+	if fan.bus, err = newBus(cfg, processID, m, log, fan); err != nil {
 		return nil, err
 	}
-	a.Services.PubSub = a.Bus
-	if a.Admission, err = newAdmission(a, observer); err != nil {
+	services.PubSub = fan.bus
+	lim, err := newAdmission(cfg, relayKey, st, db, m, log, observer)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if !ok {
-			a.Admission.Close()
-		}
-	}()
-	fan := &fanout{a: a}
-	a.Pipeline = ingest.New(ingest.Config{
-		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
+	closers = append(closers, lim.Close)
+	pipeline := ingest.New(ingest.Config{
+		Pool: db.Pool, Store: st, Broadcaster: fan, Metrics: m, Logger: log,
 		ForgetAccessFunc: fan.forget,
-		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
-		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
+		RelayKey:         relayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
+		AuditEnabled: aud != nil, AuditWakeFunc: auditWake,
 		InterruptFunc: fan.interrupt, ResolveTimeout: cfg.AmbiguousCommitTimeout,
-		Admission: a.Admission, MaxPTags: cfg.Admission.MaxPTags,
+		Admission: lim, MaxPTags: cfg.Admission.MaxPTags,
 		MaxEventBytes: cfg.Bytes.MaxEventBytes,
 	})
-	a.Relay = wsapi.New(wsapi.Config{
-		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Metrics: a.Metrics, Logger: log,
-		Secure: cfg.RelayScheme == "wss", RequireRelayMembership: cfg.RequireRelayMembership,
-		MaxConnections: cfg.MaxConnections, MaxConcurrentHandlers: cfg.MaxConcurrentHandlers,
-		ConnectRate: cfg.WSConnectRate, ConnectBurst: cfg.WSConnectBurst, TrustedProxies: cfg.TrustedProxies,
-		SendBuffer: cfg.SendBuffer, SendBufferBytes: cfg.Bytes.SendBufferBytes, MaxFrameBytes: cfg.MaxFrameBytes, SlowClientGraceLimit: cfg.SlowClientGraceLimit,
-		HeartbeatInterval: cfg.HeartbeatInterval, AuthTimeout: cfg.AuthTimeout, MembershipRecheck: cfg.MembershipRecheck,
-		Audit: observer, Bus: a.Bus, Admission: a.Admission,
-		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
-		ConnMaxFilterBytes:       cfg.Filters.ConnMaxFilterBytes,
-		MaxConnectionsPerAddress: cfg.Reads.MaxConnectionsPerAddress,
+	ws := wsapi.New(wsapi.Config{
+		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st, Metrics: m, Logger: log,
+		Audit: observer, Bus: fan.bus, Admission: lim, Settings: cfg,
 	})
-	a.Services.Membership = wsapi.NewMembershipService(a.Relay)
-	started := time.Now()
-	a.Health = health.New(health.Config{
-		Version: Version, Started: started, Logger: log,
+	fan.ws = ws // the pipeline fans out to the server that submits to it
+	services.Membership = wsapi.NewMembershipService(ws)
+	hs := health.New(health.Config{
+		Version: Version, Started: time.Now(), Logger: log,
 		PingPostgres: func(ctx context.Context) error {
 			_, err := db.Pool.Exec(ctx, "SELECT 1")
 			return err
 		},
-		Connections: a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
-		RedisStatus: a.redisStatus(), ReplicaStatus: a.replicaStatus(),
+		Connections: ws.Connections, Subscriptions: ws.Subscriptions,
+		RedisStatus: redisStatus(fan.bus), ReplicaStatus: replicaStatus(cfg, services.Replica),
 	})
-	a.HTTP = httpapi.New(httpapi.Config{
-		Resolver: a.Resolver, Submitter: a.Pipeline, Reader: a.Reader, Members: a.Store, Replay: a.Store,
-		WebSocket: a.Relay, Health: a.Health.Handler(), Metrics: a.Metrics, Logger: log,
-		Secure: cfg.RelayScheme == "wss", RequireAuthToken: cfg.RequireAuthToken,
-		Operator: httpapi.OperatorConfig{Origin: cfg.OperatorAPIOrigin, Listeners: listenerSet(cfg.OperatorListeners),
-			ReplayHost: cfg.RelayHost, Registry: a.Store},
-		RequireRelayMembership: cfg.RequireRelayMembership, CORSOrigins: cfg.CORSOrigins,
-		RelayPubkey: relayPubkey, Version: Version, MaxFrameBytes: cfg.MaxFrameBytes,
-		SubMaxIndexKeys: cfg.Filters.SubMaxIndexKeys, ConnMaxIndexKeys: cfg.Filters.ConnMaxIndexKeys,
-		ConnMaxFilterBytes: cfg.Filters.ConnMaxFilterBytes,
-		Audit:              observer, Admission: a.Admission,
-		MaxConcurrent: cfg.Reads.HTTPMaxConcurrent, ClientAddrFunc: a.Relay.ClientAddr,
-		MaxEventBytes: cfg.Bytes.MaxEventBytes,
+	door := httpapi.New(httpapi.Config{
+		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st, Replay: st,
+		WebSocket: ws, Health: hs.Handler(), Metrics: m, Logger: log,
+		RelayPubkey: relayPubkey, Version: Version, Audit: observer, Admission: lim,
+		Listeners: st, Settings: cfg,
 	})
 	ok = true
-	return a, nil
+	return &Relay{cfg: cfg, log: log, db: db, store: st, registry: registry, metrics: m, relayKey: relayKey,
+		services: services, audit: aud, admission: lim, pipeline: pipeline, ws: ws, http: door, health: hs}, nil
 }
+
+// newMetrics is the process's registry with the Go and process collectors
+// and every relay metric, the pool's statistics read from db.
+func newMetrics(cfg config.Config, db *Database) (*prometheus.Registry, *metrics.Metrics) {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(registry)
+	m.InitCommunity(cfg.RelayHost)
+	m.SetPoolStatsFunc(func() (size, idle, active, max int32) {
+		st := db.Pool.Stat()
+		return st.TotalConns(), st.IdleConns(), st.AcquiredConns(), st.MaxConns()
+	})
+	return registry, m
+}
+
+// Pool is the writer pool.
+func (a *Relay) Pool() *pgxpool.Pool { return a.db.Pool }
+
+// Store is the SQL of every entity on the writer pool.
+func (a *Relay) Store() *store.Store { return a.store }
+
+// RelayKey is the key the relay signs its own events with.
+func (a *Relay) RelayKey() []byte { return a.relayKey }
+
+// Metrics are the relay's metrics.
+func (a *Relay) Metrics() *metrics.Metrics { return a.metrics }
+
+// Registry is the Prometheus registry /metrics serves.
+func (a *Relay) Registry() *prometheus.Registry { return a.registry }
+
+// Audit is the audit subsystem, nil when BUZZ_AUDIT_ENABLED is false.
+func (a *Relay) Audit() *Audit { return a.audit }
+
+// Replica is the read replica's probe; nil without READ_DATABASE_URL or
+// when its fence check failed.
+func (a *Relay) Replica() *replica.Replica { return a.services.Replica }
 
 // Bootstrap creates the deployment community of RELAY_URL when it does not
 // exist and, with RELAY_OWNER_PUBKEY, upserts its owner (docs/PROTOCOL.md §2.5).
 // Run calls it before serving, on listeners already bound, so a start
 // that cannot bind its ports leaves the database as it found it.
 func (a *Relay) bootstrap(ctx context.Context) error {
-	if _, err := a.Store.CommunityEnsure(ctx, a.Config.RelayHost); err != nil {
+	if _, err := a.store.CommunityEnsure(ctx, a.cfg.RelayHost); err != nil {
 		return fmt.Errorf("ensure deployment community: %w", err)
 	}
-	if a.Config.RelayOwnerPubkey == "" {
+	if a.cfg.RelayOwnerPubkey == "" {
 		return nil
 	}
-	c, err := a.Store.CommunityByHost(ctx, a.Config.RelayHost)
+	c, err := a.store.CommunityByHost(ctx, a.cfg.RelayHost)
 	if err != nil {
 		return fmt.Errorf("bootstrap owner: %w", err)
 	}
-	if _, err := a.Store.RelayMemberUpsert(ctx, a.DB.Pool, store.RelayMemberUpsertParams{
-		CommunityID: c.ID, Pubkey: a.Config.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
+	if _, err := a.store.RelayMemberUpsert(ctx, a.db.Pool, store.RelayMemberUpsertParams{
+		CommunityID: c.ID, Pubkey: a.cfg.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
 		return fmt.Errorf("bootstrap owner: %w", err)
 	}
 	return nil
@@ -243,17 +251,17 @@ func (a *Relay) bootstrap(ctx context.Context) error {
 // use is reported with the three variables that move together, since
 // moving BUZZ_BIND_ADDR alone to run a second relay fails on the others.
 func (a *Relay) Listen() (app, healthL, metricsL net.Listener, err error) {
-	if app, err = net.Listen("tcp", a.Config.BindAddr); err != nil {
-		return nil, nil, nil, a.listenError("BUZZ_BIND_ADDR "+a.Config.BindAddr, err)
+	if app, err = net.Listen("tcp", a.cfg.BindAddr); err != nil {
+		return nil, nil, nil, a.listenError("BUZZ_BIND_ADDR "+a.cfg.BindAddr, err)
 	}
-	if healthL, err = net.Listen("tcp", ":"+strconv.Itoa(a.Config.HealthPort)); err != nil {
+	if healthL, err = net.Listen("tcp", ":"+strconv.Itoa(a.cfg.HealthPort)); err != nil {
 		app.Close()
-		return nil, nil, nil, a.listenError("BUZZ_HEALTH_PORT "+strconv.Itoa(a.Config.HealthPort), err)
+		return nil, nil, nil, a.listenError("BUZZ_HEALTH_PORT "+strconv.Itoa(a.cfg.HealthPort), err)
 	}
-	if metricsL, err = net.Listen("tcp", ":"+strconv.Itoa(a.Config.MetricsPort)); err != nil {
+	if metricsL, err = net.Listen("tcp", ":"+strconv.Itoa(a.cfg.MetricsPort)); err != nil {
 		app.Close()
 		healthL.Close()
-		return nil, nil, nil, a.listenError("BUZZ_METRICS_PORT "+strconv.Itoa(a.Config.MetricsPort), err)
+		return nil, nil, nil, a.listenError("BUZZ_METRICS_PORT "+strconv.Itoa(a.cfg.MetricsPort), err)
 	}
 	return app, healthL, metricsL, nil
 }
@@ -264,7 +272,7 @@ func (a *Relay) listenError(what string, err error) error {
 	}
 	return fmt.Errorf("listen on %s: %w (the relay listens on three ports, BUZZ_BIND_ADDR %s, BUZZ_HEALTH_PORT %d "+
 		"and BUZZ_METRICS_PORT %d: another relay on this machine needs all three moved)",
-		what, err, a.Config.BindAddr, a.Config.HealthPort, a.Config.MetricsPort)
+		what, err, a.cfg.BindAddr, a.cfg.HealthPort, a.cfg.MetricsPort)
 }
 
 // Run bootstraps the deployment community, then serves on the given
@@ -278,9 +286,9 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 		metricsL.Close()
 		return err
 	}
-	a.appSrv = appServer(a.Config, a.HTTP.Handler())
-	a.healthSrv = &http.Server{Handler: a.Health.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	a.metricSrv = &http.Server{Handler: health.MetricsHandlerWith(a.Registry, health.MetricsOptions{Pprof: a.Config.PprofEnabled}), ReadHeaderTimeout: 10 * time.Second}
+	a.appSrv = appServer(a.cfg, a.http.Handler())
+	a.healthSrv = &http.Server{Handler: a.health.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	a.metricSrv = &http.Server{Handler: health.MetricsHandlerWith(a.registry, health.MetricsOptions{Pprof: a.cfg.PprofEnabled}), ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g, gctx := errgroup.WithContext(runCtx)
@@ -295,27 +303,27 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 	g.Go(serveOn(a.appSrv, app))
 	g.Go(serveOn(a.healthSrv, healthL))
 	g.Go(serveOn(a.metricSrv, metricsL))
-	for _, s := range a.Services.list() {
+	for _, s := range a.services.list() {
 		g.Go(func() error { return service.Run(gctx, s) })
 	}
-	if a.Audit != nil {
-		g.Go(func() error { return a.Audit.run(gctx, a.Log) })
+	if a.audit != nil {
+		g.Go(func() error { return a.audit.run(gctx, a.log) })
 	}
-	if a.DB.cluster != nil {
+	if a.db.cluster != nil {
 		// The private cluster's supervisor stops at the shutdown signal,
 		// before the drain, so nothing is restarted while the relay stops.
 		superviseCtx, stopSupervise := context.WithCancel(gctx)
 		defer context.AfterFunc(ctx, stopSupervise)()
 		g.Go(func() error {
 			defer stopSupervise()
-			return a.DB.Supervise(superviseCtx)
+			return a.db.Supervise(superviseCtx)
 		})
 	}
-	a.Log.Info("listening", slog.String("app", app.Addr().String()), slog.String("health", healthL.Addr().String()),
-		slog.String("metrics", metricsL.Addr().String()), slog.String("relay_url", a.Config.RelayURL))
+	a.log.Info("listening", slog.String("app", app.Addr().String()), slog.String("health", healthL.Addr().String()),
+		slog.String("metrics", metricsL.Addr().String()), slog.String("relay_url", a.cfg.RelayURL))
 	select {
 	case <-ctx.Done():
-		a.Log.Info("shutdown signal received")
+		a.log.Info("shutdown signal received")
 	case <-gctx.Done():
 	}
 	a.drain()
@@ -325,52 +333,51 @@ func (a *Relay) Run(ctx context.Context, app, healthL, metricsL net.Listener) er
 
 // drain is the graceful shutdown of docs/PROTOCOL.md §9.
 func (a *Relay) drain() {
-	timeout := a.Config.DrainTimeout
+	timeout := a.cfg.DrainTimeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	a.Health.SetShuttingDown()
-	a.Relay.Shutdown(ctx)
+	a.health.SetShuttingDown()
+	a.ws.Shutdown(ctx)
 	_ = a.appSrv.Shutdown(ctx)
 	_ = a.healthSrv.Shutdown(ctx)
 	_ = a.metricSrv.Shutdown(ctx)
-	a.Log.Info("drain complete")
+	a.log.Info("drain complete")
 }
 
 // Close releases the audit pool, the quotas' Redis connections, the
 // database and the private cluster.
 func (a *Relay) Close() {
-	if a.Pipeline != nil {
-		a.Pipeline.Close()
+	if a.pipeline != nil {
+		a.pipeline.Close()
 	}
-	a.Audit.close()
-	a.Admission.Close()
-	a.DB.Close()
+	a.audit.close()
+	a.admission.Close()
+	a.db.Close()
 }
 
-// communityByHost is the tenant resolver's lookup: the community whose host
-// or alias is h, tenant.ErrUnknownHost when none is.
-func (a *Relay) communityByHost(ctx context.Context, h string) (string, error) {
-	c, err := a.Store.CommunityByHost(ctx, h)
-	if errors.Is(err, pg.ErrNotFound) {
-		return "", tenant.ErrUnknownHost
+// communityByHost is the tenant resolver's lookup: the community whose
+// host or alias is h, tenant.ErrUnknownHost when none is.
+func communityByHost(st *store.Store) func(ctx context.Context, h string) (string, error) {
+	return func(ctx context.Context, h string) (string, error) {
+		c, err := st.CommunityByHost(ctx, h)
+		if errors.Is(err, pg.ErrNotFound) {
+			return "", tenant.ErrUnknownHost
+		}
+		if err != nil {
+			return "", err
+		}
+		return c.ID, nil
 	}
-	if err != nil {
-		return "", err
-	}
-	return c.ID, nil
 }
 
-// listenerSet is the set of operator-listener pubkeys configured on this
-// process.
-func listenerSet(ls []config.OperatorListener) map[string]bool {
-	out := make(map[string]bool, len(ls))
-	for _, l := range ls {
-		out[l.Pubkey] = true
-	}
-	return out
+// readCaps are the read engine's filter caps (BUZZ_FILTER_MAX_*).
+func readCaps(cfg config.Config) read.Caps {
+	f := cfg.Filters
+	return read.Caps{MaxIDs: f.MaxIDs, MaxAuthors: f.MaxAuthors, MaxKinds: f.MaxKinds,
+		MaxTagValues: f.MaxTagValues, MaxTagKeys: f.MaxTagKeys}
 }
 
 // readShares is the read engine's bound on concurrent reads and every

@@ -86,14 +86,14 @@ func TestStart(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
 		a := b.start(t)
-		s := a.Services
+		s := a.services
 		require.Nil(t, s.Listeners, "no delivery worker without configured listeners")
 		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership, s.ListenerReaper}, s.list(),
 			"the listener reaper runs on every process")
 		for _, svc := range s.list() {
 			require.NotNil(t, svc)
 		}
-		require.NotNil(t, a.Audit, "audit is on by default")
+		require.NotNil(t, a.audit, "audit is on by default")
 		now := time.Now().UTC()
 		first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 		for i := range 4 {
@@ -104,8 +104,8 @@ func TestStart(t *testing.T) {
 
 		a.Close()
 		b.requireNoRelayConnections(t) // Close closed the relay's and the audit pool
-		require.Error(t, a.DB.Pool.Ping(context.Background()))
-		require.Error(t, a.Audit.Pool.Ping(context.Background()))
+		require.Error(t, a.db.Pool.Ping(context.Background()))
+		require.Error(t, a.audit.Pool.Ping(context.Background()))
 	})
 
 	t.Run("CurrentMonthPartitionFailureStopsStartup", func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestRun(t *testing.T) {
 		b.cfg.MembershipRecheck = 10 * time.Millisecond
 		a := b.start(t)
 		defer a.Close()
-		a.Services.Membership.TestSignals.Init()
+		a.services.Membership.TestSignals.Init()
 		listeners := make([]net.Listener, 3)
 		for i := range listeners {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -142,19 +142,19 @@ func TestRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx, listeners[0], listeners[1], listeners[2]) }()
-		require.Zero(t, a.Services.Membership.TestSignals.Rechecked.WaitOrTimeout(t), "a tick with no connection")
+		require.Zero(t, a.services.Membership.TestSignals.Rechecked.WaitOrTimeout(t), "a tick with no connection")
 		var owners int
 		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM relay_members m
 			JOIN communities c ON c.id = m.community_id WHERE c.host = 'localhost:3000' AND m.role = 'owner'`).Scan(&owners))
 		require.Equal(t, 1, owners, "Run bootstrapped the deployment community and its owner before serving")
-		require.True(t, a.Services.Membership.Running())
+		require.True(t, a.services.Membership.Running())
 		cancel()
 		require.NoError(t, <-done)
-		for _, svc := range a.Services.list() {
+		for _, svc := range a.services.list() {
 			require.False(t, svc.(interface{ Running() bool }).Running(), "%T still running after Run", svc)
 		}
-		require.False(t, a.Audit.Chainer.Running())
-		require.False(t, a.Audit.Observer.Running())
+		require.False(t, a.audit.Chainer.Running())
+		require.False(t, a.audit.Observer.Running())
 	})
 }
 

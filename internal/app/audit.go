@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/audit"
+	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
@@ -28,33 +30,33 @@ type Audit struct {
 
 // startAudit opens the audit pool and builds the chainer and the observer,
 // or logs that audit is off (docs/PROTOCOL.md §13.8).
-func startAudit(ctx context.Context, a *Relay) (*Audit, error) {
-	if !a.Config.AuditEnabled {
-		a.Metrics.Audit.Enabled.Set(0)
-		a.Log.Info("Audit logging disabled by BUZZ_AUDIT_ENABLED")
+func startAudit(ctx context.Context, cfg config.Config, db *Database, met *metrics.Metrics, log *slog.Logger) (*Audit, error) {
+	if !cfg.AuditEnabled {
+		met.Audit.Enabled.Set(0)
+		log.Info("Audit logging disabled by BUZZ_AUDIT_ENABLED")
 		return nil, nil
 	}
-	a.Metrics.Audit.Enabled.Set(1)
-	pool, err := pg.Open(ctx, a.DB.URL, pg.PoolConfig{MaxConns: auditPoolSize, Logger: a.Log})
+	met.Audit.Enabled.Set(1)
+	pool, err := pg.Open(ctx, db.URL, pg.PoolConfig{MaxConns: auditPoolSize, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("Audit DB connection failed: %w", err)
 	}
-	am := a.Metrics.Audit
+	am := met.Audit
 	m := &audit.Metrics{SendErrors: am.SendErrors, LogErrors: am.LogErrors, LogSeconds: am.LogSeconds, Appended: am.Appended,
 		OutboxPending: am.OutboxPending, OutboxLag: am.OutboxLag, Suppressed: am.Suppressed}
-	chainer := audit.NewChainer(audit.ChainerConfig{Pool: pool, Logger: a.Log, Metrics: m,
-		CommunityHostFunc: a.communityHost})
-	observer := audit.NewObserver(audit.ObserverConfig{Pool: pool, Logger: a.Log, Metrics: m, WakeFunc: chainer.Wake})
-	a.Log.Info("Audit service ready")
+	chainer := audit.NewChainer(audit.ChainerConfig{Pool: pool, Logger: log, Metrics: m,
+		CommunityHostFunc: db.communityHost})
+	observer := audit.NewObserver(audit.ObserverConfig{Pool: pool, Logger: log, Metrics: m, WakeFunc: chainer.Wake})
+	log.Info("Audit service ready")
 	return &Audit{Pool: pool, Chainer: chainer, Observer: observer}, nil
 }
 
 // communityHost names a community in the chainer's log lines.
-func (a *Relay) communityHost(id string) string {
+func (d *Database) communityHost(id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var host string
-	if err := a.DB.Pool.QueryRow(ctx, `SELECT host FROM communities WHERE id = $1`, id).Scan(&host); err != nil {
+	if err := d.Pool.QueryRow(ctx, `SELECT host FROM communities WHERE id = $1`, id).Scan(&host); err != nil {
 		return ""
 	}
 	return host

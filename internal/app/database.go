@@ -11,6 +11,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/maintenance"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/pgcluster"
 	"github.com/buzz-relay/buzz/internal/replica"
@@ -156,24 +157,23 @@ func noReplicaReason(cfg config.Config, rep *replica.Replica) string {
 // when none is configured, and nil with a warning when the start-time
 // fence check fails: every read then stays on the writer. Neither start
 // nor readiness ever waits for the replica itself.
-func openReplica(ctx context.Context, a *Relay) *replica.Replica {
-	cfg := a.Config
+func openReplica(ctx context.Context, cfg config.Config, db *Database, m *metrics.Metrics, log *slog.Logger) *replica.Replica {
 	if cfg.ReadDatabaseURL == "" {
 		return nil
 	}
-	pool, err := replica.OpenPool(ctx, cfg.ReadDatabaseURL, cfg.DBReadPoolSize, a.Log)
+	pool, err := replica.OpenPool(ctx, cfg.ReadDatabaseURL, cfg.DBReadPoolSize, log)
 	if err != nil {
-		a.Log.Warn("read replica not used; every read stays on the writer", slog.String("err", err.Error()))
+		log.Warn("read replica not used; every read stays on the writer", slog.String("err", err.Error()))
 		return nil
 	}
-	rep := replica.New(replica.Config{Writer: a.DB.Pool, Pool: pool, Metrics: a.Metrics, Logger: a.Log})
+	rep := replica.New(replica.Config{Writer: db.Pool, Pool: pool, Metrics: m, Logger: log})
 	if err := rep.Verify(ctx); err != nil {
-		a.Metrics.Replica.SetPoolStatsFunc(nil)
+		m.Replica.SetPoolStatsFunc(nil)
 		pool.Close()
-		a.Log.Warn("read replica not used; every read stays on the writer", slog.String("err", err.Error()))
+		log.Warn("read replica not used; every read stays on the writer", slog.String("err", err.Error()))
 		return nil
 	}
-	a.DB.ReadPool = pool
-	a.Log.Info("read replica configured", slog.Int("pool_size", cfg.DBReadPoolSize))
+	db.ReadPool = pool
+	log.Info("read replica configured", slog.Int("pool_size", cfg.DBReadPoolSize))
 	return rep
 }

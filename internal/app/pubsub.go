@@ -8,10 +8,19 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/health"
 	"github.com/buzz-relay/buzz/internal/ingest"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pubsub"
+	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/replica"
+	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/buzz-relay/buzz/internal/tenant"
+	"github.com/buzz-relay/buzz/internal/wsapi"
 )
 
 // The app's side of scale-out over Redis (docs/PROTOCOL.md §16): which Bus the relay
@@ -19,29 +28,29 @@ import (
 // processes, and what a control message from them does here. Without
 // REDIS_URL the Bus is nil and every function below only acts locally.
 
-// newBus returns the Bus of REDIS_URL, or nil when it is unset. Its
-// callbacks reach the WebSocket server and the caches through a, which
-// Start fills before Run starts the Bus.
-func newBus(a *Relay) (*pubsub.Bus, error) {
-	if a.Config.RedisURL == "" {
+// newBus returns the Bus of REDIS_URL, or nil when it is unset. What it
+// receives from the other processes goes to fan: remote events to the
+// WebSocket server, control messages to applyControl.
+func newBus(cfg config.Config, processID string, m *metrics.Metrics, log *slog.Logger, fan *fanout) (*pubsub.Bus, error) {
+	if cfg.RedisURL == "" {
 		return nil, nil
 	}
 	return pubsub.New(pubsub.Config{
-		URL: a.Config.RedisURL, PoolSize: a.Config.RedisPoolSize, ProcessID: a.ProcessID,
-		Logger: a.Log, Metrics: a.Metrics,
-		DeliverFunc: func(m pubsub.Message) { a.Relay.DeliverRemote(m) },
-		ControlFunc: a.applyControl,
-		LinkFunc:    func(ev pubsub.LinkEvent) { a.Relay.LinkChanged(ev) },
+		URL: cfg.RedisURL, PoolSize: cfg.RedisPoolSize, ProcessID: processID,
+		Logger: log, Metrics: m,
+		DeliverFunc: fan.deliverRemote,
+		ControlFunc: fan.applyControl,
+		LinkFunc:    fan.linkChanged,
 	})
 }
 
 // redisStatus is /_status's view of the Bus: nil (disabled) without Redis.
-func (a *Relay) redisStatus() func() string {
-	if a.Bus == nil {
+func redisStatus(bus *pubsub.Bus) func() string {
+	if bus == nil {
 		return nil
 	}
 	return func() string {
-		if a.Bus.Connected() {
+		if bus.Connected() {
 			return health.RedisConnected
 		}
 		return health.RedisDisconnected
@@ -49,34 +58,50 @@ func (a *Relay) redisStatus() func() string {
 }
 
 // replicaStatus is /_status's view of the read replica.
-func (a *Relay) replicaStatus() func() string {
+func replicaStatus(cfg config.Config, rep *replica.Replica) func() string {
 	switch {
-	case a.Config.ReadDatabaseURL == "":
+	case cfg.ReadDatabaseURL == "":
 		return nil
-	case a.Services.Replica == nil:
+	case rep == nil:
 		return func() string { return health.ReplicaUnused }
 	}
-	return a.Services.Replica.State
+	return rep.State
 }
 
-// fanout is the pipeline's dispatch after commit: local fan-out, then the
-// one PUBLISH to the other processes, before the OK is sent (docs/PROTOCOL.md §16.2). It
-// also breaks the construction cycle between the pipeline (which
-// broadcasts) and the WebSocket server (which submits).
+// fanout is the live side of the relay: the pipeline's dispatch after
+// commit (local fan-out, then the one PUBLISH to the other processes,
+// before the OK is sent, docs/PROTOCOL.md §16.2), and what the Bus brings
+// from the other processes. It also breaks the construction cycle between
+// the pipeline (which broadcasts) and the WebSocket server (which
+// submits): Start sets ws once the server exists, before anything runs.
 type fanout struct {
-	a *Relay
+	reader   *read.Engine
+	resolver *tenant.Resolver
+	store    *store.Store
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	// bus is nil without REDIS_URL.
+	bus *pubsub.Bus
+	// ws is nil until Start has built the server.
+	ws *wsapi.Server
 }
+
+// deliverRemote is the Bus's DeliverFunc: an event another process
+// committed, fanned out here.
+func (f *fanout) deliverRemote(m pubsub.Message) { f.ws.DeliverRemote(m) }
+
+// linkChanged is the Bus's LinkFunc: the link to Redis went down or up.
+func (f *fanout) linkChanged(ev pubsub.LinkEvent) { f.ws.LinkChanged(ev) }
 
 // Broadcast fans d out on this process, then publishes it; a kind 20001
 // also writes its presence key. It never fails the request: OK means
 // committed, not delivered.
 func (f *fanout) Broadcast(d ingest.Delivery) {
-	a := f.a
-	if a.Relay == nil {
+	if f.ws == nil {
 		return
 	}
-	a.Relay.Broadcast(d)
-	if a.Bus == nil {
+	f.ws.Broadcast(d)
+	if f.bus == nil {
 		return
 	}
 	topic := pubsub.GlobalTopic(d.CommunityID)
@@ -85,23 +110,22 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	}
 	ctx := context.Background()
 	if event.IsEphemeral(d.Event.Kind) {
-		a.Bus.PublishEphemeral(ctx, topic, d.Event.ID, d.JSON)
+		f.bus.PublishEphemeral(ctx, topic, d.Event.ID, d.JSON)
 	} else {
-		a.Bus.Publish(ctx, topic, d.Event.ID, d.JSON)
+		f.bus.Publish(ctx, topic, d.Event.ID, d.JSON)
 	}
 	if d.Event.Kind == event.KindPresence {
-		a.Bus.SetPresence(ctx, d.CommunityID, d.Event.PubKey, presenceStatus(d.Event.Content))
+		f.bus.SetPresence(ctx, d.CommunityID, d.Event.PubKey, presenceStatus(d.Event.Content))
 	}
 }
 
 // evict is the pipeline's EvictFunc: the eviction runs here, then on every
 // other process through a control message (docs/PROTOCOL.md §16.4).
 func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
-	a := f.a
-	if a.Relay == nil {
+	if f.ws == nil {
 		return
 	}
-	a.Relay.Evict(communityID, channel, pubkey, nonMembersOnly)
+	f.ws.Evict(communityID, channel, pubkey, nonMembersOnly)
 	c := pubsub.Control{Community: communityID, ChannelID: channel}
 	switch {
 	case pubkey != "":
@@ -119,10 +143,9 @@ func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(
 // the other processes through a gap control message, so every client that
 // may have missed an event re-reads its history.
 func (f *fanout) interrupt(communityID string) {
-	a := f.a
 	now := time.Now()
-	if a.Relay != nil {
-		a.Relay.InterruptCommunity(communityID, now)
+	if f.ws != nil {
+		f.ws.InterruptCommunity(communityID, now)
 	}
 	f.control(pubsub.Control{Community: communityID, Op: pubsub.OpGap, UntilMS: now.UnixMilli()})
 }
@@ -130,8 +153,7 @@ func (f *fanout) interrupt(communityID string) {
 // forget is the pipeline's ForgetAccessFunc: cached access of reader in
 // the community (every reader when ""), here and on the other processes.
 func (f *fanout) forget(communityID, channel, reader string) {
-	a := f.a
-	a.Reader.Forget(communityID, reader)
+	f.reader.Forget(communityID, reader)
 	c := pubsub.Control{Community: communityID, Op: pubsub.OpAccessibleAll}
 	if reader != "" && channel != "" {
 		c = pubsub.Control{Community: communityID, Op: pubsub.OpMembership, ChannelID: channel, Pubkey: reader}
@@ -140,7 +162,7 @@ func (f *fanout) forget(communityID, channel, reader string) {
 }
 
 func (f *fanout) control(c pubsub.Control) {
-	if bus := f.a.Bus; bus != nil {
+	if bus := f.bus; bus != nil {
 		_ = bus.PublishControl(context.Background(), c) // counted and logged by the Bus
 	}
 }
@@ -148,34 +170,34 @@ func (f *fanout) control(c pubsub.Control) {
 // applyControl is what a control message of another process does here
 // (docs/PROTOCOL.md §16.4). It runs on the Bus's consumer goroutine, in order with the
 // events, so anything that may wait on the database runs apart.
-func (a *Relay) applyControl(c pubsub.Control) {
+func (f *fanout) applyControl(c pubsub.Control) {
 	switch c.Op {
 	case pubsub.OpMembership:
-		a.Reader.Forget(c.Community, c.Pubkey)
+		f.reader.Forget(c.Community, c.Pubkey)
 	case pubsub.OpAccessibleAll, pubsub.OpVisibility:
-		a.Reader.Forget(c.Community, "")
+		f.reader.Forget(c.Community, "")
 	case pubsub.OpEvict:
-		a.Reader.Forget(c.Community, c.Pubkey)
-		a.Relay.Evict(c.Community, c.ChannelID, c.Pubkey, nil)
+		f.reader.Forget(c.Community, c.Pubkey)
+		f.ws.Evict(c.Community, c.ChannelID, c.Pubkey, nil)
 	case pubsub.OpEvictNonMembers:
-		a.Reader.Forget(c.Community, "")
-		go a.Relay.Evict(c.Community, c.ChannelID, "", func(pubkey string) bool {
+		f.reader.Forget(c.Community, "")
+		go f.ws.Evict(c.Community, c.ChannelID, "", func(pubkey string) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			st, err := a.Store.ChannelStateGet(ctx, a.DB.Pool, c.Community, c.ChannelID, pubkey)
+			st, err := f.store.ChannelStateGet(ctx, f.pool, c.Community, c.ChannelID, pubkey)
 			return err != nil || !st.ActiveMember() // checked without cache; doubt evicts
 		})
 	case pubsub.OpEvictAll:
-		a.Reader.Forget(c.Community, "")
-		a.Relay.Evict(c.Community, c.ChannelID, "", nil)
+		f.reader.Forget(c.Community, "")
+		f.ws.Evict(c.Community, c.ChannelID, "", nil)
 	case pubsub.OpRelayMemberRemoved:
-		a.Relay.DisconnectMember(c.Community, c.Pubkey)
+		f.ws.DisconnectMember(c.Community, c.Pubkey)
 	case pubsub.OpHosts:
-		a.Resolver.Forget()
+		f.resolver.Forget()
 	case pubsub.OpGap:
-		a.Relay.InterruptCommunity(c.Community, time.UnixMilli(c.UntilMS).Add(pubsub.GapClockMargin))
+		f.ws.InterruptCommunity(c.Community, time.UnixMilli(c.UntilMS).Add(pubsub.GapClockMargin))
 	default:
-		a.Log.Warn("control message ignored", slog.String("op", string(c.Op)))
+		f.log.Warn("control message ignored", slog.String("op", string(c.Op)))
 	}
 }
 

@@ -71,7 +71,7 @@ func TestRelayWithReplica(t *testing.T) {
 	pair := standbytest.Start(t)
 	r := relaytest.Start(t, map[string]string{"DATABASE_URL": pair.WriterURL, "READ_DATABASE_URL": pair.ReplicaURL,
 		"BUZZ_DB_READ_POOL_SIZE": "3"})
-	rep := r.App.Services.Replica
+	rep := r.App.Replica()
 	require.NotNil(t, rep, "the fence check passed")
 	require.Equal(t, 3.0, r.Metric(t, "buzz_db_read_pool_max"))
 
@@ -79,7 +79,7 @@ func TestRelayWithReplica(t *testing.T) {
 	plain, err := pg.Open(ctx, pair.WriterURL, pg.PoolConfig{MaxConns: 2})
 	require.NoError(t, err)
 	defer plain.Close()
-	c, err := r.App.Store.CommunityByHost(ctx, r.Host)
+	c, err := r.App.Store().CommunityByHost(ctx, r.Host)
 	require.NoError(t, err)
 	author, reader := eventtest.NewKey(), eventtest.NewKey()
 	channel := fixture.Channel(t, plain, c.ID, author)

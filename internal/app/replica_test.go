@@ -17,15 +17,15 @@ import (
 func floorSetting(t *testing.T, a *Relay) *string {
 	t.Helper()
 	var v *string
-	require.NoError(t, a.DB.Pool.QueryRow(context.Background(), "SELECT current_setting('buzz.created_at_floor', true)").Scan(&v))
+	require.NoError(t, a.db.Pool.QueryRow(context.Background(), "SELECT current_setting('buzz.created_at_floor', true)").Scan(&v))
 	return v
 }
 
-// replicaStatus is /_status's read_replica, over a real HTTP connection to
+// statusReplica is /_status's read_replica, over a real HTTP connection to
 // a's health handler.
-func replicaStatus(t *testing.T, a *Relay) string {
+func statusReplica(t *testing.T, a *Relay) string {
 	t.Helper()
-	srv := httptest.NewServer(a.Health.Handler())
+	srv := httptest.NewServer(a.health.Handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/_status")
 	require.NoError(t, err)
@@ -47,10 +47,10 @@ func TestReplicaWiring(t *testing.T) {
 		t.Parallel()
 		a := setup(t, nil).start(t)
 		defer a.Close()
-		require.Nil(t, a.Services.Replica)
-		require.Nil(t, a.DB.ReadPool)
+		require.Nil(t, a.services.Replica)
+		require.Nil(t, a.db.ReadPool)
 		require.Nil(t, floorSetting(t, a), "fixtures and imports may write old rows")
-		require.Equal(t, "disabled", replicaStatus(t, a))
+		require.Equal(t, "disabled", statusReplica(t, a))
 	})
 
 	t.Run("ReplicaArmsTheWriterAndRunsTheProbe", func(t *testing.T) {
@@ -58,12 +58,12 @@ func TestReplicaWiring(t *testing.T) {
 		b := setup(t, nil)
 		b.cfg.ReadDatabaseURL, b.cfg.DBReadPoolSize = b.cfg.DatabaseURL, 3
 		a := b.start(t)
-		require.NotNil(t, a.Services.Replica)
-		require.Contains(t, a.Services.list(), any(a.Services.Replica))
+		require.NotNil(t, a.services.Replica)
+		require.Contains(t, a.services.list(), any(a.services.Replica))
 		require.Equal(t, "960", *floorSetting(t, a))
-		require.EqualValues(t, 3, a.DB.ReadPool.Config().MaxConns)
+		require.EqualValues(t, 3, a.db.ReadPool.Config().MaxConns)
 		a.Close()
-		require.Error(t, a.DB.ReadPool.Ping(context.Background()), "Close closed the read pool")
+		require.Error(t, a.db.ReadPool.Ping(context.Background()), "Close closed the read pool")
 	})
 
 	t.Run("ReplicaDownAtStartDoesNotStopIt", func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestReplicaWiring(t *testing.T) {
 		b.cfg.ReadDatabaseURL, b.cfg.DBReadPoolSize = "postgres://buzz@/buzz?host="+t.TempDir(), 2
 		a := b.start(t)
 		defer a.Close()
-		require.NotNil(t, a.Services.Replica, "the replica is dialled on first use")
+		require.NotNil(t, a.services.Replica, "the replica is dialled on first use")
 	})
 
 	t.Run("FailedFenceKeepsReadsOnTheWriter", func(t *testing.T) {
@@ -85,10 +85,10 @@ func TestReplicaWiring(t *testing.T) {
 		b.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		a := b.start(t)
 		defer a.Close()
-		require.Nil(t, a.Services.Replica)
-		require.Nil(t, a.DB.ReadPool)
+		require.Nil(t, a.services.Replica)
+		require.Nil(t, a.db.ReadPool)
 		require.Contains(t, logs.String(), "read replica not used; every read stays on the writer")
 		require.Contains(t, logs.String(), "events_created_at_floor is missing or disabled on events_p_default")
-		require.Equal(t, "unused", replicaStatus(t, a))
+		require.Equal(t, "unused", statusReplica(t, a))
 	})
 }

@@ -1,12 +1,17 @@
 package app
 
 import (
+	"log/slog"
+
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/listener"
 	"github.com/buzz-relay/buzz/internal/maintenance"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/notify"
 	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/service"
+	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wsapi"
 )
 
@@ -39,33 +44,33 @@ type Services struct {
 	ListenerReaper *listener.Reaper
 }
 
-// newServices builds the database jobs; the membership service is added
-// once the relay exists.
-func newServices(a *Relay) *Services {
+// newServices builds the database jobs; the other services are added as
+// Start builds their parts.
+func newServices(db *Database, st *store.Store, m *metrics.Metrics, log *slog.Logger) *Services {
 	return &Services{
-		Partitions: maintenance.NewPartitions(maintenance.PartitionsConfig{Pool: a.DB.Pool, Logger: a.Log,
-			Errors: a.Metrics.PartitionMaintenanceErrors}),
-		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: a.DB.Pool, Logger: a.Log}),
-		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: a.Store, Logger: a.Log}),
-		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: a.DB.Pool, Store: a.Store, Logger: a.Log,
-			Metrics: a.Metrics}),
+		Partitions: maintenance.NewPartitions(maintenance.PartitionsConfig{Pool: db.Pool, Logger: log,
+			Errors: m.PartitionMaintenanceErrors}),
+		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: db.Pool, Logger: log}),
+		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: st, Logger: log}),
+		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: db.Pool, Store: st, Logger: log,
+			Metrics: m}),
 	}
 }
 
 // newListenerWorker is the delivery worker of the listeners configured on
 // this process, or nil (logged) when there are none (docs/PROTOCOL.md §15.2).
-func newListenerWorker(a *Relay) *listener.Worker {
-	cfg := a.Config
+func newListenerWorker(cfg config.Config, db *Database, st *store.Store, relayKey []byte, m *metrics.Metrics,
+	log *slog.Logger) *listener.Worker {
 	if len(cfg.OperatorListeners) == 0 {
-		a.Log.Info("operator-listener mention delivery disabled by BUZZ_OPERATOR_LISTENERS")
+		log.Info("operator-listener mention delivery disabled by BUZZ_OPERATOR_LISTENERS")
 		return nil
 	}
 	urls := make(map[string]string, len(cfg.OperatorListeners))
 	for _, l := range cfg.OperatorListeners {
 		urls[l.Pubkey] = l.URL
 	}
-	return listener.NewWorker(listener.Config{Pool: a.DB.Pool, Store: a.Store, Listeners: urls,
-		Client: notify.NewClient(cfg.OperatorListenerTimeout, a.RelayKey), Logger: a.Log, Metrics: a.Metrics})
+	return listener.NewWorker(listener.Config{Pool: db.Pool, Store: st, Listeners: urls,
+		Client: notify.NewClient(cfg.OperatorListenerTimeout, relayKey), Logger: log, Metrics: m})
 }
 
 // list is every service, in the order Run starts them.

@@ -300,7 +300,7 @@ func TestDialHost(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
 	const portless = "b.soak.test" // the load tool's case: a host without the relay's port
-	_, err := r.App.Store.CommunityAdd(t.Context(), store.CommunityAddParams{Host: portless})
+	_, err := r.App.Store().CommunityAdd(t.Context(), store.CommunityAddParams{Host: portless})
 	require.NoError(t, err)
 	ported := r.Community(t, "c.soak.test") // host:port, used verbatim
 	url := "ws://127.0.0.1:" + strconv.Itoa(r.Port) + "/"

@@ -212,7 +212,7 @@ func TestHTTP(t *testing.T) {
 		t.Parallel()
 		base, r := setupHTTP(t)
 		const host = "b.soak.test" // a community host without the relay's port
-		_, err := r.App.Store.CommunityAdd(t.Context(), store.CommunityAddParams{Host: host})
+		_, err := r.App.Store().CommunityAdd(t.Context(), store.CommunityAddParams{Host: host})
 		require.NoError(t, err)
 		base.BaseURL = "http://127.0.0.1:" + strconv.Itoa(r.Port) // the deployment host
 		h := *base

@@ -27,10 +27,13 @@ const (
 	DefaultDBPoolSize            = 50
 	DefaultRedisPoolSize         = 16
 	DefaultLogFormat             = "auto"
+	DefaultSearchRankWindow      = 1000
 
-	DefaultHeartbeatInterval = 30 * time.Second
-	DefaultAuthTimeout       = 5 * time.Second
-	DefaultDrainTimeout      = 30 * time.Second
+	DefaultHeartbeatInterval      = 30 * time.Second
+	DefaultAuthTimeout            = 5 * time.Second
+	DefaultDrainTimeout           = 30 * time.Second
+	DefaultMembershipRecheck      = 60 * time.Second
+	DefaultAmbiguousCommitTimeout = 30 * time.Second
 )
 
 // Config is the relay's resolved configuration. Load fills every field; a
@@ -170,6 +173,10 @@ type Config struct {
 	// Filters are the filter, subscription and connection caps
 	// (BUZZ_FILTER_MAX_*, BUZZ_SUB_MAX_INDEX_KEYS, BUZZ_CONN_MAX_*; filters.go).
 	Filters FilterLimits
+	// SearchRankWindow is how many of the newest matches of its filter a
+	// NIP-50 search statement ranks (BUZZ_SEARCH_RANK_WINDOW,
+	// docs/PROTOCOL.md §12.4), 100–10000. Default 1000.
+	SearchRankWindow int
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -232,8 +239,8 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 		RequireAuthToken:        true,
 		HeartbeatInterval:       DefaultHeartbeatInterval,
 		OperatorListenerTimeout: DefaultOperatorListenerTimeout,
-		MembershipRecheck:       60 * time.Second,
-		AmbiguousCommitTimeout:  30 * time.Second,
+		MembershipRecheck:       DefaultMembershipRecheck,
+		AmbiguousCommitTimeout:  DefaultAmbiguousCommitTimeout,
 		AuthTimeout:             DefaultAuthTimeout,
 		DrainTimeout:            DefaultDrainTimeout,
 	}
@@ -268,6 +275,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.LogFormat = l.oneOf("BUZZ_LOG_FORMAT", DefaultLogFormat, "auto", "json", "text")
 	c.Admission = l.admission()
 	c.Filters = l.filterLimits()
+	c.SearchRankWindow = l.integer("BUZZ_SEARCH_RANK_WINDOW", DefaultSearchRankWindow, 100, 10000)
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -276,6 +284,21 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	}
 	return c, warnings, nil
 }
+
+// Defaults is the configuration of an empty environment: every variable at
+// its default. It is where code that builds a part directly (tests,
+// benchmarks) takes its settings, so each default is declared once, here.
+func Defaults() Config {
+	c, _, err := Load(nil, nil)
+	if err != nil {
+		panic("config: the defaults do not load: " + err.Error())
+	}
+	return c
+}
+
+// Secure reports whether RELAY_URL is wss://: NIP-42 relay tags and NIP-98
+// u tags are then expected with wss and https.
+func (c Config) Secure() bool { return c.RelayScheme == "wss" }
 
 // crossCheck applies the rules that involve several variables.
 func (c Config) crossCheck() error {
@@ -341,6 +364,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_format", c.LogFormat),
 		slog.Any("admission", c.Admission),
 		slog.Any("filters", c.Filters),
+		slog.Int("search_rank_window", c.SearchRankWindow),
 		slog.Any("reads", c.Reads),
 	)
 }
@@ -394,11 +418,13 @@ var knownVariables = []string{
 	"BUZZ_READ_TIME_PER_SECOND_MS", "BUZZ_READ_TIME_BURST_MS",
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
+	"BUZZ_SEARCH_RANK_WINDOW",
 }
 
-// reservedPrefixes belong to other parts of the relay (search, audit, read state,
-// windows, operator listeners), whose packages validate their own variables.
-// A typo after one of these prefixes is not caught here.
+// reservedPrefixes are kept for variables of other parts of the relay
+// (search, audit, read state, windows, operator listeners); the ones this
+// package reads are in knownVariables too. A typo after one of these
+// prefixes is not caught here.
 var reservedPrefixes = []string{
 	"BUZZ_AUDIT_", "BUZZ_OPERATOR_", "BUZZ_SEARCH_", "BUZZ_READ_STATE_", "BUZZ_WINDOW_",
 }

@@ -79,7 +79,8 @@ func TestLoad(t *testing.T) {
 			OperatorListenerTimeout: 5 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 60, HumanAPICallsPerMin: 300, HumanWSEventsPerSec: 10,
 				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
-			Filters: defaultFilterLimits,
+			Filters:          defaultFilterLimits,
+			SearchRankWindow: 1000,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: 8,
@@ -96,6 +97,8 @@ func TestLoad(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, warnings)
 		require.Equal(t, "localhost:3000", c.RelayHost)
+		require.Equal(t, c, Defaults(), "Defaults is the empty environment's configuration")
+		require.False(t, c.Secure())
 	})
 
 	t.Run("EveryVariable", func(t *testing.T) {
@@ -103,6 +106,7 @@ func TestLoad(t *testing.T) {
 		c, warnings, err := load(t,
 			"DATABASE_URL", "postgres://buzz:pw@db.example:5432/buzz",
 			"BUZZ_DATA_DIR", "/var/lib/buzz",
+			"BUZZ_SEARCH_RANK_WINDOW", " 2500 ",
 			"RELAY_URL", "wss://Relay.Example.:443/",
 			"BUZZ_BIND_ADDR", "127.0.0.1:4000",
 			"BUZZ_HEALTH_PORT", "18080",
@@ -191,7 +195,8 @@ func TestLoad(t *testing.T) {
 			AmbiguousCommitTimeout:  30 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 1, HumanAPICallsPerMin: 2, HumanWSEventsPerSec: 3,
 				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
-			Filters: defaultFilterLimits,
+			Filters:          defaultFilterLimits,
+			SearchRankWindow: 2500,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: 8,
@@ -474,5 +479,22 @@ func TestRedactURL(t *testing.T) {
 		"postgres://u:pw@h1:5432,h2:5432/db?x=1#f": "postgres://u:REDACTED@h1:5432,h2:5432/db?x=1#f",
 	} {
 		require.Equal(t, want, redactURL(raw), raw)
+	}
+}
+
+// The rank window a search ranks (docs/PROTOCOL.md §12.4): 100–10000, and
+// any other value stops the start, never falls back to the default.
+func TestSearchRankWindow(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]int{"": 1000, "  ": 1000, "100": 100, "10000": 10_000, " 2500 ": 2500} {
+		c, _, err := load(t, "BUZZ_SEARCH_RANK_WINDOW", v)
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.SearchRankWindow, v)
+	}
+	for _, v := range []string{"99", "10001", "0", "-5", "1e3", "lots", "1000.5"} {
+		_, _, err := load(t, "BUZZ_SEARCH_RANK_WINDOW", v)
+		var ce *Error
+		require.ErrorAs(t, err, &ce, v)
+		require.Equal(t, "BUZZ_SEARCH_RANK_WINDOW", ce.Variable, v)
 	}
 }

@@ -64,7 +64,7 @@ func adRequireStored(t *testing.T, w *relaytest.WS, ids ...string) {
 // adMakeAgent gives key an owner in the community: an agent.
 func adMakeAgent(t *testing.T, r *relaytest.Relay, cid string, key eventtest.Key) {
 	t.Helper()
-	_, err := r.App.DB.Pool.Exec(context.Background(), `INSERT INTO users (community_id, pubkey, agent_owner_pubkey)
+	_, err := r.App.Pool().Exec(context.Background(), `INSERT INTO users (community_id, pubkey, agent_owner_pubkey)
 		VALUES ($1, $2, $3) ON CONFLICT (community_id, pubkey) DO UPDATE SET agent_owner_pubkey = EXCLUDED.agent_owner_pubkey`,
 		cid, pubBytes(t, key), pubBytes(t, eventtest.NewKey()))
 	require.NoError(t, err)
@@ -343,7 +343,7 @@ func TestAdmissionPTags(t *testing.T) {
 	require.JSONEq(t, `{"error":"invalid: too many p tags (5000, maximum 100)"}`, body)
 	adRequireStored(t, w, atCap.ID)
 	var mentions int
-	require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(),
+	require.NoError(t, r.App.Pool().QueryRow(context.Background(),
 		`SELECT count(*) FROM event_mentions WHERE event_id = $1`, mustHex(t, atCap.ID)).Scan(&mentions))
 	require.Equal(t, 100, mentions)
 }

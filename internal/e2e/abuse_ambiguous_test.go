@@ -75,7 +75,7 @@ func TestAbuseAmbiguousCommit(t *testing.T) {
 func ambSetup(t *testing.T, env map[string]string) (*ambProxy, *chEnv, eventtest.Key, string, *relaytest.WS, *relaytest.WS) {
 	t.Helper()
 	px, r := ambRelay(t, env)
-	e := &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey)}
+	e := &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey())}
 	author, reader := eventtest.NewKey(), eventtest.NewKey()
 	wa := e.dial(t, author)
 	ch := chCreate(t, wa, author)

@@ -340,7 +340,7 @@ func TestAbuseSendQueueBytes(t *testing.T) {
 		}
 	}
 	var stored int
-	require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(),
+	require.NoError(t, r.App.Pool().QueryRow(context.Background(),
 		`SELECT count(*) FROM events WHERE pubkey = decode($1, 'hex')`, attacker.PubKey).Scan(&stored))
 	require.Equal(t, len(acked), stored, "nothing acknowledged is lost")
 	honest.C.CloseNow()

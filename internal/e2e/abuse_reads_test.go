@@ -84,7 +84,7 @@ func TestAbuseReads(t *testing.T) {
 		"BUZZ_READ_STATEMENT_TIMEOUT_MS": "3000",
 		"BUZZ_DB_ACQUIRE_TIMEOUT_MS":     "500",
 	}, hooks)
-	setPool(r.App.DB.Pool)
+	setPool(r.App.Pool())
 	hostA, hostB := r.Community(t, "victim.test"), r.Community(t, "honest.test")
 	attacker, publisher, reader := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 	flood := `{"kinds":[1],"#t":["` + floodTag + `"]}`
@@ -249,7 +249,7 @@ func TestBridgeBusy(t *testing.T) {
 	r := relaytest.Start(t, map[string]string{
 		"BUZZ_HTTP_MAX_CONCURRENT": "2", "BUZZ_READ_STATEMENT_TIMEOUT_MS": "4000",
 	}, hooks)
-	setPool(r.App.DB.Pool)
+	setPool(r.App.Pool())
 	key := eventtest.NewKey()
 	flood := `[{"kinds":[1],"#t":["` + floodTag + `"]}]`
 	done := make(chan int, 2)
@@ -378,7 +378,7 @@ func TestAbuseReadTime(t *testing.T) {
 		"BUZZ_READ_TIME_BURST_MS":        "1000",
 		"BUZZ_READ_STATEMENT_TIMEOUT_MS": "2000",
 	}, hooks)
-	setPool(r.App.DB.Pool)
+	setPool(r.App.Pool())
 	host := r.Community(t, "victim.test")
 	attacker, honest := eventtest.NewKey(), eventtest.NewKey()
 	w := r.Dial(t, host)

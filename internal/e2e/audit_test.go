@@ -170,7 +170,7 @@ func TestAuditRecordsActions(t *testing.T) {
 
 	// Every stored event has exactly one event_created; relay-signed ones
 	// carry the human who caused them, never the relay key.
-	relayPub := event.PubKey(e.r.App.RelayKey)
+	relayPub := event.PubKey(e.r.App.RelayKey())
 	rows, err := pool.Query(context.Background(), `SELECT encode(id, 'hex'), encode(pubkey, 'hex') FROM events WHERE community_id = $1`, e.cid)
 	require.NoError(t, err)
 	stored := map[string]string{}
@@ -314,7 +314,7 @@ func TestAuditIntentFailure(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, "restricted: relay-only kind", reason)
 
-	_, err := e.r.App.DB.Pool.Exec(context.Background(), `CREATE FUNCTION test_fail_intent() RETURNS trigger LANGUAGE plpgsql AS $$
+	_, err := e.r.App.Pool().Exec(context.Background(), `CREATE FUNCTION test_fail_intent() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'injected intent failure' USING TABLE = 'audit_outbox'; END $$;
 		CREATE TRIGGER test_fail_intent BEFORE INSERT ON audit_outbox FOR EACH ROW EXECUTE FUNCTION test_fail_intent();`)
 	require.NoError(t, err)
@@ -326,10 +326,10 @@ func TestAuditIntentFailure(t *testing.T) {
 	ok, reason = w.Publish(edit) // the transaction path
 	require.False(t, ok)
 	require.Equal(t, "error: internal server error", reason)
-	require.Equal(t, 2.0, testutil.ToFloat64(e.r.App.Metrics.Audit.SendErrors))
+	require.Equal(t, 2.0, testutil.ToFloat64(e.r.App.Metrics().Audit.SendErrors))
 	for _, id := range []string{plain.ID, edit.ID} {
 		var n int
-		require.NoError(t, e.r.App.DB.Pool.QueryRow(context.Background(),
+		require.NoError(t, e.r.App.Pool().QueryRow(context.Background(),
 			`SELECT count(*) FROM events WHERE community_id = $1 AND id = decode($2, 'hex')`, e.cid, id).Scan(&n))
 		require.Zero(t, n, "the event is not stored")
 	}
@@ -339,11 +339,11 @@ func TestAuditIntentFailure(t *testing.T) {
 func TestAuditDisabled(t *testing.T) {
 	t.Parallel()
 	on := auSetup(t, map[string]string{"BUZZ_AUDIT_ENABLED": ""})
-	require.Equal(t, 1.0, testutil.ToFloat64(on.r.App.Metrics.Audit.Enabled))
+	require.Equal(t, 1.0, testutil.ToFloat64(on.r.App.Metrics().Audit.Enabled))
 
 	e := auSetup(t, map[string]string{"BUZZ_AUDIT_ENABLED": "false"})
-	require.Equal(t, 0.0, testutil.ToFloat64(e.r.App.Metrics.Audit.Enabled))
-	require.Nil(t, e.r.App.Audit)
+	require.Equal(t, 0.0, testutil.ToFloat64(e.r.App.Metrics().Audit.Enabled))
+	require.Nil(t, e.r.App.Audit())
 	owner := eventtest.NewKey()
 	w := rpAuthed(t, e.r, "", owner)
 	ch, _ := auChannel(t, w, owner)

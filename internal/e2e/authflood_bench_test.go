@@ -34,7 +34,7 @@ func BenchmarkAuthFlood(b *testing.B) {
 	}
 	for b.Loop() {
 		r := relaytest.Start(b, nil)
-		c, err := r.App.Store.CommunityByHost(context.Background(), r.Host)
+		c, err := r.App.Store().CommunityByHost(context.Background(), r.Host)
 		require.NoError(b, err)
 		forger := eventtest.NewKey()
 		bad := forger.Signed(b, event.KindAuth, eventtest.Content(""),

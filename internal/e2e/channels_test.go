@@ -31,7 +31,7 @@ type chEnv struct {
 func chSetup(t *testing.T, env map[string]string, hooks ...app.Hooks) *chEnv {
 	t.Helper()
 	r := relaytest.Start(t, env, hooks...)
-	return &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey)}
+	return &chEnv{r: r, cid: communityID(t, r, r.Host), relayPub: event.PubKey(r.App.RelayKey())}
 }
 
 // dial returns a deployment-community connection authenticated as key.
@@ -177,7 +177,7 @@ type chStored struct {
 // ones included), oldest first.
 func (e *chEnv) chRows(t testing.TB, ch string, kind int) []chStored {
 	t.Helper()
-	rows, err := e.r.App.DB.Pool.Query(context.Background(), `SELECT encode(id, 'hex'), encode(pubkey, 'hex'),
+	rows, err := e.r.App.Pool().Query(context.Background(), `SELECT encode(id, 'hex'), encode(pubkey, 'hex'),
 			extract(epoch FROM created_at)::bigint, kind, tags::text, content, encode(sig, 'hex'), deleted_at IS NULL
 		FROM events WHERE community_id = $1 AND channel_id = $2 AND kind = $3 ORDER BY created_at, id`, e.cid, ch, kind)
 	require.NoError(t, err)
@@ -210,7 +210,7 @@ func (e *chEnv) chLive(t testing.TB, ch string, kind int) event.Event {
 // chActive returns the active members of ch as pubkey → role.
 func (e *chEnv) chActive(t testing.TB, ch string) map[string]string {
 	t.Helper()
-	rows, err := e.r.App.DB.Pool.Query(context.Background(), `SELECT encode(pubkey, 'hex'), role::text FROM channel_members
+	rows, err := e.r.App.Pool().Query(context.Background(), `SELECT encode(pubkey, 'hex'), role::text FROM channel_members
 		WHERE community_id = $1 AND channel_id = $2 AND removed_at IS NULL`, e.cid, ch)
 	require.NoError(t, err)
 	defer rows.Close()
@@ -336,7 +336,7 @@ func TestChannels(t *testing.T) {
 		w.MustPublish(create)
 
 		var name, visibility, typ string
-		require.NoError(t, e.r.App.DB.Pool.QueryRow(context.Background(), `SELECT name, visibility::text, channel_type::text
+		require.NoError(t, e.r.App.Pool().QueryRow(context.Background(), `SELECT name, visibility::text, channel_type::text
 			FROM channels WHERE community_id = $1 AND id = $2`, e.cid, id).Scan(&name, &visibility, &typ))
 		require.Equal(t, []string{"general", "open", "stream"}, []string{name, visibility, typ})
 		require.Equal(t, map[string]string{owner.PubKey: "owner"}, e.chActive(t, id))
@@ -532,7 +532,7 @@ func TestChannels(t *testing.T) {
 		// A newer version of the replaceable profile (same-second ties go to the lower id).
 		wa.MustPublish(agent.Signed(t, 10100, eventtest.Content(`{"channel_add_policy":"owner_only"}`), eventtest.At(time.Now().Unix()+1)))
 		chRefused(t, wo, chPutEv(t, owner, ch2, agent.PubKey, ""), "invalid: policy:owner_only — agent has no owner set")
-		_, err := e.r.App.DB.Pool.Exec(context.Background(), `UPDATE users SET agent_owner_pubkey = $3 WHERE community_id = $1 AND pubkey = $2`,
+		_, err := e.r.App.Pool().Exec(context.Background(), `UPDATE users SET agent_owner_pubkey = $3 WHERE community_id = $1 AND pubkey = $2`,
 			e.cid, pubBytes(t, agent), pubBytes(t, agentOwner))
 		require.NoError(t, err)
 		chRefused(t, wo, chPutEv(t, owner, ch2, agent.PubKey, ""), "invalid: policy:owner_only — only the agent owner can add this agent")
@@ -661,7 +661,7 @@ func TestChannels(t *testing.T) {
 		wm := e.dial(t, member)
 		wm.MustPublish(chMetaEv(t, member, ch, eventtest.Tag("topic", "launch week")))
 		var setBy []byte
-		require.NoError(t, e.r.App.DB.Pool.QueryRow(context.Background(), `SELECT topic_set_by FROM channels WHERE community_id = $1 AND id = $2`,
+		require.NoError(t, e.r.App.Pool().QueryRow(context.Background(), `SELECT topic_set_by FROM channels WHERE community_id = $1 AND id = $2`,
 			e.cid, ch).Scan(&setBy))
 		require.Equal(t, member.PubKey, hex.EncodeToString(setBy))
 		require.Contains(t, e.chLive(t, ch, 39000).Tags, event.Tag{"topic", "launch week"})

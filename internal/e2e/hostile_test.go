@@ -467,7 +467,7 @@ func hsFresh(t *testing.T, r *relaytest.Relay) {
 // hsStored returns the sorted ids of every stored event by pubkey.
 func hsStored(t *testing.T, r *relaytest.Relay, pubkey string) []string {
 	t.Helper()
-	rows, err := r.App.DB.Pool.Query(context.Background(),
+	rows, err := r.App.Pool().Query(context.Background(),
 		`SELECT encode(id, 'hex') FROM events WHERE pubkey = decode($1, 'hex') ORDER BY 1`, pubkey)
 	require.NoError(t, err)
 	ids := []string{}

@@ -114,9 +114,9 @@ func swSeed(t *testing.T, r *relaytest.Relay, name string, owner, both eventtest
 	t.Helper()
 	ctx := context.Background()
 	host := name + ":" + strconv.Itoa(r.Port)
-	com, err := r.App.Store.CommunityAdd(ctx, store.CommunityAddParams{Host: host, Owner: owner.PubKey})
+	com, err := r.App.Store().CommunityAdd(ctx, store.CommunityAddParams{Host: host, Owner: owner.PubKey})
 	require.NoError(t, err)
-	_, err = r.App.Store.RelayMemberUpsert(ctx, r.App.DB.Pool, store.RelayMemberUpsertParams{
+	_, err = r.App.Store().RelayMemberUpsert(ctx, r.App.Pool(), store.RelayMemberUpsertParams{
 		CommunityID: com.ID, Pubkey: both.PubKey, Role: "member", AddedBy: "cli"})
 	require.NoError(t, err)
 	w := &swWorld{host: host, cid: com.ID, owner: owner, both: both, ch: uuid.NewString(), word: swWord("isoword")}
@@ -678,9 +678,9 @@ func swStable(raw string) string {
 func (bd *swBundle) swAudit(t *testing.T) {
 	a, b, r := bd.a, bd.b, bd.r
 	ctx := context.Background()
-	require.NotNil(t, r.App.Audit)
-	require.NoError(t, r.App.Audit.Chainer.Flush(ctx))
-	pool := r.App.Audit.Pool
+	require.NotNil(t, r.App.Audit())
+	require.NoError(t, r.App.Audit().Chainer.Flush(ctx))
+	pool := r.App.Audit().Pool
 	for _, w := range []*swWorld{a, b} {
 		other := a
 		if w == a {
@@ -689,7 +689,7 @@ func (bd *swBundle) swAudit(t *testing.T) {
 		head, found, err := audit.HeadGet(ctx, pool, w.cid)
 		require.NoError(t, err)
 		require.True(t, found, "%s has audit entries", w.host)
-		cp, err := audit.NewCheckpoint(r.App.RelayKey, w.host, head, time.Now())
+		cp, err := audit.NewCheckpoint(r.App.RelayKey(), w.host, head, time.Now())
 		require.NoError(t, err)
 		out := string(cp.AppendJSON(nil))
 		var entries int64

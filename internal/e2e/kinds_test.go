@@ -147,7 +147,7 @@ func TestKindsAccepted(t *testing.T) {
 		ev := author.Signed(t, 9, eventtest.Channel(b.channel), eventtest.Tag("p", a), eventtest.Tag("p", a),
 			eventtest.Tag("p", strings.ToUpper(hex64(0xb2))), eventtest.Tag("p", "short"))
 		w.MustPublish(ev)
-		rows, err := b.r.App.DB.Pool.Query(context.Background(), `SELECT pubkey_hex, channel_id::text, event_kind FROM event_mentions
+		rows, err := b.r.App.Pool().Query(context.Background(), `SELECT pubkey_hex, channel_id::text, event_kind FROM event_mentions
 			WHERE community_id = $1 AND event_id = $2`, b.cid, idBytes(t, ev.ID))
 		require.NoError(t, err)
 		type mention struct {
@@ -170,7 +170,7 @@ func TestKindsAccepted(t *testing.T) {
 		w := b.dial(t, author)
 		w.MustPublish(author.Signed(t, 10100, eventtest.Content(`{"channel_add_policy":"nobody"}`)))
 		var policy string
-		require.NoError(t, b.r.App.DB.Pool.QueryRow(context.Background(),
+		require.NoError(t, b.r.App.Pool().QueryRow(context.Background(),
 			`SELECT channel_add_policy::text FROM users WHERE community_id = $1 AND pubkey = $2`, b.cid, pubBytes(t, author)).Scan(&policy))
 		require.Equal(t, "nobody", policy)
 		ok, msg := w.Publish(author.Signed(t, 10100, eventtest.Content(`{"channel_add_policy":"sometimes"}`)))
@@ -263,7 +263,7 @@ func TestReactions(t *testing.T) {
 	}
 	reactionRows := func(t *testing.T, reactor eventtest.Key) []reactionRow {
 		t.Helper()
-		rows, err := b.r.App.DB.Pool.Query(context.Background(), `SELECT emoji, removed_at IS NOT NULL, encode(reaction_event_id, 'hex')
+		rows, err := b.r.App.Pool().Query(context.Background(), `SELECT emoji, removed_at IS NOT NULL, encode(reaction_event_id, 'hex')
 			FROM reactions WHERE community_id = $1 AND event_id = $2 AND pubkey = $3 ORDER BY emoji`,
 			b.cid, idBytes(t, target.ID), pubBytes(t, reactor))
 		require.NoError(t, err)
@@ -437,7 +437,7 @@ func TestReplaceable(t *testing.T) {
 	b := setupKinds(t)
 	liveIDs := func(t *testing.T, author eventtest.Key, kind int) []string {
 		t.Helper()
-		rows, err := b.r.App.DB.Pool.Query(context.Background(), `SELECT encode(id, 'hex') FROM events
+		rows, err := b.r.App.Pool().Query(context.Background(), `SELECT encode(id, 'hex') FROM events
 			WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND deleted_at IS NULL ORDER BY d_tag, id`,
 			b.cid, kind, pubBytes(t, author))
 		require.NoError(t, err)

@@ -115,7 +115,7 @@ func BenchmarkListenerIngest(b *testing.B) {
 		b.ReportMetric(res.p(0.99), "none-p99-ms")
 
 		for _, k := range keys {
-			require.NoError(b, r.App.Store.ListenerRegister(context.Background(), r.App.DB.Pool, k.PubKey, registered))
+			require.NoError(b, r.App.Store().ListenerRegister(context.Background(), r.App.Pool(), k.PubKey, registered))
 		}
 		want := 0
 		for _, job := range with {
@@ -196,7 +196,7 @@ func BenchmarkListenerDelivery(b *testing.B) {
 		for i := range targets {
 			targets[i] = eventtest.NewKey().PubKey
 		}
-		require.NoError(b, r.App.Store.ListenerRegister(context.Background(), r.App.DB.Pool, listener.PubKey, targets))
+		require.NoError(b, r.App.Store().ListenerRegister(context.Background(), r.App.Pool(), listener.PubKey, targets))
 		authors := make([]eventtest.Key, lbConns)
 		conns := make([]*relaytest.WS, lbConns)
 		for c := range authors {
@@ -502,7 +502,7 @@ func lbPublish(w *relaytest.WS, frame []byte, id string) (time.Duration, error) 
 // lbCommunityID is the deployment community's id.
 func lbCommunityID(b *testing.B, r *relaytest.Relay) string {
 	b.Helper()
-	c, err := r.App.Store.CommunityByHost(context.Background(), r.Host)
+	c, err := r.App.Store().CommunityByHost(context.Background(), r.Host)
 	require.NoError(b, err)
 	return c.ID
 }
@@ -512,7 +512,7 @@ func lbCommunityID(b *testing.B, r *relaytest.Relay) string {
 func lbChannel(b *testing.B, r *relaytest.Relay, cid string, creator eventtest.Key) string {
 	b.Helper()
 	id := uuid.NewString()
-	_, err := r.App.DB.Pool.Exec(context.Background(), `INSERT INTO channels (community_id, id, name, visibility, created_by)
+	_, err := r.App.Pool().Exec(context.Background(), `INSERT INTO channels (community_id, id, name, visibility, created_by)
 		VALUES ($1, $2, $3, 'open'::channel_visibility, decode($4, 'hex'))`, cid, id, "bench-"+id[:8], creator.PubKey)
 	require.NoError(b, err)
 	return id

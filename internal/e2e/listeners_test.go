@@ -38,7 +38,7 @@ func TestListenerEnqueue(t *testing.T) {
 		t.Helper()
 		eid, _ := hex.DecodeString(id)
 		var n int
-		require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(),
+		require.NoError(t, r.App.Pool().QueryRow(context.Background(),
 			`SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2`, cid, eid).Scan(&n))
 		return n
 	}
@@ -79,8 +79,8 @@ func TestListenerEnqueueFailureRollsBack(t *testing.T) {
 		"RELAY_OPERATOR_API_ORIGIN": "https://ops.example",
 	})
 	cid := communityID(t, r, r.Host)
-	require.NoError(t, r.App.Store.ListenerRegister(ctx, r.App.DB.Pool, listener.PubKey, []string{target.PubKey}))
-	_, err := r.App.DB.Pool.Exec(ctx, `ALTER TABLE operator_listener_outbox ADD CONSTRAINT fault CHECK (false) NOT VALID`)
+	require.NoError(t, r.App.Store().ListenerRegister(ctx, r.App.Pool(), listener.PubKey, []string{target.PubKey}))
+	_, err := r.App.Pool().Exec(ctx, `ALTER TABLE operator_listener_outbox ADD CONSTRAINT fault CHECK (false) NOT VALID`)
 	require.NoError(t, err)
 	author := eventtest.NewKey()
 	w := r.Dial(t, "")
@@ -92,12 +92,12 @@ func TestListenerEnqueueFailureRollsBack(t *testing.T) {
 	require.Equal(t, "error: internal server error", msg)
 	var n int
 	eid, _ := hex.DecodeString(mention.ID)
-	require.NoError(t, r.App.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`, cid, eid).Scan(&n))
+	require.NoError(t, r.App.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`, cid, eid).Scan(&n))
 	require.Zero(t, n, "the event rolled back with its outbox row")
 
-	_, err = r.App.DB.Pool.Exec(ctx, `ALTER TABLE operator_listener_outbox DROP CONSTRAINT fault`)
+	_, err = r.App.Pool().Exec(ctx, `ALTER TABLE operator_listener_outbox DROP CONSTRAINT fault`)
 	require.NoError(t, err)
 	w.MustPublish(mention)
-	require.NoError(t, r.App.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2`, cid, eid).Scan(&n))
+	require.NoError(t, r.App.Pool().QueryRow(ctx, `SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2`, cid, eid).Scan(&n))
 	require.Equal(t, 1, n)
 }

@@ -25,7 +25,7 @@ import (
 // communityID returns the id of the community a tenant host resolves to.
 func communityID(t *testing.T, r *relaytest.Relay, host string) string {
 	t.Helper()
-	c, err := r.App.Store.CommunityByHost(context.Background(), host)
+	c, err := r.App.Store().CommunityByHost(context.Background(), host)
 	require.NoError(t, err)
 	return c.ID
 }
@@ -61,15 +61,15 @@ func insertChannel(t *testing.T, r *relaytest.Relay, cid string, creator eventte
 	if o.private {
 		visibility = "private"
 	}
-	_, err := r.App.DB.Pool.Exec(ctx, `INSERT INTO channels (community_id, id, name, visibility, created_by)
+	_, err := r.App.Pool().Exec(ctx, `INSERT INTO channels (community_id, id, name, visibility, created_by)
 		VALUES ($1, $2, $3, $4::channel_visibility, $5)`, cid, id, "c-"+id[:8], visibility, pubBytes(t, creator))
 	require.NoError(t, err)
 	if o.archived {
-		_, err := r.App.DB.Pool.Exec(ctx, `UPDATE channels SET archived_at = now() WHERE community_id = $1 AND id = $2`, cid, id)
+		_, err := r.App.Pool().Exec(ctx, `UPDATE channels SET archived_at = now() WHERE community_id = $1 AND id = $2`, cid, id)
 		require.NoError(t, err)
 	}
 	for _, m := range o.members {
-		_, err := r.App.DB.Pool.Exec(ctx, `INSERT INTO channel_members (community_id, channel_id, pubkey, role)
+		_, err := r.App.Pool().Exec(ctx, `INSERT INTO channel_members (community_id, channel_id, pubkey, role)
 			VALUES ($1, $2, $3, 'member')`, cid, id, pubBytes(t, m))
 		require.NoError(t, err)
 	}
@@ -86,7 +86,7 @@ type rowState struct {
 func eventRow(t *testing.T, r *relaytest.Relay, cid, id string) rowState {
 	t.Helper()
 	var st rowState
-	err := r.App.DB.Pool.QueryRow(context.Background(), `SELECT deleted_at IS NULL, channel_id::text FROM events
+	err := r.App.Pool().QueryRow(context.Background(), `SELECT deleted_at IS NULL, channel_id::text FROM events
 		WHERE community_id = $1 AND id = $2`, cid, idBytes(t, id)).Scan(&st.live, &st.channel)
 	if err == nil {
 		st.found = true
@@ -100,7 +100,7 @@ func eventRow(t *testing.T, r *relaytest.Relay, cid, id string) rowState {
 func countRows(t *testing.T, r *relaytest.Relay, sql string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	require.NoError(t, r.App.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
 
@@ -238,7 +238,7 @@ func TestPipelineRefusals(t *testing.T) {
 		{name: "Step14UnknownChannel", build: fixed(9, "restricted: not a channel member", eventtest.Channel(uuid.NewString()))},
 		{name: "Step14ReactionInPrivateChannel", build: func(t *testing.T) (event.Event, string) {
 			var target string
-			require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(),
+			require.NoError(t, r.App.Pool().QueryRow(context.Background(),
 				`SELECT encode(id, 'hex') FROM events WHERE community_id = $1 AND channel_id = $2 LIMIT 1`, cid, private).Scan(&target))
 			return alice.Signed(t, 7, eventtest.Content("+"), eventtest.Tag("e", target)), "restricted: not a channel member"
 		}},
@@ -353,7 +353,7 @@ func (f *writeFaults) failAtCommit(t *testing.T, id string) { f.inject(t, id, tr
 
 func (f *writeFaults) inject(t *testing.T, id string, atCommit bool) {
 	t.Helper()
-	_, err := f.r.App.DB.Pool.Exec(context.Background(), `INSERT INTO test_write_faults (id, at_commit) VALUES ($1, $2)`, idBytes(t, id), atCommit)
+	_, err := f.r.App.Pool().Exec(context.Background(), `INSERT INTO test_write_faults (id, at_commit) VALUES ($1, $2)`, idBytes(t, id), atCommit)
 	require.NoError(t, err)
 }
 
@@ -635,7 +635,7 @@ func TestStorageRules(t *testing.T) {
 			}
 		}
 		var live []string
-		rows, err := r.App.DB.Pool.Query(context.Background(), `SELECT encode(id, 'hex') FROM events
+		rows, err := r.App.Pool().Query(context.Background(), `SELECT encode(id, 'hex') FROM events
 			WHERE community_id = $1 AND kind = 0 AND pubkey = $2 AND deleted_at IS NULL`, cid, pubBytes(t, alice))
 		require.NoError(t, err)
 		for rows.Next() {

@@ -29,7 +29,7 @@ func rpCommunityID(t testing.TB, r *relaytest.Relay, host string) string {
 	if host == "" {
 		host = r.Host
 	}
-	c, err := r.App.Store.CommunityByHost(context.Background(), host)
+	c, err := r.App.Store().CommunityByHost(context.Background(), host)
 	require.NoError(t, err)
 	return c.ID
 }
@@ -73,7 +73,7 @@ func rpInsertEvents(t testing.TB, r *relaytest.Relay, host, channel string, evs 
 			dtags[i] = &d
 		}
 	}
-	_, err := r.App.DB.Pool.Exec(context.Background(), `
+	_, err := r.App.Pool().Exec(context.Background(), `
 		INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
 		SELECT $1::uuid, u.id, u.pub, to_timestamp(u.ts), u.kind, u.tags::jsonb, u.content, u.sig, u.ch::uuid, u.d
 		FROM unnest($2::bytea[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[])
@@ -82,7 +82,7 @@ func rpInsertEvents(t testing.TB, r *relaytest.Relay, host, channel string, evs 
 	require.NoError(t, err)
 	// The mention rows the store writes with an event: one per distinct
 	// lowercase 64-hex p tag.
-	_, err = r.App.DB.Pool.Exec(context.Background(), `
+	_, err = r.App.Pool().Exec(context.Background(), `
 		INSERT INTO event_mentions (community_id, pubkey_hex, event_id, event_created_at, channel_id, event_kind)
 		SELECT DISTINCT e.community_id, t->>1, e.id, e.created_at, e.channel_id, e.kind
 		FROM events e, jsonb_array_elements(e.tags) t
@@ -98,7 +98,7 @@ func rpAddChannel(t testing.TB, r *relaytest.Relay, host, visibility string, cre
 	pub, err := hex.DecodeString(creator.PubKey)
 	require.NoError(t, err)
 	var id string
-	err = r.App.DB.Pool.QueryRow(context.Background(), `
+	err = r.App.Pool().QueryRow(context.Background(), `
 		INSERT INTO channels (id, community_id, name, visibility, created_by)
 		VALUES (gen_random_uuid(), $1, 'c-' || substr(md5(random()::text), 1, 8), $2::channel_visibility, $3)
 		RETURNING id::text`, rpCommunityID(t, r, host), visibility, pub).Scan(&id)
@@ -111,7 +111,7 @@ func rpAddChannelMember(t testing.TB, r *relaytest.Relay, host, channel string, 
 	t.Helper()
 	pub, err := hex.DecodeString(key.PubKey)
 	require.NoError(t, err)
-	_, err = r.App.DB.Pool.Exec(context.Background(), `
+	_, err = r.App.Pool().Exec(context.Background(), `
 		INSERT INTO channel_members (community_id, channel_id, pubkey, role) VALUES ($1, $2, $3, 'member')`,
 		rpCommunityID(t, r, host), channel, pub)
 	require.NoError(t, err)

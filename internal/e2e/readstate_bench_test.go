@@ -38,7 +38,7 @@ func BenchmarkReadStateRetention(b *testing.B) {
 	}
 	for b.Loop() {
 		r := relaytest.Start(b, nil)
-		c, err := r.App.Store.CommunityByHost(context.Background(), r.Host)
+		c, err := r.App.Store().CommunityByHost(context.Background(), r.Host)
 		require.NoError(b, err)
 		cid := c.ID
 		keys := make([]eventtest.Key, users)
@@ -127,7 +127,7 @@ func runRetention(b *testing.B, r *relaytest.Relay, cid string, keys []eventtest
 	if mode == "app-data" {
 		pattern = "app:%"
 	}
-	require.NoError(b, r.App.DB.Pool.QueryRow(context.Background(),
+	require.NoError(b, r.App.Pool().QueryRow(context.Background(),
 		`SELECT count(*) FROM events WHERE community_id = $1 AND kind = 30078 AND d_tag LIKE $2`, cid, pattern).Scan(&rows))
 	b.Logf("%s: %d writes in %.1f s (%.0f/s), p50 %.2f ms, p99 %.2f ms, %d rows", mode, len(all),
 		time.Since(start).Seconds(), float64(len(all))/time.Since(start).Seconds(), ms(0.5), ms(0.99), rows)

@@ -75,7 +75,7 @@ type coordRow struct {
 func (b *rsBundle) rows(t *testing.T, kind int, pubkey, d string) []coordRow {
 	t.Helper()
 	pub, _ := hex.DecodeString(pubkey)
-	rs, err := b.r.App.DB.Pool.Query(context.Background(), `SELECT id, created_at, deleted_at IS NOT NULL FROM events
+	rs, err := b.r.App.Pool().Query(context.Background(), `SELECT id, created_at, deleted_at IS NOT NULL FROM events
 		WHERE community_id = $1 AND kind = $2 AND pubkey = $3 AND d_tag = $4 ORDER BY created_at, id`, b.cid, kind, pub, d)
 	require.NoError(t, err)
 	var out []coordRow
@@ -101,7 +101,7 @@ func (b *rsBundle) watermark(t *testing.T, pubkey, d string) (id string, ts int6
 		eid []byte
 		at  time.Time
 	)
-	err := b.r.App.DB.Pool.QueryRow(context.Background(), `SELECT event_id, created_at FROM parameterized_event_watermarks
+	err := b.r.App.Pool().QueryRow(context.Background(), `SELECT event_id, created_at FROM parameterized_event_watermarks
 		WHERE community_id = $1 AND kind = 30078 AND pubkey = $2 AND d_tag = $3`, b.cid, pub, d).Scan(&eid, &at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", 0, false
@@ -115,7 +115,7 @@ func (b *rsBundle) mentions(t *testing.T, id string) int {
 	t.Helper()
 	eid, _ := hex.DecodeString(id)
 	var n int
-	require.NoError(t, b.r.App.DB.Pool.QueryRow(context.Background(),
+	require.NoError(t, b.r.App.Pool().QueryRow(context.Background(),
 		`SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, b.cid, eid).Scan(&n))
 	return n
 }
@@ -302,7 +302,7 @@ func TestReadStateMixedVersions(t *testing.T) {
 	t.Parallel()
 	b := setupRS(t)
 	ctx := context.Background()
-	pool := b.r.App.DB.Pool
+	pool := b.r.App.Pool()
 	d := newSlot()
 	now := time.Now().Unix()
 	evA := rsEvent(t, b.user, d, now-30)
@@ -545,7 +545,7 @@ func TestReadStateFenceError(t *testing.T) {
 	now := time.Now().Unix()
 	head := rsEvent(t, b.user, d, now-10)
 	b.w.MustPublish(head)
-	_, err := r.App.DB.Pool.Exec(context.Background(), `CREATE OR REPLACE FUNCTION guard_nip_rs_hard_delete() RETURNS trigger
+	_, err := r.App.Pool().Exec(context.Background(), `CREATE OR REPLACE FUNCTION guard_nip_rs_hard_delete() RETURNS trigger
 		LANGUAGE plpgsql AS $$ BEGIN
 		  RAISE EXCEPTION 'NIP-RS hard delete requires corrected writer opt-in' USING ERRCODE = 'check_violation';
 		END $$`)

@@ -17,7 +17,7 @@ import (
 // transport=value in the relay's registry.
 func histogramCount(t *testing.T, r *relaytest.Relay, name, transport string) uint64 {
 	t.Helper()
-	families, err := r.App.Registry.Gather()
+	families, err := r.App.Registry().Gather()
 	require.NoError(t, err)
 	for _, mf := range families {
 		if mf.GetName() != name {
@@ -41,7 +41,7 @@ func histogramCount(t *testing.T, r *relaytest.Relay, name, transport string) ui
 func TestSearchMetrics(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
-	m := r.App.Metrics.Search
+	m := r.App.Metrics().Search
 	alice, bob := eventtest.NewKey(), eventtest.NewKey()
 	wa := r.Dial(t, "")
 	wa.Auth(alice)

@@ -20,7 +20,7 @@ func TestTenancy(t *testing.T) {
 	r := relaytest.Start(t, nil)
 	hostA, hostB := r.Community(t, "a.test"), r.Community(t, "b.test")
 	alias := "alias.test:" + strconv.Itoa(r.Port)
-	_, err := r.App.Store.CommunityAddHost(context.Background(), alias, hostA)
+	_, err := r.App.Store().CommunityAddHost(context.Background(), alias, hostA)
 	require.NoError(t, err)
 
 	dial := func(t *testing.T, host string, key eventtest.Key) *relaytest.WS {

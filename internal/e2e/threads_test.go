@@ -25,7 +25,7 @@ type thRow struct {
 // thRowOf returns the thread row of id; found is false when there is none.
 func (e *chEnv) thRowOf(t *testing.T, id string) (r thRow, found bool) {
 	t.Helper()
-	err := e.r.App.DB.Pool.QueryRow(context.Background(), `SELECT depth, reply_count, descendant_count, broadcast,
+	err := e.r.App.Pool().QueryRow(context.Background(), `SELECT depth, reply_count, descendant_count, broadcast,
 			COALESCE(encode(parent_event_id, 'hex'), ''), COALESCE(encode(root_event_id, 'hex'), '')
 		FROM thread_metadata WHERE community_id = $1 AND event_id = $2`, e.cid, idBytes(t, id)).
 		Scan(&r.depth, &r.replies, &r.descendants, &r.broadcast, &r.parent, &r.root)
@@ -185,7 +185,7 @@ func TestThreads(t *testing.T) {
 		require.Equal(t, thRow{depth: 0, replies: 1, descendants: 1}, e.thRow(t, root.ID))
 
 		// Counters never go below 0.
-		_, err := e.r.App.DB.Pool.Exec(context.Background(), `UPDATE thread_metadata SET reply_count = 0, descendant_count = 0
+		_, err := e.r.App.Pool().Exec(context.Background(), `UPDATE thread_metadata SET reply_count = 0, descendant_count = 0
 			WHERE community_id = $1 AND event_id = $2`, e.cid, idBytes(t, root.ID))
 		require.NoError(t, err)
 		w.MustPublish(owner.Signed(t, 5, eventtest.Content(""), eventtest.Tag("e", a.ID)))

@@ -6,7 +6,7 @@ import (
 )
 
 // The bridge's admission (docs/OPERATIONS.md "HTTP timeouts and
-// concurrency"): at most Config.MaxConcurrent bridge requests are served at
+// concurrency"): at most BUZZ_HTTP_MAX_CONCURRENT bridge requests are served at
 // once; one more is answered 503 {"error":"error: server busy"} with
 // Retry-After, before its body is read, so a flood costs the relay no
 // database work and no memory for bodies. NIP-11, health and WebSocket
@@ -34,8 +34,8 @@ func (s *Server) leave() {
 
 // clientAddr is r's client address for its share of concurrent reads.
 func (s *Server) clientAddr(r *http.Request) string {
-	if f := s.cfg.ClientAddrFunc; f != nil {
-		return f(r)
+	if ws := s.cfg.WebSocket; ws != nil {
+		return ws.ClientAddr(r)
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

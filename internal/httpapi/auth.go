@@ -23,7 +23,7 @@ type bridgeRequest struct {
 	// pubkey is the authenticated signer, lowercase hex.
 	pubkey string
 	body   []byte
-	// client is the request's client address (Config.ClientAddrFunc).
+	// client is the request's client address (Config.WebSocket).
 	client string
 }
 
@@ -155,7 +155,7 @@ func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit bodyLimit) ([]by
 // header, the token or the X-Pubkey value.
 func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Tenant, body []byte) (string, error) {
 	authz := r.Header.Get("Authorization")
-	if authz == "" && !s.cfg.RequireAuthToken {
+	if authz == "" && !s.cfg.Settings.RequireAuthToken {
 		if xp := r.Header.Get("X-Pubkey"); xp != "" {
 			if !event.IsHexAnyCase64(xp) {
 				return "", refuse(http.StatusUnauthorized, msgBadXPubkey)
@@ -172,7 +172,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 		RawQuery:   r.URL.RawQuery,
 		Body:       body,
 		TenantHost: t.Host,
-		Secure:     s.cfg.Secure,
+		Secure:     s.cfg.Settings.Secure(),
 		Now:        s.now(),
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 		s.auditAuthFailure(t.CommunityID, "", "replay")
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98Replay)
 	}
-	if !s.cfg.RequireRelayMembership {
+	if !s.cfg.Settings.RequireRelayMembership {
 		s.auditAuthSuccess(t.CommunityID, ev.PubKey)
 	}
 	return ev.PubKey, nil
@@ -207,7 +207,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request, t tenant.Ten
 // requireMember runs the relay-membership gate when it is on
 // (docs/PROTOCOL.md §2.5): 403 for a non-member, 500 when the lookup fails.
 func (s *Server) requireMember(ctx context.Context, t tenant.Tenant, pubkey string) error {
-	if !s.cfg.RequireRelayMembership {
+	if !s.cfg.Settings.RequireRelayMembership {
 		return nil
 	}
 	ok, err := s.cfg.Members.IsRelayMember(ctx, t.CommunityID, pubkey)

@@ -136,7 +136,7 @@ func TestBridgeAuth(t *testing.T) {
 
 	t.Run("SecureExpectsHTTPS", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, d, func(c *httpapi.Config) { c.Secure = true })
+		b := setup(t, d, func(c *httpapi.Config) { c.Settings.RelayScheme = "wss" })
 		res := b.signedPost(t, b.key, "/query", query)
 		require.Equal(t, http.StatusUnauthorized, res.status)
 		h := nip98(t, b.key, "POST", "https://"+b.ta.Host+"/query", query)
@@ -154,7 +154,7 @@ func TestBridgeAuth(t *testing.T) {
 
 	t.Run("XPubkeyShortcut", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, d, func(c *httpapi.Config) { c.RequireAuthToken = false })
+		b := setup(t, d, func(c *httpapi.Config) { c.Settings.RequireAuthToken = false })
 		ev := b.key.Signed(t, 9, eventtest.Channel(b.general))
 		res := b.do(t, http.MethodPost, b.ta.Host, "/events", ev.AppendJSON(nil),
 			map[string]string{"X-Pubkey": strings.ToUpper(b.key.PubKey)})
@@ -186,13 +186,13 @@ func TestBridgeAuth(t *testing.T) {
 	t.Run("BodyTooLarge", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
-		big := bytes.Repeat([]byte("a"), 2<<20)
-		res := b.do(t, http.MethodPost, b.ta.Host, "/events", big, nil)
+		big := bytes.Repeat([]byte("a"), 2<<20) // over MaxBodyBytes, the limit of /query
+		res := b.do(t, http.MethodPost, b.ta.Host, "/query", big, nil)
 		require.Equal(t, http.StatusRequestEntityTooLarge, res.status)
 		require.Equal(t, `{"error":"request body too large"}`, res.body)
 
 		// Without a Content-Length the limit still holds.
-		req, err := http.NewRequest(http.MethodPost, b.url+"/events", struct{ *bytes.Reader }{bytes.NewReader(big)})
+		req, err := http.NewRequest(http.MethodPost, b.url+"/query", struct{ *bytes.Reader }{bytes.NewReader(big)})
 		require.NoError(t, err)
 		req.Host = b.ta.Host
 		resp, err := b.client.Do(req)
@@ -203,7 +203,7 @@ func TestBridgeAuth(t *testing.T) {
 
 	t.Run("RelayMembership", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, d, func(c *httpapi.Config) { c.RequireRelayMembership = true })
+		b := setup(t, d, func(c *httpapi.Config) { c.Settings.RequireRelayMembership = true })
 		res := b.signedPost(t, b.key, "/query", query)
 		require.Equal(t, http.StatusForbidden, res.status)
 		require.Equal(t, membershipBody, res.body)
@@ -254,7 +254,7 @@ func TestBridgeCORS(t *testing.T) {
 
 	t.Run("ListedOrigins", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, d, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.test"} })
+		b := setup(t, d, func(c *httpapi.Config) { c.Settings.CORSOrigins = []string{"https://app.test"} })
 		res := b.do(t, http.MethodPost, b.ta.Host, "/query", nil, map[string]string{"Origin": "https://app.test"})
 		require.Equal(t, "https://app.test", res.header.Get("Access-Control-Allow-Origin"))
 		require.Equal(t, "Origin", res.header.Get("Vary"))

@@ -72,7 +72,7 @@ func TestFilterCaps(t *testing.T) {
 		b := setup(t, d, func(c *httpapi.Config) {
 			c.Reader = read.New(read.Config{Store: store.New(d.pool),
 				Caps: read.Caps{MaxIDs: 11, MaxAuthors: 12, MaxKinds: 13, MaxTagValues: 14, MaxTagKeys: 15}})
-			c.SubMaxIndexKeys, c.ConnMaxIndexKeys, c.ConnMaxFilterBytes = 16, 17, 18000
+			c.Settings.Filters.SubMaxIndexKeys, c.Settings.Filters.ConnMaxIndexKeys, c.Settings.Filters.ConnMaxFilterBytes = 16, 17, 18000
 		})
 		res := b.do(t, http.MethodGet, b.ta.Host, "/", nil, map[string]string{"Accept": nip11Accept})
 		require.Equal(t, http.StatusOK, res.status)

@@ -6,7 +6,7 @@
 // /operator/listener/pubkeys (operator.go).
 //
 // It owns the order of the bridge's checks: a free bridge slot
-// (admission.go; 503 when Config.MaxConcurrent requests are in flight) →
+// (admission.go; 503 when BUZZ_HTTP_MAX_CONCURRENT requests are in flight) →
 // community from Host → body size → NIP-98 → replay → relay membership →
 // the signer's bridge quota (quota.go) → body parse → the route. It owns the
 // bridge's filter-list checks, /query's read-state snapshot (readstate.go),

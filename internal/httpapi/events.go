@@ -23,7 +23,7 @@ type eventsResponse struct {
 // size is then judged by the pipeline, with the same text on both doors.
 // Without an event limit it is MaxBodyBytes.
 func (s *Server) eventsBody() bodyLimit {
-	maximum := s.cfg.MaxEventBytes
+	maximum := s.cfg.Settings.Bytes.MaxEventBytes
 	if maximum <= 0 {
 		return anyBody
 	}

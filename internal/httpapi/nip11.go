@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
 
@@ -19,12 +18,6 @@ const (
 	maxFilters       = 10
 	maxSubIDLength   = 256
 	maxContentLength = 262144
-
-	// The WebSocket door's defaults of its subscription caps (wsapi
-	// imports nothing of httpapi, nor the reverse).
-	wsDefaultSubMaxIndexKeys    = 4096
-	wsDefaultConnMaxIndexKeys   = 16384
-	wsDefaultConnMaxFilterBytes = 262144
 )
 
 var supportedNIPs = []int{1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 42, 45, 50}
@@ -108,13 +101,13 @@ func nip11Of(cfg Config) nip11Doc {
 		Version:       cfg.Version,
 		Self:          cfg.RelayPubkey,
 		Limitation: nip11Limitation{
-			MaxMessageLength: cfg.MaxFrameBytes,
+			MaxMessageLength: cfg.Settings.MaxFrameBytes,
 			MaxSubscriptions: maxSubscriptions,
 			MaxFilters:       maxFilters,
 			MaxLimit:         read.MaxLimit,
 			MaxSubIDLength:   maxSubIDLength,
 			MaxContentLength: maxContentLength,
-			MaxEventBytes:    cfg.MaxEventBytes,
+			MaxEventBytes:    cfg.Settings.Bytes.MaxEventBytes,
 			AuthRequired:     true,
 			PaymentRequired:  false,
 			RestrictedWrites: true,
@@ -124,9 +117,9 @@ func nip11Of(cfg Config) nip11Doc {
 			MaxFilterKinds:           caps.MaxKinds,
 			MaxFilterTagValues:       caps.MaxTagValues,
 			MaxFilterTagKeys:         caps.MaxTagKeys,
-			MaxSubscriptionIndexKeys: cmp.Or(cfg.SubMaxIndexKeys, wsDefaultSubMaxIndexKeys),
-			MaxConnectionIndexKeys:   cmp.Or(cfg.ConnMaxIndexKeys, wsDefaultConnMaxIndexKeys),
-			MaxConnectionFilterBytes: cmp.Or(cfg.ConnMaxFilterBytes, wsDefaultConnMaxFilterBytes),
+			MaxSubscriptionIndexKeys: cfg.Settings.Filters.SubMaxIndexKeys,
+			MaxConnectionIndexKeys:   cfg.Settings.Filters.ConnMaxIndexKeys,
+			MaxConnectionFilterBytes: cfg.Settings.Filters.ConnMaxFilterBytes,
 		},
 	}
 }

@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -40,6 +42,7 @@ func TestNIP11(t *testing.T) {
 				"max_limit": 1000,
 				"max_subid_length": 256,
 				"max_content_length": 262144,
+				"max_event_bytes": 393216,
 				"min_pow_difficulty": null,
 				"auth_required": true,
 				"payment_required": false,
@@ -104,15 +107,18 @@ func TestNIP11(t *testing.T) {
 	t.Run("UpgradeGoesToWebSocket", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
-		up := map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "websocket"}
-		require.Equal(t, "websocket", b.do(t, http.MethodGet, b.ta.Host, "/", nil, up).body)
-		up["Accept"] = nip11Accept
+		ws, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(b.url, "http"),
+			&websocket.DialOptions{Host: b.ta.Host, HTTPClient: b.client})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+		require.NoError(t, ws.Close(websocket.StatusNormalClosure, ""))
+		up := map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "websocket", "Accept": nip11Accept}
 		require.Contains(t, b.do(t, http.MethodGet, b.ta.Host, "/", nil, up).body, `"name":"Buzz Relay"`)
 	})
 
 	t.Run("CORSAlwaysStar", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, d, func(c *httpapi.Config) { c.CORSOrigins = []string{"https://app.test"} })
+		b := setup(t, d, func(c *httpapi.Config) { c.Settings.CORSOrigins = []string{"https://app.test"} })
 		res := b.do(t, http.MethodGet, b.ta.Host, "/", nil, map[string]string{"Accept": nip11Accept, "Origin": "https://other.test"})
 		require.Equal(t, "*", res.header.Get("Access-Control-Allow-Origin"))
 		pre := b.do(t, http.MethodOptions, b.ta.Host, "/", nil, map[string]string{"Origin": "https://other.test"})

@@ -21,21 +21,6 @@ import (
 // bound from the Host header, and the NIP-98 u tag must name the canonical
 // RELAY_OPERATOR_API_ORIGIN.
 
-// OperatorConfig is what the registration route needs.
-type OperatorConfig struct {
-	// Origin is RELAY_OPERATOR_API_ORIGIN ("" when unset: every request
-	// is a 500, since a listener could not sign against it).
-	Origin string
-	// Listeners are the pubkeys (lowercase hex) configured on this process
-	// as operator listeners.
-	Listeners map[string]bool
-	// ReplayHost is the host of the deployment community (RELAY_URL's),
-	// whose replay namespace operator tokens use.
-	ReplayHost string
-	// Registry stores the registrations (package store, bound to the pool).
-	Registry ListenerRegistry
-}
-
 // ListenerRegistry stores operator-listener registrations.
 type ListenerRegistry interface {
 	// RegisterListenerTargets inserts or renews (listener, target) rows.
@@ -72,8 +57,8 @@ func (s *Server) operatorPubkeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) registerTargets(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
-	oc := s.cfg.Operator
-	if oc.Origin == "" || oc.Registry == nil { // 1
+	registry := s.cfg.Listeners
+	if s.cfg.Settings.OperatorAPIOrigin == "" || registry == nil { // 1
 		return errors.New("RELAY_OPERATOR_API_ORIGIN is not set")
 	}
 	body, err := readBody(w, r)
@@ -84,7 +69,7 @@ func (s *Server) registerTargets(ctx context.Context, w http.ResponseWriter, r *
 	if err != nil {
 		return err
 	}
-	if !oc.Listeners[signer] { // 4
+	if !s.listeners[signer] { // 4
 		return refuse(http.StatusForbidden, msgNotListener)
 	}
 	targets, err := parseTargets(body) // 5
@@ -92,9 +77,9 @@ func (s *Server) registerTargets(ctx context.Context, w http.ResponseWriter, r *
 		return err
 	}
 	if r.Method == http.MethodPost { // 6
-		err = oc.Registry.RegisterListenerTargets(ctx, signer, targets)
+		err = registry.RegisterListenerTargets(ctx, signer, targets)
 	} else {
-		err = oc.Registry.UnregisterListenerTargets(ctx, signer, targets)
+		err = registry.UnregisterListenerTargets(ctx, signer, targets)
 	}
 	if err != nil {
 		return fmt.Errorf("operator listener %s: %w", strings.ToLower(r.Method), err)
@@ -108,7 +93,7 @@ func (s *Server) registerTargets(ctx context.Context, w http.ResponseWriter, r *
 // origin, requires its payload tag, and spends its id in the deployment
 // community's replay namespace. X-Pubkey is never accepted here.
 func (s *Server) authenticateOperator(ctx context.Context, r *http.Request, body []byte) (string, error) {
-	origin, err := url.Parse(s.cfg.Operator.Origin)
+	origin, err := url.Parse(s.cfg.Settings.OperatorAPIOrigin)
 	if err != nil {
 		return "", fmt.Errorf("RELAY_OPERATOR_API_ORIGIN: %w", err)
 	}
@@ -130,10 +115,10 @@ func (s *Server) authenticateOperator(ctx context.Context, r *http.Request, body
 		m.AuthFailures.WithLabelValues("nip98_invalid").Inc()
 		return "", refuse(http.StatusUnauthorized, msgPayloadRequired)
 	}
-	deployment, err := s.cfg.Resolver.Resolve(ctx, s.cfg.Operator.ReplayHost)
+	deployment, err := s.cfg.Resolver.Resolve(ctx, s.cfg.Settings.RelayHost)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "NIP-98 replay check failed: no deployment community",
-			slog.String("host", s.cfg.Operator.ReplayHost))
+			slog.String("host", s.cfg.Settings.RelayHost))
 		return "", refuse(http.StatusUnauthorized, auth.MsgNIP98ReplayUnavailable)
 	}
 	fresh, err := s.cfg.Replay.NIP98Use(ctx, deployment.CommunityID, ev.ID)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/httpapi"
 )
@@ -32,10 +33,11 @@ func setupOperator(t *testing.T, change ...func(*httpapi.Config)) *opBundle {
 	t.Helper()
 	listener := eventtest.NewKey()
 	b := setup(t, newDB(t), append([]func(*httpapi.Config){func(c *httpapi.Config) {
-		c.Operator = httpapi.OperatorConfig{Origin: opOrigin, Listeners: map[string]bool{listener.PubKey: true}}
+		c.Settings.OperatorAPIOrigin = opOrigin
+		c.Settings.OperatorListeners = []config.OperatorListener{{Pubkey: listener.PubKey, URL: "https://listener.example/"}}
 	}}, change...)...)
-	b.cfg.Operator.ReplayHost = b.ta.Host
-	b.cfg.Operator.Registry = b.st
+	b.cfg.Settings.RelayHost = b.ta.Host
+	b.cfg.Listeners = b.st
 	return &opBundle{testBundle: b.serve(t), listener: listener}
 }
 
@@ -119,7 +121,7 @@ func TestOperatorRegistration(t *testing.T) {
 					map[string]string{"Authorization": nip98(t, b.listener, "POST", b.urlA(opPath), ok)})
 			}, http.StatusUnauthorized, "NIP-98: URL mismatch: event has `" + b.urlA(opPath) + "`, expected `" + opOrigin + opPath + "`"},
 			{"XPubkeyNeverAccepted", func(t *testing.T) response {
-				lax := b.serve(t, func(c *httpapi.Config) { c.RequireAuthToken = false })
+				lax := b.serve(t, func(c *httpapi.Config) { c.Settings.RequireAuthToken = false })
 				return lax.do(t, http.MethodPost, b.ta.Host, opPath, ok, map[string]string{"X-Pubkey": b.listener.PubKey})
 			}, http.StatusUnauthorized, "missing Nostr auth"},
 			{"ReplayStoreDown", func(t *testing.T) response {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/read"
@@ -39,9 +40,11 @@ type Config struct {
 	Members tenant.MemberChecker
 	// Replay keeps NIP-98 ids single-use.
 	Replay ReplayGuard
-	// WebSocket serves GET / upgrade requests (package relay). When nil,
-	// upgrade requests get the NIP-11 document like any plain GET /.
-	WebSocket http.Handler
+	// WebSocket is the WebSocket door: it serves GET / upgrade requests
+	// and names a request's client address. When nil, upgrade requests get
+	// the NIP-11 document like any plain GET /, and the client address is
+	// the peer's.
+	WebSocket WebSocket
 	// Health, when set, is mounted on GET /_liveness and GET /_readiness.
 	Health http.Handler
 	// Metrics receives http_requests_total and http_request_latency_ms and
@@ -51,59 +54,50 @@ type Config struct {
 	Audit auth.Observer
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
-	// Secure makes NIP-98 expect https URLs (RELAY_URL is wss://).
-	Secure bool
-	// RequireAuthToken (BUZZ_REQUIRE_AUTH_TOKEN, default true). When false a
-	// request without Authorization may name itself with X-Pubkey.
-	RequireAuthToken bool
-	// RequireRelayMembership (BUZZ_REQUIRE_RELAY_MEMBERSHIP, default false).
-	RequireRelayMembership bool
-	// CORSOrigins (BUZZ_CORS_ORIGINS). Empty allows any origin ("*").
-	CORSOrigins []string
 	// RelayPubkey is advertised as NIP-11 "self"; "" unless
 	// BUZZ_RELAY_PRIVATE_KEY is set.
 	RelayPubkey string
 	// Version is the build version in NIP-11.
 	Version string
-	// MaxFrameBytes (BUZZ_MAX_FRAME_BYTES, default 524288) is NIP-11's
-	// limitation.max_message_length.
-	MaxFrameBytes int
 	// Admission charges each bridge call to its signer's api_calls quota
 	// before the body is parsed. Nil admits every call.
 	Admission *admission.Limiter
-	// SubMaxIndexKeys, ConnMaxIndexKeys and ConnMaxFilterBytes are the
-	// WebSocket door's subscription caps (BUZZ_SUB_MAX_INDEX_KEYS,
-	// BUZZ_CONN_MAX_INDEX_KEYS, BUZZ_CONN_MAX_FILTER_BYTES), advertised in
-	// NIP-11's limitation; zero advertises the wsapi default.
-	SubMaxIndexKeys, ConnMaxIndexKeys, ConnMaxFilterBytes int
-	// MaxEventBytes (BUZZ_MAX_EVENT_BYTES) is NIP-11's
-	// limitation.max_event_bytes and bounds the body of POST /events
-	// (eventsBody); 0 keeps MaxBodyBytes there and advertises nothing.
-	MaxEventBytes int
-	// Operator configures the operator-listener registration route
-	// (docs/PROTOCOL.md §15.3).
-	Operator OperatorConfig
+	// Listeners stores the operator-listener registrations of
+	// docs/PROTOCOL.md §15.3; nil answers the operator routes 500.
+	Listeners ListenerRegistry
+	// Settings are the relay's settings, whole (config.Load, or
+	// config.Defaults where a part is built directly). The server reads
+	// RELAY_URL's scheme and host, BUZZ_REQUIRE_AUTH_TOKEN,
+	// BUZZ_REQUIRE_RELAY_MEMBERSHIP, BUZZ_CORS_ORIGINS, the sizes NIP-11
+	// advertises (BUZZ_MAX_FRAME_BYTES, BUZZ_MAX_EVENT_BYTES, which also
+	// bounds the body of POST /events, and the subscription caps of
+	// Filters), BUZZ_HTTP_MAX_CONCURRENT (admission.go) and the operator
+	// routes' RELAY_OPERATOR_API_ORIGIN and BUZZ_OPERATOR_LISTENERS.
+	Settings config.Config
 	// NowFunc defaults to time.Now.
 	NowFunc func() time.Time
-	// MaxConcurrent bounds the bridge requests (/events, /query, /count)
-	// served at once (BUZZ_HTTP_MAX_CONCURRENT); over it a request is
-	// answered 503 at once (admission.go). Zero means no limit.
-	MaxConcurrent int
-	// ClientAddrFunc returns a request's client address, the key of its
-	// share of concurrent reads: the WebSocket door's rule
-	// (BUZZ_TRUSTED_PROXIES, IPv6 /64). Nil uses the peer's address.
-	ClientAddrFunc func(*http.Request) string
+}
+
+// WebSocket is what the HTTP door needs of the WebSocket door (package
+// wsapi's Server): the upgrades it hands over, and the client-address rule
+// (BUZZ_TRUSTED_PROXIES, IPv6 /64) that keys a bridge request's share of
+// concurrent reads, so both doors count one client alike.
+type WebSocket interface {
+	http.Handler
+	ClientAddr(r *http.Request) string
 }
 
 // Server is the app listener's HTTP surface. Create it with New; it is safe
 // for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	now     func() time.Time
-	nip11   []byte
-	origins map[string]struct{}
-	mux     *http.ServeMux
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	nip11 []byte
+	// listeners are the pubkeys of BUZZ_OPERATOR_LISTENERS.
+	listeners map[string]bool
+	origins   map[string]struct{}
+	mux       *http.ServeMux
 	// busy holds one token per bridge request being served; nil without
 	// a limit (admission.go).
 	busy chan struct{}
@@ -131,7 +125,7 @@ func New(cfg Config) *Server {
 		panic("httpapi: Config.Reader is nil")
 	case cfg.Replay == nil:
 		panic("httpapi: Config.Replay is nil")
-	case cfg.RequireRelayMembership && cfg.Members == nil:
+	case cfg.Settings.RequireRelayMembership && cfg.Members == nil:
 		panic("httpapi: Config.Members is nil while RequireRelayMembership is set")
 	}
 	if cfg.Metrics == nil {
@@ -146,20 +140,24 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxConcurrent > 0 {
-		s.busy = make(chan struct{}, cfg.MaxConcurrent)
+	if n := cfg.Settings.Reads.HTTPMaxConcurrent; n > 0 {
+		s.busy = make(chan struct{}, n)
 	}
 	s.log = s.log.With("component", "httpapi")
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if !cfg.RequireAuthToken {
+	if !cfg.Settings.RequireAuthToken {
 		s.log.Warn("X-Pubkey shortcut enabled: bridge requests without Authorization are trusted as the pubkey they name (BUZZ_REQUIRE_AUTH_TOKEN=false)")
 	}
 	s.nip11 = buildNIP11(cfg)
-	if len(cfg.CORSOrigins) > 0 {
-		s.origins = make(map[string]struct{}, len(cfg.CORSOrigins))
-		for _, o := range cfg.CORSOrigins {
+	s.listeners = make(map[string]bool, len(cfg.Settings.OperatorListeners))
+	for _, l := range cfg.Settings.OperatorListeners {
+		s.listeners[l.Pubkey] = true
+	}
+	if origins := cfg.Settings.CORSOrigins; len(origins) > 0 {
+		s.origins = make(map[string]struct{}, len(origins))
+		for _, o := range origins {
 			s.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = struct{}{}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
@@ -33,6 +34,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
+	"github.com/buzz-relay/buzz/internal/wsapi"
 )
 
 func TestMain(m *testing.M) {
@@ -213,17 +215,17 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 	b.pipeline = b.newPipeline(d.pool, st)
 	t.Cleanup(b.pipeline.Close)
 	b.cfg = httpapi.Config{
-		Resolver:         b.resolver,
-		Submitter:        b.pipeline,
-		Reader:           b.reader,
-		Members:          st,
-		Replay:           st,
-		WebSocket:        http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "websocket") }),
-		Metrics:          b.metrics,
-		Logger:           b.log,
-		RequireAuthToken: true,
-		Version:          "test-1",
-		MaxFrameBytes:    524288,
+		Resolver:  b.resolver,
+		Submitter: b.pipeline,
+		Reader:    b.reader,
+		Members:   st,
+		Replay:    st,
+		WebSocket: wsapi.New(wsapi.Config{Resolver: b.resolver, Submitter: b.pipeline, Reader: b.reader, Members: st,
+			Settings: config.Defaults()}),
+		Metrics:  b.metrics,
+		Logger:   b.log,
+		Version:  "test-1",
+		Settings: config.Defaults(),
 	}
 	return b.serve(t, change...)
 }

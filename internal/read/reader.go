@@ -49,6 +49,10 @@ type Config struct {
 	// across its filters, and of each channel window's aux closure
 	// (BUZZ_READ_MAX_BYTES, budget.go). 0 means none.
 	MaxBytes int
+	// SearchRankWindow is how many matches a search statement ranks
+	// (BUZZ_SEARCH_RANK_WINDOW, docs/PROTOCOL.md §12.4). 0 means the search
+	// package's default.
+	SearchRankWindow int
 }
 
 // Engine is the read engine. It is safe for concurrent use.
@@ -100,10 +104,10 @@ func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics),
 		readTime: newReadTime(cfg.Shares.TimePerSecond, cfg.Shares.TimeBurst)}
 	if cfg.Store != nil {
-		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool()})
+		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool(), RankWindow: cfg.SearchRankWindow})
 	}
 	if cfg.Replica != nil {
-		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool()})
+		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool(), RankWindow: cfg.SearchRankWindow})
 	}
 	e.windows = window.New(window.Config{Store: cfg.Store, Replica: cfg.Replica,
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger,

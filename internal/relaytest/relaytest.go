@@ -171,7 +171,7 @@ func (r *Relay) Stop() {
 func (r *Relay) Community(t testing.TB, name string) string {
 	t.Helper()
 	h := name + ":" + strconv.Itoa(r.Port)
-	_, err := r.App.Store.CommunityAdd(context.Background(), store.CommunityAddParams{Host: h})
+	_, err := r.App.Store().CommunityAdd(context.Background(), store.CommunityAddParams{Host: h})
 	require.NoError(t, err)
 	return h
 }

@@ -6,8 +6,8 @@
 // FullText and Prefix tsqueries (user text is always a bound parameter, and
 // Prefix re-parses every token and quotes each lexeme, so punctuation never
 // becomes tsquery syntax), the rank window (only the newest
-// BUZZ_SEARCH_RANK_WINDOW matches of a query are ranked; the package reads
-// and validates its BUZZ_SEARCH_ variables itself), ts_rank_cd ordering
+// BUZZ_SEARCH_RANK_WINDOW matches of a query are ranked, the window
+// passed in through Config), ts_rank_cd ordering
 // with its tie-breaks, OFFSET paging over the window, batched hydration of
 // hits, and the search_tsv catalog functions used by `buzz-relay
 // maintenance search-kinds`.

@@ -93,7 +93,7 @@ func loadBench(b *testing.B) *benchData {
 		}
 		bench.r = relaytest.Start(b, env)
 		ctx := context.Background()
-		pool := bench.r.App.DB.Pool
+		pool := bench.r.App.Pool()
 		now := time.Now()
 		require.NoError(b, pg.EnsurePartitions(ctx, pool, now.AddDate(0, -7, 0), 10))
 		keys := make([][]byte, benchAuthors)
@@ -144,14 +144,14 @@ func loadBench(b *testing.B) *benchData {
 // A partial dataset fails the benchmark.
 func benchCommunity(b *testing.B, r *relaytest.Relay, host string, channel uuid.UUID, want int) (string, bool) {
 	ctx := context.Background()
-	pool := r.App.DB.Pool
-	if cm, err := r.App.Store.CommunityByHost(ctx, host); err == nil {
+	pool := r.App.Pool()
+	if cm, err := r.App.Store().CommunityByHost(ctx, host); err == nil {
 		var n int
 		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE community_id = $1`, cm.ID).Scan(&n))
 		require.Equal(b, want, n, "%s holds a partial dataset: load into an empty database", host)
 		return cm.ID, true
 	}
-	cm, err := r.App.Store.CommunityAdd(ctx, store.CommunityAddParams{Host: host})
+	cm, err := r.App.Store().CommunityAdd(ctx, store.CommunityAddParams{Host: host})
 	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `INSERT INTO channels (id, community_id, name, visibility, created_by)
 		VALUES ($1, $2, 'general', 'open', $3)`, channel, cm.ID, make([]byte, 32))
@@ -277,7 +277,7 @@ func mustHex(s string) []byte {
 // as the benchmark: use -benchtime 1x.
 func BenchmarkSearchP4(b *testing.B) {
 	d := loadBench(b)
-	s := search.New(search.Config{Pool: d.r.App.DB.Pool})
+	s := search.New(search.Config{Pool: d.r.App.Pool()})
 	for _, word := range []string{commonWord, rareWord} {
 		out, err := s.Explain(context.Background(), search.Query{Community: d.communities[1], Text: word,
 			Kinds: []int{9}, Scope: search.ChannelsOrChannelLess([]string{d.channels[1]}), PerPage: 100})
@@ -334,7 +334,7 @@ func runLoad(b *testing.B, d *benchData, word string) (float64, time.Duration, t
 // goroutines for benchDuration, through the same Searcher code (read-only
 // transaction, custom plans) without the relay around it.
 func runStatementOnly(b *testing.B, d *benchData, word string) (float64, time.Duration, time.Duration) {
-	s := search.New(search.Config{Pool: d.r.App.DB.Pool, MaxConcurrent: benchConns})
+	s := search.New(search.Config{Pool: d.r.App.Pool(), MaxConcurrent: benchConns})
 	lat := closedLoop(func(i, _ int) {
 		c := i % benchCommunities
 		q := search.Query{Community: d.communities[c], Text: word, Kinds: []int{9},

@@ -41,8 +41,7 @@ type Config struct {
 	MaxConcurrent int
 	// RankWindow is how many matches a statement ranks: the newest
 	// RankWindow matches of the query's predicates (docs/PROTOCOL.md §12.4). 0 means
-	// the process default (BUZZ_SEARCH_RANK_WINDOW through Configure, else
-	// DefaultRankWindow); other values are clamped to
+	// DefaultRankWindow; other values are clamped to
 	// MinRankWindow..MaxRankWindow.
 	RankWindow int
 }

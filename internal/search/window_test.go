@@ -205,30 +205,6 @@ func TestRankWindow(t *testing.T) {
 	})
 }
 
-func TestLoadSettings(t *testing.T) {
-	t.Parallel()
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == EnvRankWindow {
-				return v
-			}
-			return ""
-		}
-	}
-	for v, want := range map[string]int{"": DefaultRankWindow, "  ": DefaultRankWindow, "100": 100, "10000": 10_000, " 2500 ": 2500} {
-		s, err := LoadSettings(env(v))
-		require.NoError(t, err, v)
-		require.Equal(t, want, s.RankWindow, v)
-	}
-	s, err := LoadSettings(nil)
-	require.NoError(t, err)
-	require.Equal(t, DefaultRankWindow, s.RankWindow)
-	for _, v := range []string{"99", "10001", "0", "-5", "1e3", "lots", "1000.5"} {
-		_, err := LoadSettings(env(v))
-		require.EqualError(t, err, "invalid BUZZ_SEARCH_RANK_WINDOW: must be an integer in 100..=10000 (matches ranked per search)", v)
-	}
-}
-
 // searchWith runs q on s in the bundle's community and returns hit ids.
 func (b *testBundle) searchWith(t *testing.T, s *Searcher, q Query) []string {
 	t.Helper()
@@ -247,23 +223,6 @@ func (b *testBundle) newCommunityOnce(t *testing.T) string {
 		b.other = b.newCommunity(t)
 	}
 	return b.other
-}
-
-// TestConfigure is not parallel: it changes the process default, which the
-// parallel tests (paused until the sequential ones end) rely on.
-func TestConfigure(t *testing.T) {
-	t.Cleanup(func() { processRankWindow.Store(DefaultRankWindow) })
-	err := Configure(func(string) string { return "50" })
-	require.EqualError(t, err, "invalid BUZZ_SEARCH_RANK_WINDOW: must be an integer in 100..=10000 (matches ranked per search)")
-	require.Equal(t, DefaultRankWindow, New(Config{}).RankWindow(), "a refused value changes nothing")
-	require.NoError(t, Configure(func(k string) string {
-		if k == EnvRankWindow {
-			return "300"
-		}
-		return ""
-	}))
-	require.Equal(t, 300, New(Config{}).RankWindow())
-	require.Equal(t, 100, New(Config{RankWindow: 100}).RankWindow(), "an explicit window wins")
 }
 
 // fts counts the search statements the tracer has seen.

@@ -82,7 +82,7 @@ func loadZipf(b *testing.B) *zipfData {
 	}
 	d.r = relaytest.Start(b, env)
 	ctx := context.Background()
-	pool := d.r.App.DB.Pool
+	pool := d.r.App.Pool()
 	now := time.Now()
 	require.NoError(b, pg.EnsurePartitions(ctx, pool, now.AddDate(0, -7, 0), 10))
 	channel := uuid.NewSHA1(uuid.NameSpaceOID, []byte("zipf-channel"))
@@ -147,7 +147,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func BenchmarkSearchZipf(b *testing.B) {
 	d := loadZipf(b)
 	ctx := context.Background()
-	s := search.New(search.Config{Pool: d.r.App.DB.Pool})
+	s := search.New(search.Config{Pool: d.r.App.Pool()})
 	type term struct {
 		label, word string
 		df          int

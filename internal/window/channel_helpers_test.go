@@ -35,9 +35,9 @@ func setupRelay(t *testing.T, env map[string]string) *testBundle {
 	vars := map[string]string{"TEST_HEARTBEAT": "1h"}
 	maps.Copy(vars, env)
 	r := relaytest.Start(t, vars)
-	c, err := r.App.Store.CommunityByHost(context.Background(), r.Host)
+	c, err := r.App.Store().CommunityByHost(context.Background(), r.Host)
 	require.NoError(t, err)
-	return &testBundle{r: r, cid: c.ID, self: event.PubKey(r.App.RelayKey)}
+	return &testBundle{r: r, cid: c.ID, self: event.PubKey(r.App.RelayKey())}
 }
 
 // user is an authenticated WebSocket client of the deployment community.

@@ -84,7 +84,7 @@ func TestBoundsWithBootKey(t *testing.T) {
 	for _, p := range again {
 		require.Equal(t, first[0].bounds.PubKey, p.bounds.PubKey)
 	}
-	require.Equal(t, event.PubKey(w.r.App.RelayKey), first[0].bounds.PubKey)
+	require.Equal(t, event.PubKey(w.r.App.RelayKey()), first[0].bounds.PubKey)
 }
 
 // Check 10: a root that is missing, in another channel, in another
@@ -103,7 +103,7 @@ func TestRootCheck(t *testing.T) {
 	// Another community holding a channel with the same UUID and a root
 	// with a reply.
 	host := w.r.Community(t, "elsewhere")
-	elsewhere, err := w.r.App.Store.CommunityByHost(t.Context(), host)
+	elsewhere, err := w.r.App.Store().CommunityByHost(t.Context(), host)
 	require.NoError(t, err)
 	_, err = w.pool.Exec(t.Context(), `INSERT INTO channels (id, community_id, name, created_by) VALUES ($1, $2, 'twin', $3)`,
 		ch, elsewhere.ID, hexBytes(w.owner.PubKey))

@@ -49,8 +49,8 @@ func start(t *testing.T, keyed bool) *world {
 		vars["BUZZ_RELAY_PRIVATE_KEY"] = hex.EncodeToString(event.GenerateKey())
 	}
 	r := relaytest.Start(t, vars)
-	w := &world{r: r, owner: eventtest.NewKey(), pool: r.App.DB.Pool}
-	c, err := r.App.Store.CommunityByHost(context.Background(), r.Host)
+	w := &world{r: r, owner: eventtest.NewKey(), pool: r.App.Pool()}
+	c, err := r.App.Store().CommunityByHost(context.Background(), r.Host)
 	require.NoError(t, err)
 	w.cid = c.ID
 	status, body := r.Do(t, relaytest.Request{Method: http.MethodGet, Path: "/", Header: map[string]string{"Accept": "application/nostr+json"}})
@@ -158,7 +158,7 @@ func (w *world) store(t *testing.T, evs ...event.Event) {
 func (w *world) storeReply(t *testing.T, ch string, root event.Event, parent event.Event, depth int, ev event.Event) {
 	t.Helper()
 	w.store(t, ev)
-	err := w.r.App.Store.ThreadReplyAdd(context.Background(), w.pool, store.ThreadReplyParams{CommunityID: w.cid, Channel: ch,
+	err := w.r.App.Store().ThreadReplyAdd(context.Background(), w.pool, store.ThreadReplyParams{CommunityID: w.cid, Channel: ch,
 		EventID: ev.ID, CreatedAt: ev.CreatedAt, ParentID: parent.ID, ParentCreatedAt: parent.CreatedAt,
 		RootID: root.ID, RootCreatedAt: root.CreatedAt, Depth: depth})
 	require.NoError(t, err)

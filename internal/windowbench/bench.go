@@ -24,7 +24,7 @@ func benchmark(ctx context.Context, t *target, cfg Config, p *progress) (*report
 	if err := describe(ctx, pool, rep); err != nil {
 		return nil, err
 	}
-	fx, err := loadFixture(ctx, pool, t.App.Store, cfg.sizes, cfg.seed, p)
+	fx, err := loadFixture(ctx, pool, t.App.Store(), cfg.sizes, cfg.seed, p)
 	if err != nil {
 		return nil, err
 	}

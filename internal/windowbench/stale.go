@@ -95,7 +95,7 @@ func staleCase(ctx context.Context, t *target, cl *windowClient, pool *pgxpool.P
 	}()
 	for i := range cfg.conns {
 		a := newAuthor("burst-" + strconv.Itoa(i))
-		if err := t.App.Store.ChannelMemberUpsert(ctx, pool, fx.communityID, fx.channel, a.pubkey, "member", fx.authors[0].pubkey); err != nil {
+		if err := t.App.Store().ChannelMemberUpsert(ctx, pool, fx.communityID, fx.channel, a.pubkey, "member", fx.authors[0].pubkey); err != nil {
 			return nil, nil, nil, fmt.Errorf("add burst author: %w", err)
 		}
 		pub, err := dialPublisher(ctx, t.Addr, benchHost, a)

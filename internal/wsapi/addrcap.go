@@ -61,7 +61,7 @@ func (c *addrCap) take(r *http.Request) (release func(), ok bool) {
 // limits see it (BUZZ_TRUSTED_PROXIES, IPv6 by its /64), "" when it cannot
 // be read. The HTTP bridge keys its share of concurrent reads on it.
 func (s *Server) ClientAddr(r *http.Request) string {
-	addr, ok := clientAddr(r, s.cfg.TrustedProxies)
+	addr, ok := clientAddr(r, s.set.TrustedProxies)
 	if !ok {
 		return ""
 	}

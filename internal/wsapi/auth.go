@@ -28,7 +28,7 @@ func (c *conn) handleAuth(ev event.Event) {
 	err := auth.VerifyNIP42(ev, auth.NIP42Params{
 		Challenge:  c.challenge,
 		TenantHost: c.tenant.Host,
-		Secure:     c.srv.cfg.Secure,
+		Secure:     c.srv.set.Secure(),
 		Now:        time.Now(),
 	})
 	if err != nil {
@@ -38,7 +38,7 @@ func (c *conn) handleAuth(ev event.Event) {
 		c.reply(wire.OK(ev.ID, false, wire.MsgVerification))
 		return
 	}
-	if c.srv.cfg.RequireRelayMembership {
+	if c.srv.set.RequireRelayMembership {
 		ok, err := c.srv.cfg.Members.IsRelayMember(c.ctx, c.tenant.CommunityID, ev.PubKey)
 		if err != nil {
 			c.log.Error("relay membership lookup failed", slog.String("pubkey", ev.PubKey), slog.Any("err", err))

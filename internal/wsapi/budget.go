@@ -5,13 +5,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Defaults of the subscription caps (docs/OPERATIONS.md "Filter caps").
-const (
-	DefaultSubMaxIndexKeys    = 4096
-	DefaultConnMaxIndexKeys   = 16384
-	DefaultConnMaxFilterBytes = 262144
-)
-
 // plan is what registering a subscription will add, computed before any
 // lock is taken: its scope, its index keys, its compiled filters and the
 // filter bytes it retains. Building it costs the filters' values (linear),
@@ -36,8 +29,8 @@ func (s *Server) planSub(sub *subscription, channels []string) (p plan, refusal,
 	}
 	community := sub.conn.tenant.CommunityID
 	n := indexKeyCount(sub.filters, p.channels)
-	if n > s.cfg.SubMaxIndexKeys {
-		return plan{}, wire.SubscriptionTooManyIndexKeys(n, s.cfg.SubMaxIndexKeys), "subscription_index_keys"
+	if n > s.set.Filters.SubMaxIndexKeys {
+		return plan{}, wire.SubscriptionTooManyIndexKeys(n, s.set.Filters.SubMaxIndexKeys), "subscription_index_keys"
 	}
 	p.keys = keysOf(community, sub.filters, p.channels, n)
 	p.match = make([]*event.Matcher, len(sub.filters))
@@ -54,7 +47,7 @@ func (s *Server) planSub(sub *subscription, channels []string) (p plan, refusal,
 // p's share of them. It returns the refusal text and the cap's label
 // otherwise. c.mu must be held; it costs nothing that grows with p.
 func (c *conn) admitLocked(p *plan) (refusal, which string) {
-	cfg := &c.srv.cfg
+	cfg := &c.srv.set.Filters
 	if n := c.indexKeys + len(p.keys); n > cfg.ConnMaxIndexKeys {
 		return wire.ConnectionTooManyIndexKeys(n, cfg.ConnMaxIndexKeys), "connection_index_keys"
 	}

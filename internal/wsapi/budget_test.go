@@ -152,7 +152,7 @@ func TestSubscriptionCaps(t *testing.T) {
 
 	t.Run("ConnectionFilterBytes", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.ConnMaxFilterBytes = 1024 })
+		b := db.setup(t, func(c *Config) { c.Settings.Filters.ConnMaxFilterBytes = 1024 })
 		c := b.dial(t)
 		c.auth(t)
 		small := map[string]any{"kinds": []int{1}} // {"kinds":[1]}: 13 bytes

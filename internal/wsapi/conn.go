@@ -90,7 +90,7 @@ func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 		challenge:  auth.NewChallenge(),
 		ctx:        ctx,
 		cancel:     cancel,
-		send:       sendQueue{max: s.cfg.SendBuffer, maxBytes: s.cfg.SendBufferBytes, ready: make(chan struct{}, 1)},
+		send:       sendQueue{max: s.set.SendBuffer, maxBytes: s.set.Bytes.SendBufferBytes, ready: make(chan struct{}, 1)},
 		ctrl:       make(chan closeReq, 1),
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
@@ -138,7 +138,7 @@ func (c *conn) serve() {
 
 // readLoop reads frames until the connection fails or asks to close.
 func (c *conn) readLoop() {
-	limit := c.srv.cfg.MaxFrameBytes
+	limit := c.srv.set.MaxFrameBytes
 	c.ws.SetReadLimit(-1) // enforced here, so the NOTICE goes out before 1009
 	for {
 		typ, r, err := c.ws.Reader(c.ctx)
@@ -267,7 +267,7 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 	}
 	if ephemeral {
 		c.strikes++
-		if c.strikes < c.srv.cfg.SlowClientGraceLimit {
+		if c.strikes < c.srv.set.SlowClientGraceLimit {
 			return false
 		}
 	}
@@ -425,7 +425,7 @@ func (c *conn) challengeWritten() {
 	c.srv.m.WSConnectionsActive.Inc()
 	c.mu.Lock()
 	if c.state != authDone {
-		c.authTimer = time.AfterFunc(c.srv.cfg.AuthTimeout, c.authTimeout)
+		c.authTimer = time.AfterFunc(c.srv.set.AuthTimeout, c.authTimeout)
 	}
 	c.mu.Unlock()
 }
@@ -459,7 +459,7 @@ type heartbeat struct {
 func (c *conn) startHeartbeat() {
 	c.hb.mu.Lock()
 	defer c.hb.mu.Unlock()
-	c.hb.timer = time.AfterFunc(c.srv.cfg.HeartbeatInterval, c.beat)
+	c.hb.timer = time.AfterFunc(c.srv.set.HeartbeatInterval, c.beat)
 }
 
 // stopHeartbeat stops the timer and waits for a ping in flight, which
@@ -498,7 +498,7 @@ func (c *conn) beat() {
 // ping sends one ping and returns when the next is due, or false when the
 // heartbeat ends.
 func (c *conn) ping() (next time.Duration, again bool) {
-	interval := c.srv.cfg.HeartbeatInterval
+	interval := c.srv.set.HeartbeatInterval
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(c.ctx, interval)
 	err := c.ws.Ping(ctx)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
@@ -130,6 +131,7 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 		Members:   members,
 		Metrics:   b.metrics,
 		Logger:    log,
+		Settings:  config.Defaults(),
 	}
 	if o.config != nil {
 		o.config(&cfg)
@@ -144,6 +146,13 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 		b.ts.Close()
 	})
 	return b
+}
+
+// settings are the default settings with change applied.
+func settings(change func(*config.Config)) config.Config {
+	s := config.Defaults()
+	change(&s)
+	return s
 }
 
 // communityByHost is the resolver's lookup, as the composition root wires

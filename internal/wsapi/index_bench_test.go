@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
@@ -25,7 +26,7 @@ func benchSub(kinds, ps int) *subscription {
 // 4,096 keys), and the refusal of the attack at the array caps (64 kinds
 // × 1,000 #p, 64,000 keys, counted and refused).
 func BenchmarkRegistration(b *testing.B) {
-	s := New(Config{})
+	s := New(Config{Settings: config.Defaults()})
 	b.Run("Keys4096", func(b *testing.B) {
 		sub := benchSub(64, 64)
 		for b.Loop() {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/ingest"
@@ -25,7 +26,7 @@ func TestFrames(t *testing.T) {
 	t.Run("TooLargeKeepsConnection", func(t *testing.T) {
 		t.Parallel()
 		const limit = 4096
-		b := db.setup(t, func(c *Config) { c.MaxFrameBytes = limit })
+		b := db.setup(t, func(c *Config) { c.Settings.MaxFrameBytes = limit })
 		c := b.dial(t)
 		c.auth(t)
 		ev := c.key.Signed(t, 1, eventtest.Content(strings.Repeat("x", limit+1024)))
@@ -41,7 +42,7 @@ func TestFrames(t *testing.T) {
 	t.Run("TwiceTheLimitCloses1009", func(t *testing.T) {
 		t.Parallel()
 		const limit = 4096
-		b := db.setup(t, func(c *Config) { c.MaxFrameBytes = limit })
+		b := db.setup(t, func(c *Config) { c.Settings.MaxFrameBytes = limit })
 		c := b.dial(t)
 		c.sendRaw(t, []byte(`["REQ","s",{"#t":["`+strings.Repeat("y", 2*limit)+`"]}]`))
 		c.expect(t, "NOTICE", wire.FrameTooLarge(2*limit+1, limit))
@@ -70,7 +71,7 @@ func TestSlowClient(t *testing.T) {
 
 	t.Run("StoredEventClosesAtOnce", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.SendBuffer = 16 })
+		b := db.setup(t, func(c *Config) { c.Settings.SendBuffer = 16 })
 		fast := b.dial(t)
 		fast.auth(t)
 		fast.send(t, "REQ", "f", map[string]any{"kinds": []int{1}})
@@ -111,19 +112,19 @@ func TestSlowClient(t *testing.T) {
 
 	t.Run("EphemeralStrikes", func(t *testing.T) {
 		t.Parallel()
-		srv := New(Config{SendBuffer: 1})
+		srv := New(Config{Settings: settings(func(s *config.Config) { s.SendBuffer = 1 })})
 		c := &conn{srv: srv, send: sendQueue{max: 1, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		require.True(t, c.enqueueLocked([]byte("typing"), true))
-		for range DefaultSlowClientGraceLimit - 1 {
+		for range config.DefaultSlowClientGraceLimit - 1 {
 			require.False(t, c.enqueueLocked([]byte("typing"), true))
 			require.False(t, c.closing.Load())
 		}
 		_, popped := c.send.pop()
 		require.True(t, popped)
 		require.True(t, c.enqueueLocked([]byte("typing"), true), "a successful enqueue resets the strikes")
-		for range DefaultSlowClientGraceLimit - 1 {
+		for range config.DefaultSlowClientGraceLimit - 1 {
 			require.False(t, c.enqueueLocked([]byte("typing"), true))
 		}
 		require.False(t, c.closing.Load())
@@ -136,7 +137,7 @@ func TestSlowClient(t *testing.T) {
 
 	t.Run("StoredOnFullQueue", func(t *testing.T) {
 		t.Parallel()
-		srv := New(Config{SendBuffer: 1})
+		srv := New(Config{Settings: settings(func(s *config.Config) { s.SendBuffer = 1 })})
 		c := &conn{srv: srv, send: sendQueue{max: 1, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -147,7 +148,7 @@ func TestSlowClient(t *testing.T) {
 
 	t.Run("TypingOnlySubscriberClosed", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.SendBuffer = 4 })
+		b := db.setup(t, func(c *Config) { c.Settings.SendBuffer = 4 })
 		slow := b.dialWith(t, dialOpts{paused: true})
 		readOne := func() []json.RawMessage {
 			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -180,8 +181,8 @@ func TestHeartbeat(t *testing.T) {
 	t.Parallel()
 	const interval = 30 * time.Millisecond
 	b := newTestDB(t).setup(t, func(c *Config) {
-		c.HeartbeatInterval = interval
-		c.AuthTimeout = time.Minute
+		c.Settings.HeartbeatInterval = interval
+		c.Settings.AuthTimeout = time.Minute
 	})
 
 	start := time.Now()

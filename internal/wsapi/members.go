@@ -43,11 +43,11 @@ func NewMembershipService(s *Server) *MembershipService {
 // RequireRelayMembership (or a MemberChecker) it runs nothing. Safe to
 // call twice.
 func (m *MembershipService) Start(ctx context.Context) error {
-	if !m.s.cfg.RequireRelayMembership || m.s.cfg.Members == nil {
+	if !m.s.set.RequireRelayMembership || m.s.cfg.Members == nil {
 		return nil
 	}
 	return m.StartLoop(ctx, func(ctx context.Context) {
-		service.Tick(ctx, m.s.cfg.MembershipRecheck, nil, func(ctx context.Context) {
+		service.Tick(ctx, m.s.set.MembershipRecheck, nil, func(ctx context.Context) {
 			n, err := m.runOnce(ctx)
 			for _, f := range memberFailures(err) {
 				m.s.log.Error("relay membership recheck failed", slog.String("pubkey", f.pubkey), slog.Any("err", f.err))

@@ -14,8 +14,8 @@ import (
 
 // requireMembership turns on the relay-membership gate with a fast recheck.
 func requireMembership(c *Config) {
-	c.RequireRelayMembership = true
-	c.MembershipRecheck = 10 * time.Millisecond
+	c.Settings.RequireRelayMembership = true
+	c.Settings.MembershipRecheck = 10 * time.Millisecond
 }
 
 // requireOpen checks that c's connection still answers.
@@ -116,7 +116,7 @@ func TestMembershipService(t *testing.T) {
 
 	t.Run("OffWithoutTheGate", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.MembershipRecheck = 10 * time.Millisecond })
+		b := db.setup(t, func(c *Config) { c.Settings.MembershipRecheck = 10 * time.Millisecond })
 		m := NewMembershipService(b.srv)
 		require.NoError(t, m.Start(context.Background()))
 		require.False(t, m.Running(), "nothing runs without RequireRelayMembership")

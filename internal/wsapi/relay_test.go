@@ -33,7 +33,7 @@ func TestUpgrade(t *testing.T) {
 
 	t.Run("ConnectionLimit", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.MaxConnections = 2 })
+		b := db.setup(t, func(c *Config) { c.Settings.MaxConnections = 2 })
 		b.dial(t)
 		b.dial(t)
 		status, body := rawUpgrade(t, b.ts.URL, b.hostA)
@@ -129,7 +129,7 @@ func TestAuth(t *testing.T) {
 
 	t.Run("Timeout", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.AuthTimeout = 100 * time.Millisecond })
+		b := db.setup(t, func(c *Config) { c.Settings.AuthTimeout = 100 * time.Millisecond })
 		c := b.dial(t)
 		err := c.closed(t)
 		require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
@@ -162,7 +162,7 @@ func TestAuth(t *testing.T) {
 		// relay asks a pool whose lookups give up on a lock after 200 ms.
 		own := newTestDB(t)
 		members := openStore(t, own.url, "lock_timeout=200ms")
-		b := own.setupWith(t, options{config: func(c *Config) { c.RequireRelayMembership = true }, members: members})
+		b := own.setupWith(t, options{config: func(c *Config) { c.Settings.RequireRelayMembership = true }, members: members})
 		c := b.dial(t)
 		ev := c.authEvent(t, "ws://"+b.hostA)
 		c.send(t, "AUTH", ev)
@@ -184,8 +184,8 @@ func TestAuth(t *testing.T) {
 	t.Run("MembershipRevalidation", func(t *testing.T) {
 		t.Parallel()
 		b := db.setup(t, func(c *Config) {
-			c.RequireRelayMembership = true
-			c.MembershipRecheck = 20 * time.Millisecond
+			c.Settings.RequireRelayMembership = true
+			c.Settings.MembershipRecheck = 20 * time.Millisecond
 		})
 		m := NewMembershipService(b.srv)
 		require.NoError(t, m.Start(context.Background()))
@@ -235,7 +235,7 @@ func TestEvent(t *testing.T) {
 
 	t.Run("RateLimited", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, func(c *Config) { c.MaxConcurrentHandlers = 1 })
+		b := db.setup(t, func(c *Config) { c.Settings.MaxConcurrentHandlers = 1 })
 		c := b.dial(t)
 		c.auth(t)
 		l := b.blockWrites(t)

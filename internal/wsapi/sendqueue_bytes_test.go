@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 )
@@ -56,7 +57,7 @@ func TestSendQueueBytes(t *testing.T) {
 
 	t.Run("EphemeralOverBytesStrikes", func(t *testing.T) {
 		t.Parallel()
-		srv := New(Config{SendBuffer: 100, SendBufferBytes: 10})
+		srv := New(Config{Settings: settings(func(s *config.Config) { s.SendBuffer, s.Bytes.SendBufferBytes = 100, 10 })})
 		c := &conn{srv: srv, send: sendQueue{max: 100, maxBytes: 10, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()

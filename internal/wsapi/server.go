@@ -1,12 +1,10 @@
 package wsapi
 
 import (
-	"cmp"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/admission"
 	"github.com/buzz-relay/buzz/internal/auth"
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pubsub"
@@ -24,17 +23,8 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Limits and intervals used when a Config field is zero (docs/PROTOCOL.md §7.11).
+// Limits of the transport that are not settings.
 const (
-	DefaultMaxConnections        = 10000
-	DefaultMaxConcurrentHandlers = 1024
-	DefaultSendBuffer            = 1000
-	DefaultMaxFrameBytes         = 524288
-	DefaultSlowClientGraceLimit  = 15
-	DefaultHeartbeatInterval     = 30 * time.Second
-	DefaultAuthTimeout           = 5 * time.Second
-	DefaultMembershipRecheck     = 60 * time.Second
-
 	// MaxSubscriptions is the number of subscriptions one connection may hold.
 	MaxSubscriptions = 1024
 	// missedPongLimit is how many consecutive unanswered pings close a connection.
@@ -49,7 +39,7 @@ const (
 	msgConnectionLimit = "relay: connection limit reached"
 )
 
-// Config configures a Server. Zero numeric fields take the defaults above.
+// Config configures a Server: the parts it uses and the relay's settings.
 type Config struct {
 	// Resolver is the tenant of each upgrade, from its Host. Required.
 	Resolver *tenant.Resolver
@@ -65,64 +55,30 @@ type Config struct {
 	Audit auth.Observer
 	// Logger is the parent logger; nil discards.
 	Logger *slog.Logger
-	// Secure is true when RELAY_URL is wss://; NIP-42 relay tags must then be wss.
-	Secure bool
-	// RequireRelayMembership is BUZZ_REQUIRE_RELAY_MEMBERSHIP.
-	RequireRelayMembership bool
-	// MaxConnections is BUZZ_MAX_CONNECTIONS. Default 10000.
-	MaxConnections int
-	// MaxConcurrentHandlers is BUZZ_MAX_CONCURRENT_HANDLERS. Default 1024.
-	MaxConcurrentHandlers int
-	// ConnectRate is BUZZ_WS_CONNECT_RATE, upgrades a second per client
-	// address; 0 admits any number.
-	ConnectRate float64
-	// ConnectBurst is BUZZ_WS_CONNECT_BURST, the bucket's size.
-	ConnectBurst int
-	// TrustedProxies is BUZZ_TRUSTED_PROXIES: peers whose X-Forwarded-For
-	// names the client address the ConnectRate applies to.
-	TrustedProxies []netip.Prefix
-	// MaxConnectionsPerAddress is BUZZ_MAX_CONNECTIONS_PER_ADDRESS, the
-	// open WebSockets of one client address (addrcap.go); 0 admits any
-	// number.
-	MaxConnectionsPerAddress int
-	// SendBuffer is BUZZ_SEND_BUFFER, messages per connection queue. Default 1000.
-	SendBuffer int
-	// SendBufferBytes is BUZZ_SEND_BUFFER_BYTES, bytes per connection
-	// queue; a live event that would go over it is handled like one over
-	// SendBuffer (slow-client close, or an ephemeral drop with a strike).
-	// 0 bounds the queue in messages only.
-	SendBufferBytes int
-	// MaxFrameBytes is BUZZ_MAX_FRAME_BYTES. Default 524288.
-	MaxFrameBytes int
-	// SlowClientGraceLimit is BUZZ_SLOW_CLIENT_GRACE_LIMIT. Default 15.
-	SlowClientGraceLimit int
-	// HeartbeatInterval is the ping interval. Default 30 s.
-	HeartbeatInterval time.Duration
-	// AuthTimeout is the AUTH deadline after the challenge. Default 5 s.
-	AuthTimeout time.Duration
-	// MembershipRecheck is the relay-membership revalidation interval. Default 60 s.
-	MembershipRecheck time.Duration
 	// Admission charges the EVENT, REQ and COUNT frames of authenticated
 	// connections to their pubkey's WebSocket quota. Nil admits every frame.
 	Admission *admission.Limiter
-	// SubMaxIndexKeys is BUZZ_SUB_MAX_INDEX_KEYS, the index keys one
-	// subscription may add. Default 4096.
-	SubMaxIndexKeys int
-	// ConnMaxIndexKeys is BUZZ_CONN_MAX_INDEX_KEYS, the index keys one
-	// connection's subscriptions may hold together. Default 16384.
-	ConnMaxIndexKeys int
-	// ConnMaxFilterBytes is BUZZ_CONN_MAX_FILTER_BYTES, the filter bytes
-	// (JSON) one connection's live subscriptions may retain. Default 262144.
-	ConnMaxFilterBytes int
 	// Bus carries live traffic to and from the other relay processes
 	// (REDIS_URL, docs/PROTOCOL.md §16): subscriptions retain its topics, REQs wait for
 	// them and for its barrier. Nil for a single process.
 	Bus *pubsub.Bus
+	// Settings are the relay's settings, whole (config.Load, or
+	// config.Defaults where a part is built directly). The server reads
+	// RELAY_URL's scheme, BUZZ_REQUIRE_RELAY_MEMBERSHIP, the connection
+	// limits (BUZZ_MAX_CONNECTIONS, BUZZ_MAX_CONCURRENT_HANDLERS,
+	// BUZZ_WS_CONNECT_RATE and _BURST, BUZZ_TRUSTED_PROXIES,
+	// BUZZ_MAX_CONNECTIONS_PER_ADDRESS), the send queue (BUZZ_SEND_BUFFER,
+	// BUZZ_SEND_BUFFER_BYTES, BUZZ_SLOW_CLIENT_GRACE_LIMIT),
+	// BUZZ_MAX_FRAME_BYTES, the subscription caps of Filters, and the
+	// heartbeat, AUTH and membership-recheck intervals.
+	Settings config.Config
 }
 
 // Server is the WebSocket transport. It is safe for concurrent use.
 type Server struct {
 	cfg Config
+	// set is cfg.Settings, the relay's settings.
+	set config.Config
 	log *slog.Logger
 	m   *metrics.Metrics
 	idx *index
@@ -149,17 +105,6 @@ type Server struct {
 // New returns a Server. It starts nothing; ServeHTTP serves connections and
 // Run starts the background loops.
 func New(cfg Config) *Server {
-	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
-	cfg.MaxConcurrentHandlers = cmp.Or(cfg.MaxConcurrentHandlers, DefaultMaxConcurrentHandlers)
-	cfg.SendBuffer = cmp.Or(cfg.SendBuffer, DefaultSendBuffer)
-	cfg.MaxFrameBytes = cmp.Or(cfg.MaxFrameBytes, DefaultMaxFrameBytes)
-	cfg.SlowClientGraceLimit = cmp.Or(cfg.SlowClientGraceLimit, DefaultSlowClientGraceLimit)
-	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
-	cfg.AuthTimeout = cmp.Or(cfg.AuthTimeout, DefaultAuthTimeout)
-	cfg.MembershipRecheck = cmp.Or(cfg.MembershipRecheck, DefaultMembershipRecheck)
-	cfg.SubMaxIndexKeys = cmp.Or(cfg.SubMaxIndexKeys, DefaultSubMaxIndexKeys)
-	cfg.ConnMaxIndexKeys = cmp.Or(cfg.ConnMaxIndexKeys, DefaultConnMaxIndexKeys)
-	cfg.ConnMaxFilterBytes = cmp.Or(cfg.ConnMaxFilterBytes, DefaultConnMaxFilterBytes)
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.Disabled()
 	}
@@ -169,19 +114,20 @@ func New(cfg Config) *Server {
 	}
 	return &Server{
 		cfg:     cfg,
+		set:     cfg.Settings,
 		log:     logger.With("component", "relay"),
 		m:       cfg.Metrics,
 		idx:     newIndex(),
-		permits: make(chan struct{}, cfg.MaxConcurrentHandlers),
-		admit:   newAddrLimiter(cfg.ConnectRate, cfg.ConnectBurst, cfg.TrustedProxies),
-		perAddr: newAddrCap(cfg.MaxConnectionsPerAddress, cfg.TrustedProxies),
+		permits: make(chan struct{}, cfg.Settings.MaxConcurrentHandlers),
+		admit:   newAddrLimiter(cfg.Settings.WSConnectRate, cfg.Settings.WSConnectBurst, cfg.Settings.TrustedProxies),
+		perAddr: newAddrCap(cfg.Settings.Reads.MaxConnectionsPerAddress, cfg.Settings.TrustedProxies),
 		conns:   make(map[*conn]struct{}),
 	}
 }
 
 // ServeHTTP upgrades GET / to a WebSocket and serves it until it closes. In
 // order: the Host is resolved (404 when unmapped), the client address's
-// connection rate is taken (429 past it, when ConnectRate is set), the
+// connection rate is taken (429 past it, when BUZZ_WS_CONNECT_RATE is set), the
 // address's open connections counted (429 at MaxConnectionsPerAddress,
 // when set), then
 // upgrades are refused with 503 while shutting down or at MaxConnections.
@@ -246,7 +192,7 @@ func (s *Server) reserve() string {
 	if s.shutting {
 		return msgRestarting
 	}
-	if s.reserved >= s.cfg.MaxConnections {
+	if s.reserved >= s.set.MaxConnections {
 		return msgConnectionLimit
 	}
 	s.reserved++
