@@ -301,7 +301,7 @@ func TestAdmissionBridge(t *testing.T) {
 	// written down against replays: a flood of its calls writes nothing.
 	replayRows := func() int {
 		var n int
-		require.NoError(t, r.App.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM nip98_replay`).Scan(&n))
+		require.NoError(t, r.App.Pool().QueryRow(context.Background(), `SELECT count(*) FROM nip98_replay`).Scan(&n))
 		return n
 	}
 	rows := replayRows()
