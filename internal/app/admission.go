@@ -25,7 +25,7 @@ func newAdmission(a *Relay, observer auth.Observer) (*admission.Limiter, error) 
 		RedisURL: a.Config.RedisURL, RedisPoolSize: a.Config.RedisPoolSize,
 		Exempt: []string{event.PubKey(a.RelayKey), a.Config.RelayOwnerPubkey},
 		AgentFunc: func(ctx context.Context, communityID, pubkey string) (bool, error) {
-			_, owner, err := a.Store.UserAddPolicy(ctx, a.DB.Pool, communityID, pubkey)
+			_, owner, err := a.Store.UserAddPolicy(ctx, communityID, pubkey)
 			return owner != "", err
 		},
 		Metrics: a.Metrics, Logger: a.Log,

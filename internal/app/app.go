@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	a.Services.Listeners = newListenerWorker(a)
 	a.Resolver = tenant.NewResolver(tenant.Config{LookupFunc: a.communityByHost})
 	a.Services.Replica = openReplica(ctx, a)
-	a.Reader = read.New(read.Config{Store: a.Store.WithAcquireTimeout(cfg.Reads.AcquireTimeout), Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
+	a.Reader = read.New(read.Config{Pool: db.Pool, Metrics: a.Metrics, Logger: log, QueryHookFunc: h.QueryHookFunc,
 		Replica: a.Services.Replica, NoReplicaReason: noReplicaReason(cfg, a.Services.Replica), RelayKey: a.RelayKey,
 		Caps: read.Caps{MaxIDs: cfg.Filters.MaxIDs, MaxAuthors: cfg.Filters.MaxAuthors, MaxKinds: cfg.Filters.MaxKinds,
 			MaxTagValues: cfg.Filters.MaxTagValues, MaxTagKeys: cfg.Filters.MaxTagKeys},
@@ -168,7 +168,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}()
 	fan := &fanout{a: a}
 	a.Pipeline = ingest.New(ingest.Config{
-		Pool: db.Pool, Store: a.Store, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
+		Pool: db.Pool, Broadcaster: fan, Metrics: a.Metrics, Logger: log,
 		ForgetAccessFunc: fan.forget,
 		RelayKey:         a.RelayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: a.Audit != nil, AuditWakeFunc: auditWake,
@@ -232,7 +232,7 @@ func (a *Relay) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap owner: %w", err)
 	}
-	if _, err := a.Store.RelayMemberUpsert(ctx, a.DB.Pool, store.RelayMemberUpsertParams{
+	if _, err := a.Store.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
 		CommunityID: c.ID, Pubkey: a.Config.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
 		return fmt.Errorf("bootstrap owner: %w", err)
 	}

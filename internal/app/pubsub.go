@@ -162,7 +162,7 @@ func (a *Relay) applyControl(c pubsub.Control) {
 		go a.Relay.Evict(c.Community, c.ChannelID, "", func(pubkey string) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			st, err := a.Store.ChannelStateGet(ctx, a.DB.Pool, c.Community, c.ChannelID, pubkey)
+			st, err := a.Store.ChannelStateGet(ctx, c.Community, c.ChannelID, pubkey)
 			return err != nil || !st.ActiveMember() // checked without cache; doubt evicts
 		})
 	case pubsub.OpEvictAll:

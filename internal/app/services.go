@@ -47,7 +47,7 @@ func newServices(a *Relay) *Services {
 			Errors: a.Metrics.PartitionMaintenanceErrors}),
 		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: a.DB.Pool, Logger: a.Log}),
 		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: a.Store, Logger: a.Log}),
-		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: a.DB.Pool, Store: a.Store, Logger: a.Log,
+		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: a.DB.Pool, Logger: a.Log,
 			Metrics: a.Metrics}),
 	}
 }
@@ -64,7 +64,7 @@ func newListenerWorker(a *Relay) *listener.Worker {
 	for _, l := range cfg.OperatorListeners {
 		urls[l.Pubkey] = l.URL
 	}
-	return listener.NewWorker(listener.Config{Pool: a.DB.Pool, Store: a.Store, Listeners: urls,
+	return listener.NewWorker(listener.Config{Pool: a.DB.Pool, Listeners: urls,
 		Client: notify.NewClient(cfg.OperatorListenerTimeout, a.RelayKey), Logger: a.Log, Metrics: a.Metrics})
 }
 

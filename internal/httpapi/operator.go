@@ -38,10 +38,10 @@ type OperatorConfig struct {
 
 // ListenerRegistry stores operator-listener registrations.
 type ListenerRegistry interface {
-	// RegisterListenerTargets inserts or renews (listener, target) rows.
-	RegisterListenerTargets(ctx context.Context, listener string, targets []string) error
-	// UnregisterListenerTargets deletes them; deleting nothing is fine.
-	UnregisterListenerTargets(ctx context.Context, listener string, targets []string) error
+	// ListenerRegister inserts or renews (listener, target) rows.
+	ListenerRegister(ctx context.Context, listener string, targets []string) error
+	// ListenerUnregister deletes them; deleting nothing is fine.
+	ListenerUnregister(ctx context.Context, listener string, targets []string) error
 }
 
 // The route's texts (docs/PROTOCOL.md §15.3).
@@ -92,9 +92,9 @@ func (s *Server) registerTargets(ctx context.Context, w http.ResponseWriter, r *
 		return err
 	}
 	if r.Method == http.MethodPost { // 6
-		err = oc.Registry.RegisterListenerTargets(ctx, signer, targets)
+		err = oc.Registry.ListenerRegister(ctx, signer, targets)
 	} else {
-		err = oc.Registry.UnregisterListenerTargets(ctx, signer, targets)
+		err = oc.Registry.ListenerUnregister(ctx, signer, targets)
 	}
 	if err != nil {
 		return fmt.Errorf("operator listener %s: %w", strings.ToLower(r.Method), err)

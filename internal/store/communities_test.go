@@ -33,7 +33,7 @@ func TestCommunities(t *testing.T) {
 			require.Equal(t, host, got.Host)
 			require.True(t, c.CreatedAt.Equal(got.CreatedAt))
 		}
-		require.Zero(t, count(t, b.s.Pool(), `SELECT count(*) FROM relay_members WHERE community_id = $1`, c.ID))
+		require.Zero(t, count(t, b.pool, `SELECT count(*) FROM relay_members WHERE community_id = $1`, c.ID))
 	})
 
 	t.Run("UnknownHost", func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestCommunities(t *testing.T) {
 			require.NoError(t, errs[i])
 			require.Equal(t, got[0].ID, got[i].ID)
 		}
-		require.Equal(t, 1, count(t, b.s.Pool(), `SELECT count(*) FROM communities WHERE host = $1`, host))
+		require.Equal(t, 1, count(t, b.pool, `SELECT count(*) FROM communities WHERE host = $1`, host))
 	})
 }
 

@@ -36,7 +36,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/replica"
-	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Cursor is a keyset position: created_at (unix seconds) and the
@@ -106,9 +106,9 @@ const msgInternal = "internal server error"
 
 // Config configures an Engine.
 type Config struct {
-	// Store is the writer: thread mode's authorization reads, head pages,
+	// Pool is the writer: thread mode's authorization reads, head pages,
 	// summary recovery and every page the replica does not serve.
-	Store *store.Store
+	Pool *pgxpool.Pool
 	// Replica serves proved cursor pages (docs/NIP-CW.md §7); nil keeps
 	// every page on the writer, counted with NoReplicaReason.
 	Replica *replica.Replica
@@ -144,7 +144,7 @@ type Engine struct {
 	log *slog.Logger
 }
 
-// New returns an Engine. Store and Key are required; a nil Metrics counts
+// New returns an Engine. Pool and Key are required; a nil Metrics counts
 // nowhere, a nil Logger discards.
 func New(cfg Config) *Engine {
 	if cfg.Metrics == nil {
