@@ -192,11 +192,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	started := time.Now()
 	a.Health = health.New(health.Config{
 		Version: Version, Started: started, Logger: log,
-		PingPostgres: func(ctx context.Context) error {
-			_, err := db.Pool.Exec(ctx, "SELECT 1")
-			return err
-		},
-		Connections: a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
+		PingPostgres: db.Pool.Ping,
+		Connections:  a.Relay.Connections, Subscriptions: a.Relay.Subscriptions,
 		RedisStatus: a.redisStatus(), ReplicaStatus: a.replicaStatus(),
 	})
 	a.HTTP = httpapi.New(httpapi.Config{

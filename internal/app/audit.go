@@ -53,11 +53,11 @@ func startAudit(ctx context.Context, a *Relay) (*Audit, error) {
 func (a *Relay) communityHost(id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	var host string
-	if err := a.DB.Pool.QueryRow(ctx, `SELECT host FROM communities WHERE id = $1`, id).Scan(&host); err != nil {
+	c, err := a.Store.CommunityGet(ctx, id)
+	if err != nil {
 		return ""
 	}
-	return host
+	return c.Host
 }
 
 // run runs the observer and the chainer until ctx ends (the doors are

@@ -38,6 +38,18 @@ func (s *Store) CommunityByHost(ctx context.Context, host string) (Community, er
 	return c, nil
 }
 
+// CommunityGet returns the community whose id is id, without its aliases.
+// It returns pg.ErrNotFound when there is none.
+func (s *Store) CommunityGet(ctx context.Context, id string) (Community, error) {
+	var c Community
+	err := s.q.QueryRow(ctx, `SELECT id::text, host, created_at FROM communities WHERE id = $1`, id).
+		Scan(&c.ID, &c.Host, &c.CreatedAt)
+	if err != nil {
+		return Community{}, fmt.Errorf("get community %s: %w", id, pg.MapError(err))
+	}
+	return c, nil
+}
+
 // CommunityAddParams are the arguments of CommunityAdd.
 type CommunityAddParams struct {
 	Host string // normalised
