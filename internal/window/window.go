@@ -20,6 +20,10 @@
 // its one statement, the one budget type that bounds it, the stored-row
 // decoding and the read-only window transaction on the writer.
 //
+// Its statements are the store's (store.Window…, internal/store/windows.go):
+// they return rows as stored, and this package walks them, charges them
+// and decides what is delivered. It holds no SQL.
+//
 // It does NOT decide who may read a channel for channel mode (the door
 // passes the reader's accessible set in Scope; thread mode reads its own
 // from the store, before and after the batch), does NOT speak HTTP (an
