@@ -127,7 +127,7 @@ func listenerReport(c *cobra.Command, db *app.Database, configured []config.Oper
 		return fmt.Errorf("listener report: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := store.New(db.Pool).ListenerReport(ctx, tx)
+	rows, err := store.New(tx).ListenerReport(ctx)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func listenerForget(c *cobra.Command, db *app.Database, configured []config.Oper
 		return fmt.Errorf("forget listener: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	regs, queued, err := store.New(db.Pool).ListenerForget(ctx, tx, listener)
+	regs, queued, err := store.New(tx).ListenerForget(ctx, listener)
 	if err != nil {
 		return err
 	}

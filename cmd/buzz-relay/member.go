@@ -122,11 +122,11 @@ Pubkeys are 64 hex characters, stored lower case; anything else is
 func (t *memberTarget) add(ctx context.Context, pk, role string) (store.RelayMember, error) {
 	var m store.RelayMember
 	err := pg.InTx(ctx, t.db.Pool, func(tx pgx.Tx) error {
-		prev, err := t.store.RelayMemberRole(ctx, tx, t.communityID, pk)
+		prev, err := store.New(tx).RelayMemberRole(ctx, t.communityID, pk)
 		if err != nil {
 			return err
 		}
-		m, err = t.store.RelayMemberUpsert(ctx, tx, store.RelayMemberUpsertParams{CommunityID: t.communityID, Pubkey: pk, Role: role, AddedBy: "cli"})
+		m, err = store.New(tx).RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{CommunityID: t.communityID, Pubkey: pk, Role: role, AddedBy: "cli"})
 		if err != nil || !t.cfg.AuditEnabled || prev == m.Role {
 			return err
 		}
@@ -191,7 +191,7 @@ func (t *memberTarget) remove(ctx context.Context, pk string) (bool, error) {
 	var removed bool
 	err := pg.InTx(ctx, t.db.Pool, func(tx pgx.Tx) error {
 		var err error
-		removed, err = t.store.RelayMemberRemove(ctx, tx, t.communityID, pk)
+		removed, err = store.New(tx).RelayMemberRemove(ctx, t.communityID, pk)
 		if err != nil || !removed || !t.cfg.AuditEnabled {
 			return err
 		}

@@ -30,7 +30,7 @@ func newAdmission(c config.Config, relayKey []byte, st *store.Store, db *Databas
 		RedisURL: c.RedisURL, RedisPoolSize: c.RedisPoolSize,
 		Exempt: []string{event.PubKey(relayKey), c.RelayOwnerPubkey},
 		AgentFunc: func(ctx context.Context, communityID, pubkey string) (bool, error) {
-			_, owner, err := st.UserAddPolicy(ctx, db.Pool, communityID, pubkey)
+			_, owner, err := st.UserAddPolicy(ctx, communityID, pubkey)
 			return owner != "", err
 		},
 		Metrics: m, Logger: log,

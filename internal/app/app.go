@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	services.Listeners = newListenerWorker(cfg, db, st, relayKey, m, log)
 	resolver := tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
 	services.Replica = openReplica(ctx, cfg, db, m, log)
-	reader := read.New(read.Config{Store: st.WithAcquireTimeout(cfg.Reads.AcquireTimeout), Metrics: m, Logger: log,
+	reader := read.New(read.Config{Pool: db.Pool, Metrics: m, Logger: log,
 		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
 		RelayKey: relayKey, Caps: readCaps(cfg), Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes,
 		SearchRankWindow: cfg.SearchRankWindow})
@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}
 	closers = append(closers, lim.Close)
 	pipeline := ingest.New(ingest.Config{
-		Pool: db.Pool, Store: st, Broadcaster: fan, Metrics: m, Logger: log,
+		Pool: db.Pool, Broadcaster: fan, Metrics: m, Logger: log,
 		ForgetAccessFunc: fan.forget,
 		RelayKey:         relayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
 		AuditEnabled: aud != nil, AuditWakeFunc: auditWake,
@@ -171,10 +171,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	services.Membership = wsapi.NewMembershipService(ws)
 	hs := health.New(health.Config{
 		Version: Version, Started: time.Now(), Logger: log,
-		PingPostgres: func(ctx context.Context) error {
-			_, err := db.Pool.Exec(ctx, "SELECT 1")
-			return err
-		},
+		PingPostgres: db.Pool.Ping,
 		Connections: ws.Connections, Subscriptions: ws.Subscriptions,
 		RedisStatus: redisStatus(fan.bus), ReplicaStatus: replicaStatus(cfg, services.Replica),
 	})
@@ -240,7 +237,7 @@ func (a *Relay) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap owner: %w", err)
 	}
-	if _, err := a.store.RelayMemberUpsert(ctx, a.db.Pool, store.RelayMemberUpsertParams{
+	if _, err := a.store.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
 		CommunityID: c.ID, Pubkey: a.cfg.RelayOwnerPubkey, Role: "owner", AddedBy: "bootstrap"}); err != nil {
 		return fmt.Errorf("bootstrap owner: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/audit"
+	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
@@ -55,11 +56,11 @@ func startAudit(ctx context.Context, cfg config.Config, db *Database, met *metri
 func (d *Database) communityHost(id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	var host string
-	if err := d.Pool.QueryRow(ctx, `SELECT host FROM communities WHERE id = $1`, id).Scan(&host); err != nil {
+	c, err := store.New(d.Pool).CommunityGet(ctx, id)
+	if err != nil {
 		return ""
 	}
-	return host
+	return c.Host
 }
 
 // run runs the observer and the chainer until ctx ends (the doors are

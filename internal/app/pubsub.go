@@ -184,7 +184,7 @@ func (f *fanout) applyControl(c pubsub.Control) {
 		go f.ws.Evict(c.Community, c.ChannelID, "", func(pubkey string) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			st, err := f.store.ChannelStateGet(ctx, f.pool, c.Community, c.ChannelID, pubkey)
+			st, err := f.store.ChannelStateGet(ctx, c.Community, c.ChannelID, pubkey)
 			return err != nil || !st.ActiveMember() // checked without cache; doubt evicts
 		})
 	case pubsub.OpEvictAll:

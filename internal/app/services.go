@@ -52,7 +52,7 @@ func newServices(db *Database, st *store.Store, m *metrics.Metrics, log *slog.Lo
 			Errors: m.PartitionMaintenanceErrors}),
 		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: db.Pool, Logger: log}),
 		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: st, Logger: log}),
-		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: db.Pool, Store: st, Logger: log,
+		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: db.Pool, Logger: log,
 			Metrics: m}),
 	}
 }
@@ -69,7 +69,7 @@ func newListenerWorker(cfg config.Config, db *Database, st *store.Store, relayKe
 	for _, l := range cfg.OperatorListeners {
 		urls[l.Pubkey] = l.URL
 	}
-	return listener.NewWorker(listener.Config{Pool: db.Pool, Store: st, Listeners: urls,
+	return listener.NewWorker(listener.Config{Pool: db.Pool, Listeners: urls,
 		Client: notify.NewClient(cfg.OperatorListenerTimeout, relayKey), Logger: log, Metrics: m})
 }
 

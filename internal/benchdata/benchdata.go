@@ -319,7 +319,7 @@ func setup(ctx context.Context, pool *pgxpool.Pool, cfg Config) ([]*community, e
 		}
 		c.id = cm.ID
 		c.channel = uuid.NewSHA1(uuid.NameSpaceURL, []byte("buzz-fixture/"+strconv.FormatUint(cfg.seed, 10)+"/"+c.host)).String()
-		if err := st.ChannelCreate(ctx, pool, store.ChannelCreateParams{CommunityID: c.id, ID: c.channel, Name: "general",
+		if err := store.New(pool).ChannelCreate(ctx, store.ChannelCreateParams{CommunityID: c.id, ID: c.channel, Name: "general",
 			Type: "stream", Visibility: "open", CreatedBy: c.authors[0].pubHex}); err != nil {
 			return nil, fmt.Errorf("create channel in %s: %w", c.host, err)
 		}

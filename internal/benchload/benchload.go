@@ -153,7 +153,7 @@ func store1(ctx context.Context, cfg Config, batch []Event) (Result, error) {
 	var r Result
 	write := func(q pg.Querier) error {
 		r = Result{}
-		res, err := cfg.Store.EventInsertBatch(ctx, q, ps)
+		res, err := store.New(q).EventInsertBatch(ctx, ps)
 		if err != nil {
 			return fmt.Errorf("store %d events: %w", len(ps), err)
 		}
@@ -167,7 +167,7 @@ func store1(ctx context.Context, cfg Config, batch []Event) (Result, error) {
 				continue
 			}
 			ev := ps[i].Event
-			if _, err := cfg.Store.EventSoftDelete(ctx, q, ps[i].CommunityID, ev.ID, ev.CreatedAt); err != nil {
+			if _, err := store.New(q).EventSoftDelete(ctx, ps[i].CommunityID, ev.ID, ev.CreatedAt); err != nil {
 				return err
 			}
 			r.Deleted++

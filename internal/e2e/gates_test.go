@@ -254,14 +254,14 @@ func TestRelayMembership(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		m := eventtest.NewKey()
-		_, err := r.App.Store().RelayMemberUpsert(ctx, r.App.Pool(), store.RelayMemberUpsertParams{
+		_, err := r.App.Store().RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
 			CommunityID: cid, Pubkey: m.PubKey, Role: "member", AddedBy: owner.PubKey})
 		require.NoError(t, err)
 		w := rpAuthed(t, r, "", m)
 		_, closed, eose := w.Req("s", map[string]any{"kinds": []int{1}, "limit": 1})
 		require.True(t, eose, closed)
 
-		removed, err := r.App.Store().RelayMemberRemove(ctx, r.App.Pool(), cid, m.PubKey)
+		removed, err := r.App.Store().RelayMemberRemove(ctx, cid, m.PubKey)
 		require.NoError(t, err)
 		require.True(t, removed)
 		msg, err := w.NextErr(10 * time.Second)

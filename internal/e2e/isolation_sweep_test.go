@@ -116,7 +116,7 @@ func swSeed(t *testing.T, r *relaytest.Relay, name string, owner, both eventtest
 	host := name + ":" + strconv.Itoa(r.Port)
 	com, err := r.App.Store().CommunityAdd(ctx, store.CommunityAddParams{Host: host, Owner: owner.PubKey})
 	require.NoError(t, err)
-	_, err = r.App.Store().RelayMemberUpsert(ctx, r.App.Pool(), store.RelayMemberUpsertParams{
+	_, err = r.App.Store().RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
 		CommunityID: com.ID, Pubkey: both.PubKey, Role: "member", AddedBy: "cli"})
 	require.NoError(t, err)
 	w := &swWorld{host: host, cid: com.ID, owner: owner, both: both, ch: uuid.NewString(), word: swWord("isoword")}

@@ -115,7 +115,7 @@ func BenchmarkListenerIngest(b *testing.B) {
 		b.ReportMetric(res.p(0.99), "none-p99-ms")
 
 		for _, k := range keys {
-			require.NoError(b, r.App.Store().ListenerRegister(context.Background(), r.App.Pool(), k.PubKey, registered))
+			require.NoError(b, r.App.Store().ListenerRegister(context.Background(), k.PubKey, registered))
 		}
 		want := 0
 		for _, job := range with {
@@ -196,7 +196,7 @@ func BenchmarkListenerDelivery(b *testing.B) {
 		for i := range targets {
 			targets[i] = eventtest.NewKey().PubKey
 		}
-		require.NoError(b, r.App.Store().ListenerRegister(context.Background(), r.App.Pool(), listener.PubKey, targets))
+		require.NoError(b, r.App.Store().ListenerRegister(context.Background(), listener.PubKey, targets))
 		authors := make([]eventtest.Key, lbConns)
 		conns := make([]*relaytest.WS, lbConns)
 		for c := range authors {

@@ -79,7 +79,7 @@ func TestListenerEnqueueFailureRollsBack(t *testing.T) {
 		"RELAY_OPERATOR_API_ORIGIN": "https://ops.example",
 	})
 	cid := communityID(t, r, r.Host)
-	require.NoError(t, r.App.Store().ListenerRegister(ctx, r.App.Pool(), listener.PubKey, []string{target.PubKey}))
+	require.NoError(t, r.App.Store().ListenerRegister(ctx, listener.PubKey, []string{target.PubKey}))
 	_, err := r.App.Pool().Exec(ctx, `ALTER TABLE operator_listener_outbox ADD CONSTRAINT fault CHECK (false) NOT VALID`)
 	require.NoError(t, err)
 	author := eventtest.NewKey()

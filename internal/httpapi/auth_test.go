@@ -15,6 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/httpapi"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 const membershipBody = `{"error":"relay_membership_required","message":"You must be a relay member to access this relay"}`
@@ -217,7 +218,7 @@ func TestBridgeAuth(t *testing.T) {
 		fixture.RelayMember(t, d.pool, b.ta.CommunityID, b.key, "member")
 		require.Equal(t, http.StatusOK, b.signedPost(t, b.key, "/query", query).status)
 
-		removed, err := b.st.RelayMemberRemove(context.Background(), d.pool, b.ta.CommunityID, b.key.PubKey)
+		removed, err := store.New(d.pool).RelayMemberRemove(context.Background(), b.ta.CommunityID, b.key.PubKey)
 		require.NoError(t, err)
 		require.True(t, removed)
 		res = b.signedPost(t, b.key, "/query", query)

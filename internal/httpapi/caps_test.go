@@ -11,7 +11,6 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/httpapi"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // kindsFilter is a filter with kinds 1…n.
@@ -70,7 +69,7 @@ func TestFilterCaps(t *testing.T) {
 	t.Run("NIP11", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d, func(c *httpapi.Config) {
-			c.Reader = read.New(read.Config{Store: store.New(d.pool),
+			c.Reader = read.New(read.Config{Pool: d.pool,
 				Caps: read.Caps{MaxIDs: 11, MaxAuthors: 12, MaxKinds: 13, MaxTagValues: 14, MaxTagKeys: 15}})
 			c.Settings.Filters.SubMaxIndexKeys, c.Settings.Filters.ConnMaxIndexKeys, c.Settings.Filters.ConnMaxFilterBytes = 16, 17, 18000
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/httpapi"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 func TestEvents(t *testing.T) {
@@ -34,11 +35,11 @@ func TestEvents(t *testing.T) {
 		require.Len(t, got, 1)
 		require.Equal(t, b.ta.CommunityID, got[0].CommunityID)
 		require.Equal(t, b.general, got[0].Channel)
-		ref, err := b.st.EventLookup(ctx, d.pool, b.ta.CommunityID, ev.ID)
+		ref, err := store.New(d.pool).EventLookup(ctx, b.ta.CommunityID, ev.ID)
 		require.NoError(t, err)
 		require.Equal(t, b.key.PubKey, ref.PubKey)
 		require.Equal(t, b.general, ref.Channel)
-		_, err = b.st.EventLookup(ctx, d.pool, b.tb.CommunityID, ev.ID)
+		_, err = store.New(d.pool).EventLookup(ctx, b.tb.CommunityID, ev.ID)
 		require.ErrorIs(t, err, pg.ErrNotFound, "stored in the request's community only")
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.HTTPRequests.WithLabelValues("200", "/events")))
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.AuthAttempts.WithLabelValues("nip98")))
@@ -103,8 +104,8 @@ func TestEvents(t *testing.T) {
 		b := setup(t, d)
 		// The write transaction fails in PostgreSQL: this pipeline's
 		// connections are read-only.
-		pool, ro := d.readOnlyStore(t)
-		ingestRO := b.newPipeline(pool, ro)
+		pool, _ := d.readOnlyStore(t)
+		ingestRO := b.newPipeline(pool)
 		t.Cleanup(ingestRO.Close)
 		b = b.serve(t, func(c *httpapi.Config) { c.Submitter = ingestRO })
 		ev := b.key.Signed(t, 9, eventtest.Channel(b.general))
@@ -112,7 +113,7 @@ func TestEvents(t *testing.T) {
 		require.Equal(t, http.StatusInternalServerError, res.status)
 		require.Equal(t, `{"error":"internal server error"}`, res.body)
 		require.Empty(t, b.fan.of(ev.ID))
-		_, err := b.st.EventLookup(ctx, d.pool, b.ta.CommunityID, ev.ID)
+		_, err := store.New(d.pool).EventLookup(ctx, b.ta.CommunityID, ev.ID)
 		require.ErrorIs(t, err, pg.ErrNotFound, "nothing was stored")
 	})
 

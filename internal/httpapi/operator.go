@@ -23,10 +23,10 @@ import (
 
 // ListenerRegistry stores operator-listener registrations.
 type ListenerRegistry interface {
-	// RegisterListenerTargets inserts or renews (listener, target) rows.
-	RegisterListenerTargets(ctx context.Context, listener string, targets []string) error
-	// UnregisterListenerTargets deletes them; deleting nothing is fine.
-	UnregisterListenerTargets(ctx context.Context, listener string, targets []string) error
+	// ListenerRegister inserts or renews (listener, target) rows.
+	ListenerRegister(ctx context.Context, listener string, targets []string) error
+	// ListenerUnregister deletes them; deleting nothing is fine.
+	ListenerUnregister(ctx context.Context, listener string, targets []string) error
 }
 
 // The route's texts (docs/PROTOCOL.md §15.3).
@@ -77,9 +77,9 @@ func (s *Server) registerTargets(ctx context.Context, w http.ResponseWriter, r *
 		return err
 	}
 	if r.Method == http.MethodPost { // 6
-		err = registry.RegisterListenerTargets(ctx, signer, targets)
+		err = registry.ListenerRegister(ctx, signer, targets)
 	} else {
-		err = registry.UnregisterListenerTargets(ctx, signer, targets)
+		err = registry.ListenerUnregister(ctx, signer, targets)
 	}
 	if err != nil {
 		return fmt.Errorf("operator listener %s: %w", strings.ToLower(r.Method), err)

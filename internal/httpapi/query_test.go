@@ -210,7 +210,7 @@ func TestCount(t *testing.T) {
 		require.Equal(t, errorJSON("restricted: count filter requires narrower constraints"), res.body)
 		require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.CountFallbackRejections))
 
-		down := b.serve(t, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Store: d.downStore(t)}) })
+		down := b.serve(t, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Pool: d.downPool(t)}) })
 		res = down.signedPost(t, b.key, "/count", []byte(`[{"kinds":[9]}]`))
 		require.Equal(t, http.StatusInternalServerError, res.status)
 		require.Equal(t, `{"error":"internal server error"}`, res.body)

@@ -25,7 +25,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/httpapi"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
@@ -360,7 +359,7 @@ func TestReadStateSnapshot(t *testing.T) {
 		t.Parallel()
 		b := setup(t, d)
 		b.submit(t, readState(t, b.key, slot(), time.Now().Unix(), "x"))
-		down := b.serve(t, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Store: d.downStore(t)}) })
+		down := b.serve(t, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Pool: d.downPool(t)}) })
 		res := down.snapshot(t, b.key)
 		require.Equal(t, http.StatusServiceUnavailable, res.status, res.body)
 		require.Equal(t, errorJSON("error: read_state_snapshot unavailable: the read-state events could not be read; retry later"), res.body)
@@ -374,8 +373,8 @@ func TestReadStateSnapshot(t *testing.T) {
 func TestReadStateSnapshotStatementFails(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	impatient := store.New(d.openPool(t, map[string]string{"lock_timeout": "200ms"}))
-	b := setup(t, d, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Store: impatient}) })
+	impatient := d.openPool(t, map[string]string{"lock_timeout": "200ms"})
+	b := setup(t, d, func(c *httpapi.Config) { c.Reader = read.New(read.Config{Pool: impatient}) })
 	ev := readState(t, b.key, slot(), time.Now().Unix(), "x")
 	b.submit(t, ev)
 

@@ -85,11 +85,14 @@ func (d *testDB) readOnlyStore(t *testing.T) (*pgxpool.Pool, *store.Store) {
 
 // downStore is a store whose pool is closed, as when the database cannot be
 // reached: every call through it fails.
-func (d *testDB) downStore(t *testing.T) *store.Store {
+func (d *testDB) downStore(t *testing.T) *store.Store { return store.New(d.downPool(t)) }
+
+// downPool is a closed pool, as when the database cannot be reached.
+func (d *testDB) downPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := d.openPool(t, nil)
 	pool.Close()
-	return store.New(pool)
+	return pool
 }
 
 // communityByHost is the resolver's lookup, as the composition root wires
@@ -211,8 +214,8 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 	b.general = fixture.Channel(t, d.pool, ca.ID, b.key, fixture.Named("general"))
 
 	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
-	b.reader = read.New(read.Config{Store: st, Metrics: b.metrics, Logger: b.log, QueryHookFunc: b.reads.before})
-	b.pipeline = b.newPipeline(d.pool, st)
+	b.reader = read.New(read.Config{Pool: d.pool, Metrics: b.metrics, Logger: b.log, QueryHookFunc: b.reads.before})
+	b.pipeline = b.newPipeline(d.pool)
 	t.Cleanup(b.pipeline.Close)
 	b.cfg = httpapi.Config{
 		Resolver:  b.resolver,
@@ -230,11 +233,11 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 	return b.serve(t, change...)
 }
 
-// newPipeline is the ingest pipeline on pool and st, wired as the
+// newPipeline is the ingest pipeline on pool, wired as the
 // composition root wires it, fanning out to b.fan.
-func (b *testBundle) newPipeline(pool *pgxpool.Pool, st *store.Store) *ingest.Pipeline {
+func (b *testBundle) newPipeline(pool *pgxpool.Pool) *ingest.Pipeline {
 	return ingest.New(ingest.Config{
-		Pool: pool, Store: st, Broadcaster: b.fan, Metrics: b.metrics, Logger: b.log,
+		Pool: pool, Broadcaster: b.fan, Metrics: b.metrics, Logger: b.log,
 		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(),
 	})
 }

@@ -130,7 +130,7 @@ func (r *resolver) resolve(u unresolved) string {
 	pause := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(r.ctx, min(5*time.Second, timeout))
-		_, err := r.p.cfg.Store.EventLookup(ctx, r.p.cfg.Pool, u.communityID, u.ev.ID)
+		_, err := r.p.st.EventLookup(ctx, u.communityID, u.ev.ID)
 		cancel()
 		switch {
 		case err == nil && u.plain:

@@ -86,7 +86,7 @@ func (p *Pipeline) groupBefore(ctx context.Context, w writer, c groupChange) (me
 	if !p.auditOn() || target == "" || c.channel == "" {
 		return memberState{}, nil
 	}
-	role, active, err := p.cfg.Store.ChannelMemberRole(ctx, w.q, w.cid(), c.channel, target)
+	role, active, err := w.store().ChannelMemberRole(ctx, w.cid(), c.channel, target)
 	if err != nil {
 		return memberState{}, fmt.Errorf("role before: %w", err)
 	}
@@ -113,7 +113,7 @@ func (p *Pipeline) groupIntents(ctx context.Context, w writer, c groupChange, be
 		return p.appendIntent(ctx, tx, audit.NewChannelDeleted(cid, actor, channel, ev.ID))
 	case event.KindPutUser, event.KindJoinRequest:
 		target := groupTarget(ev, c)
-		role, active, err := p.cfg.Store.ChannelMemberRole(ctx, tx, cid, channel, target)
+		role, active, err := store.New(tx).ChannelMemberRole(ctx, cid, channel, target)
 		if err != nil {
 			return fmt.Errorf("role after: %w", err)
 		}

@@ -56,7 +56,7 @@ func (p *Pipeline) channelRules(ctx context.Context, req *Request, channel strin
 // mayPost is steps 14 and 15: the author is an active member or the
 // channel is open, and the channel is not archived.
 func (p *Pipeline) mayPost(ctx context.Context, req *Request, channel string) error {
-	st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, req.Tenant.CommunityID, channel, req.Event.PubKey)
+	st, err := p.st.ChannelStateGet(ctx, req.Tenant.CommunityID, channel, req.Event.PubKey)
 	if err != nil {
 		return fmt.Errorf("channel access %s: %w", channel, err)
 	}

@@ -23,7 +23,7 @@ func (deletionFamily) route(ctx context.Context, p *Pipeline, req *Request) (rou
 	if id == "" {
 		return route{}, nil
 	}
-	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, req.Tenant.CommunityID, id)
+	ref, err := p.st.EventLookup(ctx, req.Tenant.CommunityID, id)
 	if errors.Is(err, pg.ErrNotFound) {
 		return route{}, nil
 	}
@@ -86,7 +86,7 @@ func (c deletionChange) apply(ctx context.Context, w writer) (outcome, error) {
 		}
 	}
 	if k := c.coord; k != nil && event.IsAddressable(k.kind) {
-		deleted, err := w.store().AddressableDelete(ctx, w.q, w.cid(), k.kind, k.pubkey, k.d, w.ev().CreatedAt)
+		deleted, err := w.store().AddressableDelete(ctx, w.cid(), k.kind, k.pubkey, k.d, w.ev().CreatedAt)
 		if err != nil {
 			return outcome{}, fmt.Errorf("delete address %d:%s:%s: %w", k.kind, k.pubkey, k.d, err)
 		}
@@ -104,7 +104,7 @@ func (c deletionChange) apply(ctx context.Context, w writer) (outcome, error) {
 // state the target held.
 func (w writer) softDelete(ctx context.Context, t store.EventRef) error {
 	s := w.store()
-	changed, err := s.EventSoftDelete(ctx, w.q, w.cid(), t.ID, t.CreatedAt)
+	changed, err := s.EventSoftDelete(ctx, w.cid(), t.ID, t.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("soft-delete %s: %w", t.ID, err)
 	}
@@ -115,11 +115,11 @@ func (w writer) softDelete(ctx context.Context, t store.EventRef) error {
 		return fmt.Errorf("deleted intent %s: %w", t.ID, err)
 	}
 	if t.Kind == event.KindReaction {
-		if err := s.ReactionRemove(ctx, w.q, w.cid(), t.ID); err != nil {
+		if err := s.ReactionRemove(ctx, w.cid(), t.ID); err != nil {
 			return fmt.Errorf("remove reaction %s: %w", t.ID, err)
 		}
 	}
-	if err := s.ThreadReplyRemoved(ctx, w.q, w.cid(), t.ID); err != nil {
+	if err := s.ThreadReplyRemoved(ctx, w.cid(), t.ID); err != nil {
 		return fmt.Errorf("thread counters of %s: %w", t.ID, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // familyCase is one event through a real Pipeline and the answer it gets.
@@ -202,7 +203,7 @@ func TestProfileFamily(t *testing.T) {
 			}},
 		{name: "AgentPolicy", want: accepted(), build: by(event.KindAgentProfile, eventtest.Content(`{"channel_add_policy":"nobody"}`)),
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
-				policy, _, err := b.store.UserAddPolicy(context.Background(), b.pool, b.tenant.CommunityID, ev.PubKey)
+				policy, _, err := store.New(b.pool).UserAddPolicy(context.Background(), b.tenant.CommunityID, ev.PubKey)
 				require.NoError(t, err)
 				require.Equal(t, "nobody", policy)
 			}},

@@ -165,7 +165,7 @@ type writer struct {
 	group *groupCommit
 }
 
-func (w writer) store() *store.Store { return w.p.cfg.Store }
+func (w writer) store() *store.Store { return store.New(w.q) }
 func (w writer) cid() string         { return w.req.Tenant.CommunityID }
 func (w writer) ev() *event.Event    { return &w.req.Event }
 
@@ -186,7 +186,7 @@ func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) e
 	if w.group != nil {
 		res, err = w.group.insert(p)
 	} else {
-		res, err = w.store().EventInsertCounted(ctx, w.q, p)
+		res, err = w.store().EventInsertCounted(ctx, p)
 	}
 	if err != nil {
 		return fmt.Errorf("store event: %w", err)

@@ -33,11 +33,11 @@ func (w writer) followUps(ctx context.Context, channel string, state bool, notic
 	relayPub := event.PubKey(w.p.cfg.RelayKey)
 	var out []*event.Event
 	if state {
-		ch, _, err := s.ChannelLock(ctx, w.q, cid, channel)
+		ch, _, err := s.ChannelLock(ctx, cid, channel)
 		if err != nil {
 			return nil, fmt.Errorf("follow-ups: lock channel: %w", err)
 		}
-		members, err := s.ChannelMembers(ctx, w.q, cid, channel)
+		members, err := s.ChannelMembers(ctx, cid, channel)
 		if err != nil {
 			return nil, fmt.Errorf("follow-ups: members: %w", err)
 		}
@@ -60,7 +60,7 @@ func (w writer) followUps(ctx context.Context, channel string, state bool, notic
 		prev, ok := last[fe.Kind]
 		if !ok {
 			var err error
-			if prev, err = s.LatestSignedAt(ctx, w.q, cid, fe.Kind, relayPub, channel, global); err != nil {
+			if prev, err = s.LatestSignedAt(ctx, cid, fe.Kind, relayPub, channel, global); err != nil {
 				return nil, fmt.Errorf("follow-up %d: latest created_at: %w", fe.Kind, err)
 			}
 		}
@@ -76,11 +76,11 @@ func (w writer) followUps(ctx context.Context, channel string, state bool, notic
 		} else {
 			d := channel
 			dTag = &d
-			if err := s.ReplaceableSupersede(ctx, w.q, store.ReplaceableKey{CommunityID: cid, Kind: fe.Kind, Pubkey: relayPub, DTag: dTag}); err != nil {
+			if err := s.ReplaceableSupersede(ctx, store.ReplaceableKey{CommunityID: cid, Kind: fe.Kind, Pubkey: relayPub, DTag: dTag}); err != nil {
 				return nil, fmt.Errorf("follow-up %d: supersede: %w", fe.Kind, err)
 			}
 		}
-		if _, err := s.EventInsert(ctx, w.q, store.EventInsertParams{CommunityID: cid, Event: fe, Channel: fchannel, DTag: dTag}); err != nil {
+		if _, err := s.EventInsert(ctx, store.EventInsertParams{CommunityID: cid, Event: fe, Channel: fchannel, DTag: dTag}); err != nil {
 			return nil, fmt.Errorf("follow-up %d: %w", fe.Kind, err)
 		}
 	}

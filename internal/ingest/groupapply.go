@@ -64,7 +64,7 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 	if ev.Kind == event.KindCreateGroup {
 		return c.create(ctx, w)
 	}
-	ch, found, err := s.ChannelLock(ctx, w.q, cid, c.channel)
+	ch, found, err := s.ChannelLock(ctx, cid, c.channel)
 	if err != nil {
 		return groupEffect{}, fmt.Errorf("lock channel %s: %w", c.channel, err)
 	}
@@ -78,7 +78,7 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 	if ch.Archived && (ev.Kind != event.KindEditMetadata || !g.unarchive) { // 15
 		return groupEffect{}, invalid("channel is archived")
 	}
-	actorRole, actorActive, err := s.ChannelMemberRole(ctx, w.q, cid, c.channel, ev.PubKey)
+	actorRole, actorActive, err := s.ChannelMemberRole(ctx, cid, c.channel, ev.PubKey)
 	if err != nil {
 		return groupEffect{}, fmt.Errorf("actor role: %w", err)
 	}
@@ -97,7 +97,7 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 		if private {
 			return groupEffect{}, reject(wire.Restricted, "channel is private")
 		}
-		if err := s.ChannelMemberUpsert(ctx, w.q, cid, c.channel, ev.PubKey, "member", ev.PubKey); err != nil {
+		if err := s.ChannelMemberUpsert(ctx, cid, c.channel, ev.PubKey, "member", ev.PubKey); err != nil {
 			return groupEffect{}, fmt.Errorf("add member: %w", err)
 		}
 		return groupEffect{state: true, notices: []notice{{kind: event.KindMemberAdded, target: ev.PubKey}},
@@ -110,10 +110,10 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 		if actorRole != "owner" {
 			return groupEffect{}, invalid("only owner can delete group")
 		}
-		if err := s.ChannelUpdate(ctx, w.q, store.ChannelUpdateParams{CommunityID: cid, ID: c.channel, Actor: ev.PubKey, Deleted: true}); err != nil {
+		if err := s.ChannelUpdate(ctx, store.ChannelUpdateParams{CommunityID: cid, ID: c.channel, Actor: ev.PubKey, Deleted: true}); err != nil {
 			return groupEffect{}, fmt.Errorf("delete channel: %w", err)
 		}
-		if err := s.ChannelStateEventsDelete(ctx, w.q, cid, c.channel); err != nil {
+		if err := s.ChannelStateEventsDelete(ctx, cid, c.channel); err != nil {
 			return groupEffect{}, fmt.Errorf("delete channel state events: %w", err)
 		}
 		return groupEffect{after: outcome{forgetAll: true, evict: eviction{all: true}}}, nil
@@ -125,7 +125,7 @@ func (c groupChange) run(ctx context.Context, w writer) (groupEffect, error) {
 func (c groupChange) create(ctx context.Context, w writer) (groupEffect, error) {
 	ev, cid, s, g := w.ev(), w.cid(), w.store(), &c.cmd
 	if c.chosen {
-		exists, err := s.ChannelExists(ctx, w.q, cid, c.channel)
+		exists, err := s.ChannelExists(ctx, cid, c.channel)
 		if err != nil {
 			return groupEffect{}, fmt.Errorf("channel exists: %w", err)
 		}
@@ -133,7 +133,7 @@ func (c groupChange) create(ctx context.Context, w writer) (groupEffect, error) 
 			return groupEffect{}, conflict(wire.Reason(wire.Duplicate, "channel already exists"))
 		}
 	}
-	err := s.ChannelCreate(ctx, w.q, store.ChannelCreateParams{CommunityID: cid, ID: c.channel, Name: g.name,
+	err := s.ChannelCreate(ctx, store.ChannelCreateParams{CommunityID: cid, ID: c.channel, Name: g.name,
 		Type: g.channelType, Visibility: g.visibility, Description: g.about, CreatedBy: ev.PubKey})
 	if errors.Is(err, pg.ErrDuplicate) {
 		return groupEffect{}, conflict(wire.Reason(wire.Duplicate, "channel already exists"))
@@ -156,7 +156,7 @@ func (c groupChange) editMetadata(ctx context.Context, w writer, ch store.Channe
 	}
 	meta := g.meta // a copy: the command is not modified
 	meta.CommunityID, meta.ID, meta.Actor = cid, c.channel, ev.PubKey
-	if err := s.ChannelUpdate(ctx, w.q, meta); err != nil {
+	if err := s.ChannelUpdate(ctx, meta); err != nil {
 		return groupEffect{}, fmt.Errorf("update channel: %w", err)
 	}
 	eff := groupEffect{state: true}
@@ -167,7 +167,7 @@ func (c groupChange) editMetadata(ctx context.Context, w writer, ch store.Channe
 		}
 	}
 	if g.unarchive && ch.Archived {
-		members, err := s.ChannelMembers(ctx, w.q, cid, c.channel)
+		members, err := s.ChannelMembers(ctx, cid, c.channel)
 		if err != nil {
 			return groupEffect{}, fmt.Errorf("members: %w", err)
 		}
@@ -188,7 +188,7 @@ func (c groupChange) putUser(ctx context.Context, w writer, actorRole string) (g
 	if elevated(g.role) && !elevated(actorRole) {
 		return groupEffect{}, invalid("only owners/admins may grant elevated roles")
 	}
-	curRole, curActive, err := s.ChannelMemberRole(ctx, w.q, cid, c.channel, g.target)
+	curRole, curActive, err := s.ChannelMemberRole(ctx, cid, c.channel, g.target)
 	if err != nil {
 		return groupEffect{}, fmt.Errorf("target role: %w", err)
 	}
@@ -212,7 +212,7 @@ func (c groupChange) putUser(ctx context.Context, w writer, actorRole string) (g
 		role = g.role
 	}
 	if g.target != ev.PubKey && !curActive { // third-party add: the target's policy
-		policy, owner, err := s.UserAddPolicy(ctx, w.q, cid, g.target)
+		policy, owner, err := s.UserAddPolicy(ctx, cid, g.target)
 		if err != nil {
 			return groupEffect{}, fmt.Errorf("add policy of %s: %w", g.target, err)
 		}
@@ -228,7 +228,7 @@ func (c groupChange) putUser(ctx context.Context, w writer, actorRole string) (g
 			return groupEffect{}, invalid("policy:nobody — this agent has disabled external channel additions")
 		}
 	}
-	if err := s.ChannelMemberUpsert(ctx, w.q, cid, c.channel, g.target, role, ev.PubKey); err != nil {
+	if err := s.ChannelMemberUpsert(ctx, cid, c.channel, g.target, role, ev.PubKey); err != nil {
 		return groupEffect{}, fmt.Errorf("put member %s: %w", g.target, err)
 	}
 	return groupEffect{state: true, notices: []notice{{kind: event.KindMemberAdded, target: g.target}},
@@ -253,7 +253,7 @@ func (c groupChange) removeUser(ctx context.Context, w writer, target, actorRole
 		if !elevated(actorRole) {
 			return groupEffect{}, invalid("actor not authorized")
 		}
-		role, active, err := s.ChannelMemberRole(ctx, w.q, cid, c.channel, target)
+		role, active, err := s.ChannelMemberRole(ctx, cid, c.channel, target)
 		if err != nil {
 			return groupEffect{}, fmt.Errorf("target role: %w", err)
 		}
@@ -265,7 +265,7 @@ func (c groupChange) removeUser(ctx context.Context, w writer, target, actorRole
 			}
 		}
 	}
-	if err := s.ChannelMemberRemove(ctx, w.q, cid, c.channel, target, ev.PubKey); err != nil {
+	if err := s.ChannelMemberRemove(ctx, cid, c.channel, target, ev.PubKey); err != nil {
 		return groupEffect{}, fmt.Errorf("remove member %s: %w", target, err)
 	}
 	return groupEffect{state: true, notices: []notice{{kind: event.KindMemberRemoved, target: target}},
@@ -276,7 +276,7 @@ func (c groupChange) removeUser(ctx context.Context, w writer, target, actorRole
 // event of the channel.
 func (c groupChange) adminDelete(ctx context.Context, w writer, private bool, actorRole string, actorActive bool) (groupEffect, error) {
 	ev := w.ev()
-	ref, err := w.store().EventLookup(ctx, w.q, w.cid(), c.cmd.targetEvent)
+	ref, err := w.store().EventLookup(ctx, w.cid(), c.cmd.targetEvent)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && ref.Deleted) {
 		return groupEffect{}, invalid("target event not found")
 	}
@@ -297,7 +297,7 @@ func (c groupChange) adminDelete(ctx context.Context, w writer, private bool, ac
 }
 
 func (c groupChange) ownerCount(ctx context.Context, w writer) (int, error) {
-	members, err := w.store().ChannelMembers(ctx, w.q, w.cid(), c.channel)
+	members, err := w.store().ChannelMembers(ctx, w.cid(), c.channel)
 	if err != nil {
 		return 0, fmt.Errorf("count owners: %w", err)
 	}

@@ -106,8 +106,7 @@ func (g *groupCommit) flush() {
 func (g *groupCommit) commit(batch []*groupItem) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
-	st := g.p.cfg.Store
-	q := g.p.cfg.Pool
+	st := g.p.st
 	m := g.p.cfg.Metrics
 	m.GroupCommitEvents.Observe(float64(len(batch)))
 	ambiguous := false
@@ -124,7 +123,7 @@ func (g *groupCommit) commit(batch []*groupItem) {
 		for i, it := range batch {
 			ps[i] = it.params
 		}
-		res, err := st.EventInsertBatch(ctx, q, ps)
+		res, err := st.EventInsertBatch(ctx, ps)
 		if err == nil {
 			for i, it := range batch {
 				it.res = res[i]
@@ -138,7 +137,7 @@ func (g *groupCommit) commit(batch []*groupItem) {
 		ambiguous = pg.MayHaveCommitted(err)
 	}
 	for _, it := range batch {
-		it.res, it.err = st.EventInsertCounted(ctx, q, it.params)
+		it.res, it.err = st.EventInsertCounted(ctx, it.params)
 		if ambiguous && it.err == nil && !it.res.Inserted {
 			// The failed batch may have committed this event: stored,
 			// and not yet fanned out by anyone (ambiguous.go).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 func TestGroupFamily(t *testing.T) {
@@ -24,7 +25,7 @@ func TestGroupFamily(t *testing.T) {
 		{name: "Create", want: accepted(), build: by(event.KindCreateGroup, eventtest.Tag("name", " #general "), eventtest.Tag("channel_type", "forum")),
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
 				ref, _ := b.lookup(t, ev.ID)
-				ch, found, err := b.store.ChannelLock(context.Background(), b.pool, b.tenant.CommunityID, ref.Channel)
+				ch, found, err := store.New(b.pool).ChannelLock(context.Background(), b.tenant.CommunityID, ref.Channel)
 				require.NoError(t, err)
 				require.True(t, found)
 				require.Equal(t, "general", ch.Name)
@@ -118,7 +119,7 @@ func TestGroupFamily(t *testing.T) {
 			},
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
 				ch := channelOf(ev)
-				st, err := b.store.ChannelStateGet(context.Background(), b.pool, b.tenant.CommunityID, ch, ev.PubKey)
+				st, err := store.New(b.pool).ChannelStateGet(context.Background(), b.tenant.CommunityID, ch, ev.PubKey)
 				require.NoError(t, err)
 				require.False(t, st.Open)
 				require.Equal(t, []string{"non-members"}, b.evictions(ch))
@@ -151,7 +152,7 @@ func TestGroupFamily(t *testing.T) {
 			},
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
 				ch := channelOf(ev)
-				st, err := b.store.ChannelStateGet(context.Background(), b.pool, b.tenant.CommunityID, ch, ev.PubKey)
+				st, err := store.New(b.pool).ChannelStateGet(context.Background(), b.tenant.CommunityID, ch, ev.PubKey)
 				require.NoError(t, err)
 				require.True(t, st.Deleted)
 				require.Zero(t, b.relayEvents(t, event.KindGroupMetadata, ch))

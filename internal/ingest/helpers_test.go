@@ -40,7 +40,7 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	b := &testBundle{pool: pool, store: s, tenant: tenant.Tenant{CommunityID: c.ID, Host: "relay.test"},
 		relay: eventtest.NewKey(), fanout: &recorder{}}
-	b.p = New(Config{Pool: pool, Store: s, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true,
+	b.p = New(Config{Pool: pool, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true,
 		EvictFunc: func(_, channel, pubkey string, nonMembersOnly func(string) bool) {
 			switch {
 			case nonMembersOnly != nil:
@@ -119,7 +119,7 @@ func (b *testBundle) channel(t *testing.T, owner eventtest.Key, opts ...eventtes
 	// A content of its own: two channels of one owner in one second are two events.
 	ev := owner.Signed(t, event.KindCreateGroup, append([]eventtest.Option{eventtest.Tag("name", "c"), eventtest.Content(uuid.NewString())}, opts...)...)
 	b.mustSubmit(t, owner, ev)
-	ch, err := b.store.EventLookup(context.Background(), b.pool, b.tenant.CommunityID, ev.ID)
+	ch, err := store.New(b.pool).EventLookup(context.Background(), b.tenant.CommunityID, ev.ID)
 	require.NoError(t, err)
 	require.NotEmpty(t, ch.Channel)
 	return ch.Channel
@@ -133,7 +133,7 @@ func (b *testBundle) join(t *testing.T, who eventtest.Key, channel string) {
 
 func (b *testBundle) lookup(t *testing.T, id string) (store.EventRef, bool) {
 	t.Helper()
-	ref, err := b.store.EventLookup(context.Background(), b.pool, b.tenant.CommunityID, id)
+	ref, err := store.New(b.pool).EventLookup(context.Background(), b.tenant.CommunityID, id)
 	if err != nil {
 		require.ErrorContains(t, err, "not found")
 		return store.EventRef{}, false
@@ -150,7 +150,7 @@ func (b *testBundle) live(t *testing.T, id string) bool {
 
 func (b *testBundle) role(t *testing.T, channel string, who eventtest.Key) string {
 	t.Helper()
-	st, err := b.store.ChannelStateGet(context.Background(), b.pool, b.tenant.CommunityID, channel, who.PubKey)
+	st, err := store.New(b.pool).ChannelStateGet(context.Background(), b.tenant.CommunityID, channel, who.PubKey)
 	require.NoError(t, err)
 	return st.Role
 }

@@ -30,8 +30,9 @@ const (
 
 // Config configures a Pipeline.
 type Config struct {
-	Pool  *pgxpool.Pool
-	Store *store.Store
+	// Pool is the writer: every statement of the pipeline runs on it or in
+	// a transaction it begins. Required.
+	Pool *pgxpool.Pool
 	// Broadcaster receives every committed and ephemeral event. Required.
 	Broadcaster Broadcaster
 	// Metrics receives the ingest metrics. Default metrics.Disabled().
@@ -89,6 +90,8 @@ type Pipeline struct {
 	log     *slog.Logger
 	group   *groupCommit // nil when GroupCommitMax is 1
 	resolve *resolver
+	// st runs the statements outside a transaction, on Config.Pool.
+	st *store.Store
 }
 
 // New returns a Pipeline.
@@ -115,7 +118,7 @@ func New(cfg Config) *Pipeline {
 	if cfg.MaxPTags <= 0 {
 		cfg.MaxPTags = DefaultMaxPTags
 	}
-	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest")}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest"), st: store.New(cfg.Pool)}
 	p.resolve = newResolver(p)
 	if cfg.GroupCommitMax > 1 {
 		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax}
@@ -328,7 +331,7 @@ func (p *Pipeline) ephemeral(ctx context.Context, req *Request) error {
 	ev := &req.Event
 	channel := channelFromTags(ev.Tags)
 	if channel != "" {
-		st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, req.Tenant.CommunityID, channel, ev.PubKey)
+		st, err := p.st.ChannelStateGet(ctx, req.Tenant.CommunityID, channel, ev.PubKey)
 		if err != nil {
 			return fmt.Errorf("ephemeral: channel access %s: %w", channel, err)
 		}
@@ -370,7 +373,7 @@ func (p *Pipeline) evictions(cid, ch string, e eviction) func() {
 			evict(cid, ch, "", func(pubkey string) bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				defer cancel()
-				st, err := p.cfg.Store.ChannelStateGet(ctx, p.cfg.Pool, cid, ch, pubkey)
+				st, err := p.st.ChannelStateGet(ctx, cid, ch, pubkey)
 				return err != nil || !st.ActiveMember()
 			})
 		default:

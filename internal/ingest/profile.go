@@ -59,12 +59,12 @@ func (c profileChange) apply(ctx context.Context, w writer) (outcome, error) {
 	}
 	ev := w.ev()
 	if ev.Kind == event.KindProfile {
-		if err := w.store().UserSetNIP05(ctx, w.q, w.cid(), ev.PubKey, c.nip05); err != nil {
+		if err := w.store().UserSetNIP05(ctx, w.cid(), ev.PubKey, c.nip05); err != nil {
 			return outcome{}, fmt.Errorf("set nip05: %w", err)
 		}
 	}
 	if c.addPolicy != "" {
-		if err := w.store().UserSetAddPolicy(ctx, w.q, w.cid(), ev.PubKey, c.addPolicy); err != nil {
+		if err := w.store().UserSetAddPolicy(ctx, w.cid(), ev.PubKey, c.addPolicy); err != nil {
 			return outcome{}, fmt.Errorf("set add policy: %w", err)
 		}
 	}

@@ -29,7 +29,7 @@ func (reactionFamily) route(ctx context.Context, p *Pipeline, req *Request) (rou
 	if target == "" {
 		return route{}, invalid("reaction must reference a target event via e tag")
 	}
-	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, req.Tenant.CommunityID, target)
+	ref, err := p.st.EventLookup(ctx, req.Tenant.CommunityID, target)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && ref.Deleted) {
 		return route{}, invalid("reaction target event not found")
 	}
@@ -61,7 +61,7 @@ type reactionChange struct {
 // duplicate: with OK false and stores nothing.
 func (c reactionChange) apply(ctx context.Context, w writer) (outcome, error) {
 	ev := w.ev()
-	fresh, err := w.store().ReactionAdd(ctx, w.q, store.ReactionAddParams{
+	fresh, err := w.store().ReactionAdd(ctx, store.ReactionAddParams{
 		CommunityID: w.cid(), Target: c.target.ID, TargetCreatedAt: c.target.CreatedAt,
 		Pubkey: ev.PubKey, Emoji: c.emoji, ReactionEventID: ev.ID,
 	})

@@ -51,24 +51,24 @@ func (e notStored) Is(target error) bool { return target == errDuplicate }
 
 func (c readStateChange) apply(ctx context.Context, w writer) (outcome, error) {
 	s, ev := w.store(), w.ev()
-	if err := s.AdvisoryXactLock(ctx, w.q, lockKey(c.key)); err != nil { // 1
+	if err := s.AdvisoryXactLock(ctx, lockKey(c.key)); err != nil { // 1
 		return outcome{}, fmt.Errorf("lock coordinate: %w", err)
 	}
-	head, found, err := s.ReplaceableHead(ctx, w.q, c.key) // 3
+	head, found, err := s.ReplaceableHead(ctx, c.key) // 3
 	if err != nil {
 		return outcome{}, fmt.Errorf("read head: %w", err)
 	}
 	if found && !newer(ev, head) { // 4
 		return outcome{}, notStored{lostTo(ev, head)}
 	}
-	mark, marked, err := s.ReadStateWatermark(ctx, w.q, c.key)
+	mark, marked, err := s.ReadStateWatermark(ctx, c.key)
 	if err != nil {
 		return outcome{}, err
 	}
 	if marked && !newer(ev, mark) {
 		return outcome{}, notStored{lostTo(ev, mark)}
 	}
-	deleted, err := s.ReadStateRemoveHead(ctx, w.q, c.key) // 5
+	deleted, err := s.ReadStateRemoveHead(ctx, c.key) // 5
 	if err != nil {
 		return outcome{}, err
 	}
@@ -80,7 +80,7 @@ func (c readStateChange) apply(ctx context.Context, w writer) (outcome, error) {
 	case err != nil:
 		return outcome{}, err
 	}
-	if err := s.ReadStateAdvance(ctx, w.q, c.key, ev.ID, ev.CreatedAt); err != nil { // 7
+	if err := s.ReadStateAdvance(ctx, c.key, ev.ID, ev.CreatedAt); err != nil { // 7
 		return outcome{}, err
 	}
 	return outcome{channel: c.channel, readState: true, readStateDeleted: deleted}, nil

@@ -75,17 +75,17 @@ func (c replaceChange) apply(ctx context.Context, w writer) (outcome, error) {
 // event.
 func (c replaceChange) replace(ctx context.Context, w writer) error {
 	s := w.store()
-	if err := s.AdvisoryXactLock(ctx, w.q, lockKey(c.key)); err != nil {
+	if err := s.AdvisoryXactLock(ctx, lockKey(c.key)); err != nil {
 		return fmt.Errorf("lock key: %w", err)
 	}
-	head, found, err := s.ReplaceableHead(ctx, w.q, c.key)
+	head, found, err := s.ReplaceableHead(ctx, c.key)
 	if err != nil {
 		return fmt.Errorf("read head: %w", err)
 	}
 	if found && !newer(w.ev(), head) {
 		return errDuplicate
 	}
-	if err := s.ReplaceableSupersede(ctx, w.q, c.key); err != nil {
+	if err := s.ReplaceableSupersede(ctx, c.key); err != nil {
 		return fmt.Errorf("supersede head %s: %w", head.ID, err)
 	}
 	return w.insertEvent(ctx, c.channel, c.dTag)

@@ -14,6 +14,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/logtest"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // retryOnce makes the first COMMIT of a transaction holding a chosen event
@@ -114,7 +115,7 @@ func TestRetriedApply(t *testing.T) {
 			return k, k.Signed(t, event.KindStreamMessage, eventtest.Channel(ch), reply(parent.ID))
 		}, check: func(t *testing.T, b *testBundle, ev event.Event) {
 			_, parent := markedRefs(ev.Tags)
-			top, _, err := b.store.ThreadGet(context.Background(), b.pool, b.tenant.CommunityID, parent)
+			top, _, err := store.New(b.pool).ThreadGet(context.Background(), b.tenant.CommunityID, parent)
 			require.NoError(t, err)
 			require.Equal(t, 1, top.ReplyCount)
 		}},

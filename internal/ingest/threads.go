@@ -46,8 +46,8 @@ func (threadFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt
 	if root == "" {
 		root = reply
 	}
-	s := p.cfg.Store
-	parent, err := s.EventLookup(ctx, p.cfg.Pool, cid, reply)
+
+	parent, err := p.st.EventLookup(ctx, cid, reply)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && parent.Deleted) {
 		return nil, invalid("reply parent not found")
 	}
@@ -60,7 +60,7 @@ func (threadFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt
 	if parent.Channel != rt.channel {
 		return nil, invalid("parent event belongs to a different channel")
 	}
-	row, hasRow, err := s.ThreadGet(ctx, p.cfg.Pool, cid, parent.ID)
+	row, hasRow, err := p.st.ThreadGet(ctx, cid, parent.ID)
 	if err != nil {
 		return nil, fmt.Errorf("thread row of %s: %w", parent.ID, err)
 	}
@@ -90,7 +90,7 @@ func (threadFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt
 		if hasRow && row.RootCreatedAt != 0 {
 			rootCreated = row.RootCreatedAt
 		} else {
-			r, err := s.EventLookup(ctx, p.cfg.Pool, cid, expected)
+			r, err := p.st.EventLookup(ctx, cid, expected)
 			if errors.Is(err, pg.ErrNotFound) {
 				return nil, invalid("root tag does not match thread ancestry")
 			}
@@ -117,7 +117,7 @@ func (c replyChange) apply(ctx context.Context, w writer) (outcome, error) {
 	if err := w.insertEvent(ctx, c.channel, nil); err != nil {
 		return outcome{}, err
 	}
-	if err := w.store().ThreadReplyAdd(ctx, w.q, c.thread); err != nil {
+	if err := w.store().ThreadReplyAdd(ctx, c.thread); err != nil {
 		return outcome{}, fmt.Errorf("thread row under %s: %w", c.thread.ParentID, err)
 	}
 	return outcome{channel: c.channel}, nil
@@ -133,7 +133,7 @@ func (editFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt r
 	if target == "" {
 		return nil, invalid("missing e tag for edit target")
 	}
-	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, req.Tenant.CommunityID, target)
+	ref, err := p.st.EventLookup(ctx, req.Tenant.CommunityID, target)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && ref.Deleted) {
 		return nil, invalid("edit target event not found")
 	}
@@ -164,7 +164,7 @@ func (voteFamily) authorize(ctx context.Context, p *Pipeline, req *Request, rt r
 	if target == "" {
 		return nil, invalid("missing e tag for vote target")
 	}
-	ref, err := p.cfg.Store.EventLookup(ctx, p.cfg.Pool, req.Tenant.CommunityID, target)
+	ref, err := p.st.EventLookup(ctx, req.Tenant.CommunityID, target)
 	if errors.Is(err, pg.ErrNotFound) || (err == nil && ref.Deleted) {
 		return nil, invalid("vote target event not found")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // member returns a fresh key that joined a fresh open channel, the channel,
@@ -43,14 +44,14 @@ func TestThreadFamily(t *testing.T) {
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
 				ctx := context.Background()
 				_, parent := markedRefs(ev.Tags)
-				row, found, err := b.store.ThreadGet(ctx, b.pool, b.tenant.CommunityID, ev.ID)
+				row, found, err := store.New(b.pool).ThreadGet(ctx, b.tenant.CommunityID, ev.ID)
 				require.NoError(t, err)
 				require.True(t, found)
 				require.Equal(t, parent, row.ParentID)
 				require.Equal(t, parent, row.RootID)
 				require.Equal(t, 1, row.Depth)
 				require.True(t, row.Broadcast)
-				top, _, err := b.store.ThreadGet(ctx, b.pool, b.tenant.CommunityID, parent)
+				top, _, err := store.New(b.pool).ThreadGet(ctx, b.tenant.CommunityID, parent)
 				require.NoError(t, err)
 				require.Equal(t, 1, top.ReplyCount)
 				require.Equal(t, 1, top.DescendantCount)
@@ -62,7 +63,7 @@ func TestThreadFamily(t *testing.T) {
 				return k, k.Signed(t, event.KindForumComment, eventtest.Channel(ch), rootOf(root.ID), reply(mid.ID))
 			},
 			check: func(t *testing.T, b *testBundle, ev event.Event) {
-				row, _, err := b.store.ThreadGet(context.Background(), b.pool, b.tenant.CommunityID, ev.ID)
+				row, _, err := store.New(b.pool).ThreadGet(context.Background(), b.tenant.CommunityID, ev.ID)
 				require.NoError(t, err)
 				require.Equal(t, 2, row.Depth)
 			}},

@@ -221,7 +221,7 @@ func (b *testBundle) worker(t *testing.T, pool *pgxpool.Pool, listeners map[stri
 		hooks = append(hooks, h)
 	}
 	w := listener.NewWorker(listener.Config{
-		Pool: pool, Store: b.st, Listeners: urls, Client: b.client(t, 2*time.Second, hooks...),
+		Pool: pool, Listeners: urls, Client: b.client(t, 2*time.Second, hooks...),
 		Logger: b.log, Metrics: b.m,
 	})
 	w.TestSignals.Init()

@@ -2,14 +2,12 @@ package listener
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/metrics"
-	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/testsignal"
@@ -30,17 +28,10 @@ const (
 	reapTimeout = time.Minute
 )
 
-// outboxRowsSQL counts the outbox by state for
-// buzz_operator_listener_outbox_rows.
-const outboxRowsSQL = `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'sending')
-	FROM operator_listener_outbox`
-
 // ReaperConfig configures a Reaper.
 type ReaperConfig struct {
 	// Pool is the writer pool. Required.
 	Pool *pgxpool.Pool
-	// Store is the relay's store. Required.
-	Store *store.Store
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Metrics receives the reap metrics. Default metrics.Disabled().
@@ -83,6 +74,7 @@ func (ts *ReaperTestSignals) Init() {
 type Reaper struct {
 	service.Base
 	cfg ReaperConfig
+	st  *store.Store // on cfg.Pool
 	log *slog.Logger
 	m   *metrics.Listener
 
@@ -104,7 +96,7 @@ func NewReaper(cfg ReaperConfig) *Reaper {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reaper{cfg: cfg, log: log, m: &cfg.Metrics.Listener}
+	return &Reaper{cfg: cfg, st: store.New(cfg.Pool), log: log, m: &cfg.Metrics.Listener}
 }
 
 // Start logs "operator-listener registration cleanup started", runs both
@@ -163,12 +155,12 @@ func (r *Reaper) reapRegistrations(ctx context.Context) {
 func (r *Reaper) runOutbox(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
 	defer cancel()
-	n, err := r.cfg.Store.ListenerReapOutbox(ctx, r.cfg.Pool, Eligibility)
+	n, err := r.st.ListenerReapOutbox(ctx, Eligibility)
 	if err != nil {
 		return 0, err
 	}
 	r.m.Reaped.WithLabelValues("outbox").Add(float64(n))
-	pending, sending, err := outboxRows(ctx, r.cfg.Pool)
+	pending, sending, err := r.st.ListenerOutboxCounts(ctx)
 	if err != nil {
 		return n, err
 	}
@@ -181,18 +173,10 @@ func (r *Reaper) runOutbox(ctx context.Context) (int64, error) {
 func (r *Reaper) runRegistrations(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
 	defer cancel()
-	n, err := r.cfg.Store.ListenerReapRegistrations(ctx, r.cfg.Pool, RegistrationLifetime)
+	n, err := r.st.ListenerReapRegistrations(ctx, RegistrationLifetime)
 	if err != nil {
 		return 0, err
 	}
 	r.m.Reaped.WithLabelValues("pubkeys").Add(float64(n))
 	return n, nil
-}
-
-// outboxRows counts the outbox's pending and sending rows.
-func outboxRows(ctx context.Context, q pg.Querier) (pending, sending int64, err error) {
-	if err := q.QueryRow(ctx, outboxRowsSQL).Scan(&pending, &sending); err != nil {
-		return 0, 0, fmt.Errorf("count listener outbox rows: %w", err)
-	}
-	return pending, sending, nil
 }

@@ -22,7 +22,7 @@ func (b *testBundle) register(t *testing.T, l, target string, age time.Duration)
 
 func (b *testBundle) reaper(t *testing.T, cfg listener.ReaperConfig) *listener.Reaper {
 	t.Helper()
-	cfg.Pool, cfg.Store, cfg.Logger, cfg.Metrics = b.pool, b.st, b.log, b.m
+	cfg.Pool, cfg.Logger, cfg.Metrics = b.pool, b.log, b.m
 	r := listener.NewReaper(cfg)
 	r.TestSignals.Init()
 	require.NoError(t, r.Start(context.Background()))

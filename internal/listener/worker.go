@@ -49,8 +49,6 @@ const (
 type Config struct {
 	// Pool is the writer pool. Required.
 	Pool *pgxpool.Pool
-	// Store is the relay's store. Required.
-	Store *store.Store
 	// Listeners maps each listener configured on this process (lowercase
 	// hex pubkey) to its normalized delivery URL. Only these listeners'
 	// rows are claimed; with none, no claim runs a statement.
@@ -109,6 +107,7 @@ func (ts *WorkerTestSignals) Init() {
 type Worker struct {
 	service.Base
 	cfg      Config
+	st       *store.Store // on cfg.Pool
 	log      *slog.Logger
 	m        *metrics.Listener
 	routable []string
@@ -133,7 +132,7 @@ func NewWorker(cfg Config) *Worker {
 		routable = append(routable, pubkey)
 	}
 	sort.Strings(routable)
-	return &Worker{cfg: cfg, log: log, m: &cfg.Metrics.Listener, routable: routable}
+	return &Worker{cfg: cfg, st: store.New(cfg.Pool), log: log, m: &cfg.Metrics.Listener, routable: routable}
 }
 
 // Start runs the loop until ctx ends or Stop, logging
@@ -196,7 +195,7 @@ func (w *Worker) loop(ctx context.Context) {
 // client's timeout.
 func (w *Worker) runOnce(ctx context.Context) (int, error) {
 	now := w.cfg.NowFunc()
-	rows, err := w.cfg.Store.ListenerClaim(ctx, w.cfg.Pool, w.routable, ClaimLimit, now.Add(-Eligibility), now.Add(Lease))
+	rows, err := w.st.ListenerClaim(ctx, w.routable, ClaimLimit, now.Add(-Eligibility), now.Add(Lease))
 	if err != nil {
 		return 0, err
 	}
@@ -231,20 +230,20 @@ func (w *Worker) deliver(ctx context.Context, d store.ListenerDelivery) {
 	switch {
 	case out.Kind == notify.Accepted:
 		res.Outcome = outcomeAccepted
-		applied, err = w.cfg.Store.ListenerComplete(actx, w.cfg.Pool, d.ID, d.ClaimID)
+		applied, err = w.st.ListenerComplete(actx, d.ID, d.ClaimID)
 	case out.Kind == notify.Retry && d.Attempts < notify.MaxAttempts:
 		res.Outcome, res.Reason = outcomeRetry, out.Reason
 		delay := notify.RetryDelay(d.Attempts)
 		w.log.Warn("operator-listener delivery failed; retrying",
 			append(attrs, slog.String("reason", out.Reason), slog.Duration("retry_in", delay))...)
-		applied, err = w.cfg.Store.ListenerRetry(actx, w.cfg.Pool, d.ID, d.ClaimID, w.cfg.NowFunc().Add(delay))
+		applied, err = w.st.ListenerRetry(actx, d.ID, d.ClaimID, w.cfg.NowFunc().Add(delay))
 	default:
 		res.Outcome, res.Reason = outcomeFailed, out.Reason
 		if out.Kind == notify.Retry {
 			res.Reason = "retries exhausted: " + out.Reason
 		}
 		w.log.Warn("operator-listener delivery failed permanently", append(attrs, slog.String("reason", res.Reason))...)
-		applied, err = w.cfg.Store.ListenerComplete(actx, w.cfg.Pool, d.ID, d.ClaimID)
+		applied, err = w.st.ListenerComplete(actx, d.ID, d.ClaimID)
 	}
 	w.m.Deliveries.WithLabelValues(res.Outcome).Inc()
 	switch {

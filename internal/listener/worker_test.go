@@ -63,13 +63,13 @@ func TestWorkerAccepted(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		l1, l2, target := eventtest.NewKey().PubKey, eventtest.NewKey().PubKey, eventtest.NewKey().PubKey
-		require.NoError(t, b.st.ListenerRegister(context.Background(), b.pool, l1, []string{target}))
-		require.NoError(t, b.st.ListenerRegister(context.Background(), b.pool, l2, []string{target}))
+		require.NoError(t, store.New(b.pool).ListenerRegister(context.Background(), l1, []string{target}))
+		require.NoError(t, store.New(b.pool).ListenerRegister(context.Background(), l2, []string{target}))
 		c := fixture.Community(t, b.pool)
 		author := eventtest.NewKey()
 		ch := fixture.Channel(t, b.pool, c.ID, author)
 		ev := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", strings.ToUpper(target)), eventtest.Content("secret words"))
-		inserted, err := b.st.EventInsert(context.Background(), b.pool, store.EventInsertParams{
+		inserted, err := store.New(b.pool).EventInsert(context.Background(), store.EventInsertParams{
 			CommunityID: c.ID, Event: &ev, Channel: ch, ListenerTargets: store.MentionTargets(&ev)})
 		require.NoError(t, err)
 		require.True(t, inserted)
@@ -139,7 +139,7 @@ func TestWorkerTerminal(t *testing.T) {
 		})
 		id := b.enqueue(t, row{listener: l, community: b.community(t, fixture.Host())})
 		urls := map[string]string{l: h.url()}
-		w := listener.NewWorker(listener.Config{Pool: b.pool, Store: b.st, Listeners: urls,
+		w := listener.NewWorker(listener.Config{Pool: b.pool, Listeners: urls,
 			Client: b.client(t, 2*time.Second, h, target), Logger: b.log, Metrics: b.m})
 		w.TestSignals.Init()
 		require.NoError(t, w.Start(context.Background()))
@@ -260,7 +260,7 @@ func TestWorkerRetry(t *testing.T) {
 		id := b.enqueue(t, row{listener: l, community: b.community(t, fixture.Host())})
 		c := notify.NewClient(300*time.Millisecond, b.relayKey)
 		t.Cleanup(c.CloseIdleConnections)
-		w := listener.NewWorker(listener.Config{Pool: b.pool, Store: b.st, Listeners: map[string]string{l: "https://" + ln.Addr().String() + "/hook"},
+		w := listener.NewWorker(listener.Config{Pool: b.pool, Listeners: map[string]string{l: "https://" + ln.Addr().String() + "/hook"},
 			Client: c, Logger: b.log, Metrics: b.m})
 		w.TestSignals.Init()
 		require.NoError(t, w.Start(context.Background()))
@@ -328,7 +328,7 @@ func TestWorkerStaleClaim(t *testing.T) {
 	// another claim takes the row.
 	b.exec(t, `UPDATE operator_listener_outbox SET lease_until = now() - interval '1 second' WHERE id = $1`, id)
 	now := time.Now()
-	taken, err := b.st.ListenerClaim(context.Background(), b.pool, []string{l}, 10, now.Add(-listener.Eligibility), now.Add(listener.Lease))
+	taken, err := store.New(b.pool).ListenerClaim(context.Background(), []string{l}, 10, now.Add(-listener.Eligibility), now.Add(listener.Lease))
 	require.NoError(t, err)
 	require.Len(t, taken, 1)
 	require.Equal(t, 2, taken[0].Attempts)
@@ -385,7 +385,7 @@ func TestWorkerRouting(t *testing.T) {
 
 	// Once older than 15 minutes the reaper deletes it.
 	b.exec(t, `UPDATE operator_listener_outbox SET created_at = now() - interval '16 minutes' WHERE id = $1`, rowC)
-	reaper := listener.NewReaper(listener.ReaperConfig{Pool: b.pool, Store: b.st, Logger: b.log, Metrics: b.m})
+	reaper := listener.NewReaper(listener.ReaperConfig{Pool: b.pool, Logger: b.log, Metrics: b.m})
 	reaper.TestSignals.Init()
 	require.NoError(t, reaper.Start(context.Background()))
 	t.Cleanup(reaper.Stop)
@@ -419,7 +419,7 @@ func TestWorkerNeverClaims(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		l, target := eventtest.NewKey().PubKey, eventtest.NewKey().PubKey
-		require.NoError(t, b.st.ListenerRegister(context.Background(), b.pool, l, []string{target}))
+		require.NoError(t, store.New(b.pool).ListenerRegister(context.Background(), l, []string{target}))
 		h := newHook(t, b.relayPub, status(http.StatusOK))
 		scratch := b.community(t, fixture.Host())
 		orphan := b.enqueue(t, row{listener: l, target: target, community: scratch})
@@ -433,7 +433,7 @@ func TestWorkerNeverClaims(t *testing.T) {
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM operator_listener_pubkeys`), "registrations untouched")
 
 		b.exec(t, `UPDATE operator_listener_outbox SET created_at = now() - interval '16 minutes' WHERE id = $1`, orphan)
-		reaper := listener.NewReaper(listener.ReaperConfig{Pool: b.pool, Store: b.st, Logger: b.log, Metrics: b.m})
+		reaper := listener.NewReaper(listener.ReaperConfig{Pool: b.pool, Logger: b.log, Metrics: b.m})
 		reaper.TestSignals.Init()
 		require.NoError(t, reaper.Start(context.Background()))
 		t.Cleanup(reaper.Stop)

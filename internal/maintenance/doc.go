@@ -12,7 +12,9 @@
 // It also holds two read-only reports on read state: ReadStateReport, which
 // an operator runs by hand (buzz-relay maintenance read-state --report,
 // docs/PROTOCOL.md §14.7), and ReadStatePurges, which the relay logs once after the
-// read-state purge migration (0007).
+// read-state purge migration (0007). Their statements are the store's;
+// this package opens the report's transaction. It holds no SQL on the
+// relay's tables.
 //
 // Each job runs against the database of its process, and several processes
 // may run them against one database (partition creation takes an advisory

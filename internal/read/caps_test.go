@@ -15,7 +15,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // capFilter returns a filter whose field holds n values.
@@ -55,7 +54,7 @@ func TestCaps(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
 	w := newWorld(t, pool)
-	small := read.New(read.Config{Store: store.New(pool),
+	small := read.New(read.Config{Pool: pool,
 		Caps: read.Caps{MaxIDs: 2, MaxAuthors: 3, MaxKinds: 4, MaxTagValues: 5, MaxTagKeys: 2}})
 	cases := []struct {
 		name    string
@@ -139,10 +138,10 @@ func TestCaps(t *testing.T) {
 	})
 	t.Run("Counted", func(t *testing.T) {
 		t.Parallel()
-		e := read.New(read.Config{Store: store.New(pool), Metrics: metrics.New(nil), Caps: read.Caps{MaxKinds: 1}})
+		e := read.New(read.Config{Pool: pool, Metrics: metrics.New(nil), Caps: read.Caps{MaxKinds: 1}})
 		require.Equal(t, read.Caps{MaxIDs: 1000, MaxAuthors: 1000, MaxKinds: 1, MaxTagValues: 1000, MaxTagKeys: 8}, e.Caps())
 		mm := metrics.New(nil)
-		e = read.New(read.Config{Store: store.New(pool), Metrics: mm, Caps: read.Caps{MaxKinds: 1}})
+		e = read.New(read.Config{Pool: pool, Metrics: mm, Caps: read.Caps{MaxKinds: 1}})
 		f, err := event.ParseFilter([]byte(capFilter("kinds", 2)))
 		require.NoError(t, err)
 		_, err = e.Open(context.Background(), read.Request{

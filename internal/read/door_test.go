@@ -18,7 +18,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -46,7 +45,7 @@ func setup(t *testing.T) *world {
 
 func newWorld(t *testing.T, pool *pgxpool.Pool) *world {
 	t.Helper()
-	w := &world{engine: read.New(read.Config{Store: store.New(pool)}), reader: eventtest.NewKey(), other: eventtest.NewKey()}
+	w := &world{engine: read.New(read.Config{Pool: pool}), reader: eventtest.NewKey(), other: eventtest.NewKey()}
 	w.cid = fixture.Community(t, pool).ID
 	w.open = fixture.Channel(t, pool, w.cid, w.other)
 	w.private = fixture.Channel(t, pool, w.cid, w.other, fixture.Private())
@@ -338,7 +337,7 @@ func TestMembershipCacheMetrics(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	m := metrics.New(nil)
 	w := newWorld(t, pool)
-	w.engine = read.New(read.Config{Store: store.New(pool), Metrics: m})
+	w.engine = read.New(read.Config{Pool: pool, Metrics: m})
 	fixture.ChannelMember(t, pool, w.cid, w.private, w.reader, "member")
 	w.rows(t, read.SurfaceQuery, `{"kinds":[9],"#h":["`+w.open+`"]}`)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.MembershipCacheHits), "the open channel is in the access set")

@@ -13,11 +13,15 @@ import (
 	"github.com/buzz-relay/buzz/internal/search"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/window"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Config configures an Engine.
 type Config struct {
-	Store *store.Store
+	// Pool is the writer. The read door's statements run on it, each on a
+	// connection taken within Shares.AcquireTimeout (store.NewReader);
+	// search, snapshots and the NIP-CW windows take theirs as they do.
+	Pool *pgxpool.Pool
 	// Metrics receives the read metrics. Default metrics.Disabled().
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
@@ -57,7 +61,9 @@ type Config struct {
 
 // Engine is the read engine. It is safe for concurrent use.
 type Engine struct {
-	cfg      Config
+	cfg Config
+	// store runs the read door's statements on the writer (Config.Pool).
+	store    *store.Store
 	searcher *search.Searcher
 	mu       sync.Mutex
 	cache    map[accessKey]accessEntry
@@ -103,13 +109,14 @@ func New(cfg Config) *Engine {
 	}
 	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics),
 		readTime: newReadTime(cfg.Shares.TimePerSecond, cfg.Shares.TimeBurst)}
-	if cfg.Store != nil {
-		e.searcher = search.New(search.Config{Pool: cfg.Store.Pool(), RankWindow: cfg.SearchRankWindow})
+	if cfg.Pool != nil {
+		e.store = store.NewReader(cfg.Pool, cfg.Shares.AcquireTimeout)
+		e.searcher = search.New(search.Config{Pool: cfg.Pool, RankWindow: cfg.SearchRankWindow})
 	}
 	if cfg.Replica != nil {
 		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool(), RankWindow: cfg.SearchRankWindow})
 	}
-	e.windows = window.New(window.Config{Store: cfg.Store, Replica: cfg.Replica,
+	e.windows = window.New(window.Config{Pool: cfg.Pool, Replica: cfg.Replica,
 		NoReplicaReason: cfg.NoReplicaReason, Key: cfg.RelayKey, Metrics: cfg.Metrics, Logger: cfg.Logger,
 		MaxBytes: cfg.MaxBytes})
 	return e
@@ -127,7 +134,7 @@ func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 		return ent.acc, nil
 	}
 	e.cfg.Metrics.AccessibleChannelsCacheMisses.Inc()
-	chans, err := e.cfg.Store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
+	chans, err := e.store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +183,7 @@ func (e *Engine) confirm(ctx context.Context, sc Scope, acc *Access, requested [
 	e.cfg.Metrics.MembershipCacheHits.Add(float64(len(out)))
 	e.cfg.Metrics.MembershipCacheMisses.Add(float64(len(misses)))
 	if len(misses) > 0 {
-		more, err := e.cfg.Store.ChannelsAccessible(ctx, sc.CommunityID, sc.Reader, misses)
+		more, err := e.store.ChannelsAccessible(ctx, sc.CommunityID, sc.Reader, misses)
 		if err != nil {
 			return nil, err
 		}
@@ -230,11 +237,11 @@ func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *
 	}
 	var rows []store.EventRow
 	var err error
+	st := e.store
 	if on != nil {
-		rows, err = e.cfg.Store.EventRowsOn(ctx, on.Querier(), p)
-	} else {
-		rows, err = e.cfg.Store.EventRows(ctx, p)
+		st = store.New(on.Querier())
 	}
+	rows, err = st.EventRows(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -299,10 +306,10 @@ func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filt
 		}
 	}
 	if fastPath(sc, f) {
-		return e.cfg.Store.EventCount(ctx, p)
+		return e.store.EventCount(ctx, p)
 	}
 	p.Limit = CountFallbackMaximum + 1
-	rows, err := e.cfg.Store.EventCountCandidates(ctx, p)
+	rows, err := e.store.EventCountCandidates(ctx, p)
 	if err != nil {
 		return 0, err
 	}
@@ -412,7 +419,7 @@ func (e *Engine) threadReplies(ctx context.Context, sc Scope, acc *Access, p thr
 	if depth > maxThreadDepth || depth < 0 {
 		depth = maxThreadDepth
 	}
-	rows, err := e.cfg.Store.ThreadReplies(ctx, store.ThreadRepliesParams{
+	rows, err := e.store.ThreadReplies(ctx, store.ThreadRepliesParams{
 		CommunityID: sc.CommunityID, Root: p.Root, MaxDepth: depth,
 		HasAfter: p.HasCursor && p.CursorTime >= 0, AfterTime: p.CursorTime, AfterID: p.CursorID,
 		Channels: chans, Limit: limit, MaxBytes: p.MaxBytes,

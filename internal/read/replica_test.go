@@ -21,7 +21,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/standbytest"
-	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // replicaWorld is a read engine over a real primary and streaming standby,
@@ -72,7 +71,7 @@ func replicaSetup(t *testing.T, opts ...func(*read.Config)) *replicaWorld {
 	t.Cleanup(w.rep.Stop)
 	w.rep.TestSignals.Probed.WaitOrTimeout(t)
 	w.pair.WaitReplayed(t)
-	cfg := read.Config{Store: store.New(w.writer), Metrics: w.m, Replica: w.rep}
+	cfg := read.Config{Pool: w.writer, Metrics: w.m, Replica: w.rep}
 	for _, o := range opts {
 		o(&cfg)
 	}

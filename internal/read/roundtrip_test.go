@@ -12,7 +12,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // TestHistoryOneStatementPerFilter: a REQ's history costs one statement
@@ -32,7 +31,7 @@ func TestHistoryOneStatementPerFilter(t *testing.T) {
 
 	rec := &dbtest.SQLRecorder{}
 	traced := dbtest.TracedPool(t, pool, rec, 4)
-	engine := read.New(read.Config{Store: store.New(traced)})
+	engine := read.New(read.Config{Pool: traced})
 
 	raw := []string{
 		`{"kinds":[1],"limit":5}`,

@@ -30,8 +30,7 @@ func BenchmarkReqHistory(b *testing.B) {
 	)
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(b)
-	s := store.New(pool)
-	engine := read.New(read.Config{Store: s})
+	engine := read.New(read.Config{Pool: pool})
 	cid := fixture.Community(b, pool).ID
 	keys := make([]eventtest.Key, benchAuthors)
 	for i := range keys {
@@ -44,7 +43,7 @@ func BenchmarkReqHistory(b *testing.B) {
 	now := time.Now().Unix() - benchEvents
 	batch := make([]store.EventInsertParams, 0, 500)
 	flush := func() {
-		_, err := s.EventInsertBatch(ctx, pool, batch)
+		_, err := store.New(pool).EventInsertBatch(ctx, batch)
 		require.NoError(b, err)
 		batch = batch[:0]
 	}

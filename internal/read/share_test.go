@@ -16,7 +16,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -45,7 +44,7 @@ func setupShares(t *testing.T, sc read.ShareConfig, slow bool) *shareBundle {
 			return err
 		}
 	}
-	w.engine = read.New(read.Config{Store: store.New(pool), Metrics: m, Shares: sc, QueryHookFunc: hook})
+	w.engine = read.New(read.Config{Pool: pool, Metrics: m, Shares: sc, QueryHookFunc: hook})
 	return &shareBundle{world: w, m: m, pool: pool}
 }
 

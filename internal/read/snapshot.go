@@ -217,7 +217,7 @@ func (e *Engine) readState(ctx context.Context, sc Scope) (*Snapshot, error) {
 		ids     [][]byte
 		stopped *SnapshotError
 	)
-	err = e.cfg.Store.ReadStateSnapshotRows(ctx, e.cfg.Store.Pool(), sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1,
+	err = store.New(e.cfg.Pool).ReadStateSnapshotRows(ctx, sc.CommunityID, pub, SnapshotMaxArrayBytes, SnapshotMaxEvents+1,
 		func(row store.ReadStateSnapshotRow) bool {
 			ev := event.Event{ID: hex.EncodeToString(row.ID), PubKey: hex.EncodeToString(row.Pubkey), Sig: hex.EncodeToString(row.Sig),
 				CreatedAt: row.CreatedAt.Unix(), Kind: row.Kind, Content: row.Content}

@@ -15,7 +15,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/read"
-	"github.com/buzz-relay/buzz/internal/store"
 )
 
 func randomHex(n int) string {
@@ -46,7 +45,7 @@ func snapshotFilters(t *testing.T, raw string) []event.Filter {
 func TestReadStateSnapshotClassifier(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
-	engine := read.New(read.Config{Store: store.New(pool)})
+	engine := read.New(read.Config{Pool: pool})
 	cid := fixture.Community(t, pool).ID
 	type want int
 	const (
@@ -146,8 +145,7 @@ func TestReadStateSnapshotClassifier(t *testing.T) {
 func TestReadStateSnapshotRefusals(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
-	closed := store.New(pool)
-	engine := read.New(read.Config{Store: closed})
+	engine := read.New(read.Config{Pool: pool})
 	me := randomHex(32)
 	pool.Close()
 	for name, raw := range map[string]string{

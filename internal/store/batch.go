@@ -19,7 +19,8 @@ import (
 // On error nothing of ps is stored, unless the error is the lost answer to
 // a commit that did happen: the caller retries each element alone, where
 // ON CONFLICT answers one that did commit as not inserted.
-func (s *Store) EventInsertBatch(ctx context.Context, q pg.Querier, ps []EventInsertParams) ([]EventInsertResult, error) {
+func (s *Store) EventInsertBatch(ctx context.Context, ps []EventInsertParams) ([]EventInsertResult, error) {
+	q := s.q
 	var b batchArgs
 	key := func(p EventInsertParams) string { return p.CommunityID + p.Event.ID }
 	first := make(map[string]int, len(ps))

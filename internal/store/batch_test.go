@@ -18,7 +18,7 @@ func TestEventInsertBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupPool(t)
-	pool := b.s.Pool()
+	pool := b.pool
 	cid := b.community(t)
 	author, mentioned := eventtest.NewKey(), eventtest.NewKey()
 	ch := fixture.Channel(t, pool, cid, author)
@@ -37,11 +37,11 @@ func TestEventInsertBatch(t *testing.T) {
 
 	t.Run("EachElementItsOwnOutcome", func(t *testing.T) {
 		old := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 1"))
-		_, err := b.s.EventInsert(ctx, pool, params(&old))
+		_, err := store.New(pool).EventInsert(ctx, params(&old))
 		require.NoError(t, err)
 		e1 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", mentioned.PubKey), eventtest.Content("batch 2"))
 		e2 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 3"))
-		res, err := b.s.EventInsertBatch(ctx, pool, []store.EventInsertParams{params(&e1), params(&old), params(&e2), params(&e1)})
+		res, err := store.New(pool).EventInsertBatch(ctx, []store.EventInsertParams{params(&e1), params(&old), params(&e2), params(&e1)})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, false, true, false}, []bool{res[0].Inserted, res[1].Inserted, res[2].Inserted, res[3].Inserted},
 			"an event stored before, or earlier in the batch, is not inserted again")
@@ -70,7 +70,7 @@ func TestEventInsertBatch(t *testing.T) {
 		pb, pn := params(&both), params(&none)
 		pb.ListenerTargets, pn.ListenerTargets = []string{target.PubKey}, []string{plain.PubKey}
 		elsewhere := store.EventInsertParams{CommunityID: other, Event: &both, ListenerTargets: []string{target.PubKey}}
-		res, err := b.s.EventInsertBatch(ctx, pool, []store.EventInsertParams{pb, pn, elsewhere,
+		res, err := store.New(pool).EventInsertBatch(ctx, []store.EventInsertParams{pb, pn, elsewhere,
 			{CommunityID: cid, Event: &addr, DTag: &d}})
 		require.NoError(t, err)
 		require.Equal(t, []store.EventInsertResult{{Inserted: true, ListenerRows: 2}, {Inserted: true}, {Inserted: true, ListenerRows: 2},
@@ -95,7 +95,7 @@ func TestEventInsertBatch(t *testing.T) {
 		bad := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 5"))
 		bp := params(&bad)
 		bp.CommunityID = "00000000-0000-0000-0000-000000000000" // no such community: a foreign-key violation
-		_, err := b.s.EventInsertBatch(ctx, pool, []store.EventInsertParams{params(&good), bp})
+		_, err := store.New(pool).EventInsertBatch(ctx, []store.EventInsertParams{params(&good), bp})
 		require.Error(t, err)
 		ev, men, in := stored(&good)
 		require.Equal(t, [3]int{0, 0, 0}, [3]int{ev, men, in}, "the batch is one transaction")
@@ -110,7 +110,7 @@ func TestEventInsertBatch(t *testing.T) {
 		defer conn.Exec(ctx, `RESET buzz.created_at_floor`) //nolint:errcheck // the connection is dropped with the pool
 		good := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("batch 6"))
 		late := author.Signed(t, 9, eventtest.Channel(ch), eventtest.At(time.Now().Add(-time.Hour).Unix()), eventtest.Content("batch 7"))
-		_, err = b.s.EventInsertBatch(ctx, conn, []store.EventInsertParams{params(&good), params(&late)})
+		_, err = store.New(conn).EventInsertBatch(ctx, []store.EventInsertParams{params(&good), params(&late)})
 		require.True(t, pg.IsCreatedAtFloor(err), "the deferred floor fires at the batch's commit: %v", err)
 		ev, _, in := stored(&good)
 		require.Equal(t, [2]int{0, 0}, [2]int{ev, in})

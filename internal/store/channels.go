@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // ChannelState is what the pipeline and read engine need of a channel and
@@ -33,7 +32,8 @@ func (c ChannelState) CanPost() bool {
 
 // ChannelStateGet loads a channel's state and pubkey's membership. A missing
 // channel gives Exists false, not an error.
-func (s *Store) ChannelStateGet(ctx context.Context, q pg.Querier, communityID, channel, pubkey string) (ChannelState, error) {
+func (s *Store) ChannelStateGet(ctx context.Context, communityID, channel, pubkey string) (ChannelState, error) {
+	q := s.q
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
 		return ChannelState{}, fmt.Errorf("channel state: pubkey: %w", err)
@@ -61,40 +61,42 @@ func (s *Store) ChannelStateGet(ctx context.Context, q pg.Querier, communityID, 
 	return st, nil
 }
 
+// accessibleSQL is the accessible-channels rule, the one place it is
+// written (docs/PROTOCOL.md §11.2): the live (not deleted; archived ones
+// stay readable) channels of community $1 that are open or where pubkey $2
+// is an active member, limited to the channels $3 when it is not NULL.
+const accessibleSQL = `
+	SELECT c.id::text FROM channels c
+	WHERE c.community_id = $1 AND c.deleted_at IS NULL AND c.visibility = 'open'
+	  AND ($3::uuid[] IS NULL OR c.id = ANY($3::uuid[]))
+	UNION
+	SELECT c.id::text FROM channel_members m
+	JOIN channels c ON c.community_id = m.community_id AND c.id = m.channel_id
+	WHERE m.community_id = $1 AND m.pubkey = $2 AND m.removed_at IS NULL AND c.deleted_at IS NULL
+	  AND ($3::uuid[] IS NULL OR c.id = ANY($3::uuid[]))`
+
 // AccessibleChannels returns the channels a reader may read in a community:
 // those where it is an active member plus every open channel, deleted
 // channels excluded (archived ones stay readable).
 func (s *Store) AccessibleChannels(ctx context.Context, communityID, pubkey string) ([]string, error) {
-	q, release, err := s.reader(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("accessible channels: %w", err)
-	}
-	defer release()
-	return s.AccessibleChannelsOn(ctx, q, communityID, pubkey)
-}
-
-// AccessibleChannelsOn is AccessibleChannels run on q (a connection or a
-// transaction the caller holds) instead of the Store's pool.
-func (s *Store) AccessibleChannelsOn(ctx context.Context, q pg.Querier, communityID, pubkey string) ([]string, error) {
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
 		return nil, fmt.Errorf("accessible channels: pubkey: %w", err)
 	}
-	rows, err := q.Query(ctx, `
-		SELECT c.id::text FROM channels c
-		WHERE c.community_id = $1 AND c.deleted_at IS NULL AND c.visibility = 'open'
-		UNION
-		SELECT c.id::text FROM channel_members m
-		JOIN channels c ON c.community_id = m.community_id AND c.id = m.channel_id
-		WHERE m.community_id = $1 AND m.pubkey = $2 AND m.removed_at IS NULL AND c.deleted_at IS NULL`, communityID, pub)
+	rows, err := s.q.Query(ctx, accessibleSQL, communityID, pub, nil)
 	if err != nil {
 		return nil, fmt.Errorf("accessible channels: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("accessible channels: %w", err)
+	}
+	return out, nil
 }
 
 // ChannelsAccessible returns which of the requested channels the reader can
-// access right now (uncached confirmation).
+// access right now (uncached confirmation), by AccessibleChannels' rule.
+// Requested values that are not lowercase hyphenated UUIDs are none.
 func (s *Store) ChannelsAccessible(ctx context.Context, communityID, pubkey string, requested []string) ([]string, error) {
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
@@ -109,21 +111,15 @@ func (s *Store) ChannelsAccessible(ctx context.Context, communityID, pubkey stri
 	if len(valid) == 0 {
 		return nil, nil
 	}
-	q, release, err := s.reader(ctx)
+	rows, err := s.q.Query(ctx, accessibleSQL, communityID, pub, valid)
 	if err != nil {
 		return nil, fmt.Errorf("confirm channels: %w", err)
 	}
-	defer release()
-	rows, err := q.Query(ctx, `
-		SELECT c.id::text FROM channels c
-		WHERE c.community_id = $1 AND c.id = ANY($3::uuid[]) AND c.deleted_at IS NULL
-		  AND (c.visibility = 'open' OR EXISTS (SELECT 1 FROM channel_members m
-		       WHERE m.community_id = c.community_id AND m.channel_id = c.id AND m.pubkey = $2 AND m.removed_at IS NULL))`,
-		communityID, pub, valid)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("confirm channels: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, nil
 }
 
 // isUUID reports whether s is a hyphenated UUID in lowercase.

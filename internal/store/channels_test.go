@@ -19,7 +19,7 @@ func TestChannelStateGet(t *testing.T) {
 	owner, member, removed, stranger := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 	open := fixture.Channel(t, b.tx, b.a, owner, fixture.Members(member))
 	priv := fixture.Channel(t, b.tx, b.a, owner, fixture.Private(), fixture.Members(member, removed))
-	require.NoError(t, b.s.ChannelMemberRemove(ctx, b.tx, b.a, priv, removed.PubKey, owner.PubKey))
+	require.NoError(t, b.s.ChannelMemberRemove(ctx, b.a, priv, removed.PubKey, owner.PubKey))
 	archived := fixture.Channel(t, b.tx, b.a, owner, fixture.Archived())
 	deleted := fixture.Channel(t, b.tx, b.a, owner, fixture.Private(), fixture.Deleted(), fixture.Members(member))
 
@@ -40,7 +40,7 @@ func TestChannelStateGet(t *testing.T) {
 		{"Missing", b.a, uuid.NewString(), owner, store.ChannelState{}, false, false},
 		{"OtherCommunity", b.b, open, owner, store.ChannelState{}, false, false},
 	} {
-		got, err := b.s.ChannelStateGet(ctx, b.tx, tc.community, tc.ch, tc.key.PubKey)
+		got, err := b.s.ChannelStateGet(ctx, tc.community, tc.ch, tc.key.PubKey)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, got, tc.name)
 		require.Equal(t, tc.active, got.ActiveMember(), tc.name)
@@ -52,12 +52,12 @@ func TestAccessibleChannels(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupPool(t)
-	q := b.s.Pool()
+	q := b.pool
 	cid, other := b.community(t), b.community(t)
 	owner, member, removed := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 	open := fixture.Channel(t, q, cid, owner)
 	priv := fixture.Channel(t, q, cid, owner, fixture.Private(), fixture.Members(member, removed))
-	require.NoError(t, b.s.ChannelMemberRemove(ctx, q, cid, priv, removed.PubKey, owner.PubKey))
+	require.NoError(t, store.New(q).ChannelMemberRemove(ctx, cid, priv, removed.PubKey, owner.PubKey))
 	archivedPriv := fixture.Channel(t, q, cid, owner, fixture.Private(), fixture.Archived(), fixture.Members(member))
 	fixture.Channel(t, q, cid, owner, fixture.Deleted())
 	deletedPriv := fixture.Channel(t, q, cid, owner, fixture.Private(), fixture.Deleted(), fixture.Members(member))

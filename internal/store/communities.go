@@ -26,7 +26,7 @@ type Community struct {
 // community_host_aliases.host. It returns pg.ErrNotFound when neither has it.
 func (s *Store) CommunityByHost(ctx context.Context, host string) (Community, error) {
 	var c Community
-	err := s.pool.QueryRow(ctx, `
+	err := s.q.QueryRow(ctx, `
 		SELECT id::text, host, created_at FROM communities WHERE lower(host) = lower($1)
 		UNION ALL
 		SELECT c.id::text, c.host, c.created_at FROM community_host_aliases a
@@ -34,6 +34,18 @@ func (s *Store) CommunityByHost(ctx context.Context, host string) (Community, er
 		LIMIT 1`, host).Scan(&c.ID, &c.Host, &c.CreatedAt)
 	if err != nil {
 		return Community{}, fmt.Errorf("resolve host: %w", pg.MapError(err))
+	}
+	return c, nil
+}
+
+// CommunityGet returns the community whose id is id, without its aliases.
+// It returns pg.ErrNotFound when there is none.
+func (s *Store) CommunityGet(ctx context.Context, id string) (Community, error) {
+	var c Community
+	err := s.q.QueryRow(ctx, `SELECT id::text, host, created_at FROM communities WHERE id = $1`, id).
+		Scan(&c.ID, &c.Host, &c.CreatedAt)
+	if err != nil {
+		return Community{}, fmt.Errorf("get community %s: %w", id, pg.MapError(err))
 	}
 	return c, nil
 }
@@ -46,10 +58,13 @@ type CommunityAddParams struct {
 }
 
 // CommunityAdd creates a community for a host that is neither a primary host
-// nor an alias (ErrHostTaken otherwise), checking both tables in one transaction.
+// nor an alias (ErrHostTaken otherwise), checking both tables in one
+// transaction: its own on a pool (retried on a serialization failure), a
+// savepoint inside a caller's transaction.
 func (s *Store) CommunityAdd(ctx context.Context, p CommunityAddParams) (Community, error) {
 	var c Community
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(st *Store) error {
+		tx := st.q
 		if err := lockHosts(ctx, tx); err != nil {
 			return err
 		}
@@ -104,7 +119,8 @@ func (s *Store) CommunityEnsure(ctx context.Context, host string) (Community, er
 // when target is unknown.
 func (s *Store) CommunityAddHost(ctx context.Context, alias, target string) (string, error) {
 	var id string
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.withTx(ctx, func(st *Store) error {
+		tx := st.q
 		if err := lockHosts(ctx, tx); err != nil {
 			return err
 		}
@@ -131,7 +147,7 @@ func (s *Store) CommunityAddHost(ctx context.Context, alias, target string) (str
 
 // CommunityList returns every community with its aliases, oldest first.
 func (s *Store) CommunityList(ctx context.Context) ([]Community, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.q.Query(ctx, `
 		SELECT c.id::text, c.host, c.created_at,
 		       COALESCE(array_agg(a.host ORDER BY a.host) FILTER (WHERE a.host IS NOT NULL), '{}')
 		FROM communities c LEFT JOIN community_host_aliases a ON a.community_id = c.id
@@ -148,12 +164,12 @@ func (s *Store) CommunityList(ctx context.Context) ([]Community, error) {
 
 // lockHosts serialises host registrations so the two-table uniqueness check
 // cannot race.
-func lockHosts(ctx context.Context, tx pgx.Tx) error {
+func lockHosts(ctx context.Context, tx pg.Querier) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7250312944126532611)`)
 	return err
 }
 
-func hostTaken(ctx context.Context, tx pgx.Tx, host string) (bool, error) {
+func hostTaken(ctx context.Context, tx pg.Querier, host string) (bool, error) {
 	var taken bool
 	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM communities WHERE lower(host) = lower($1))
 		OR EXISTS (SELECT 1 FROM community_host_aliases WHERE lower(host) = lower($1))`, host).Scan(&taken)

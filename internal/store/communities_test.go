@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/pg"
@@ -33,7 +34,18 @@ func TestCommunities(t *testing.T) {
 			require.Equal(t, host, got.Host)
 			require.True(t, c.CreatedAt.Equal(got.CreatedAt))
 		}
-		require.Zero(t, count(t, b.s.Pool(), `SELECT count(*) FROM relay_members WHERE community_id = $1`, c.ID))
+		require.Zero(t, count(t, b.pool, `SELECT count(*) FROM relay_members WHERE community_id = $1`, c.ID))
+	})
+
+	t.Run("Get", func(t *testing.T) {
+		t.Parallel()
+		c, err := b.s.CommunityAdd(ctx, store.CommunityAddParams{Host: fixture.Host()})
+		require.NoError(t, err)
+		got, err := b.s.CommunityGet(ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, c.Host, got.Host)
+		_, err = b.s.CommunityGet(ctx, "00000000-0000-0000-0000-000000000000")
+		require.ErrorIs(t, err, pg.ErrNotFound)
 	})
 
 	t.Run("UnknownHost", func(t *testing.T) {
@@ -110,7 +122,7 @@ func TestCommunities(t *testing.T) {
 			require.NoError(t, errs[i])
 			require.Equal(t, got[0].ID, got[i].ID)
 		}
-		require.Equal(t, 1, count(t, b.s.Pool(), `SELECT count(*) FROM communities WHERE host = $1`, host))
+		require.Equal(t, 1, count(t, b.pool, `SELECT count(*) FROM communities WHERE host = $1`, host))
 	})
 }
 
@@ -134,4 +146,22 @@ func TestCommunityList(t *testing.T) {
 	require.Equal(t, []string{"a.first.test", "z.first.test"}, list[0].Aliases)
 	require.Equal(t, second.ID, list[1].ID)
 	require.Equal(t, []string{}, list[1].Aliases)
+}
+
+// TestCommunityAddInTx: on a Store made over a caller's transaction,
+// CommunityAdd joins it (a savepoint): the community is there inside the
+// transaction, and a refusal leaves the transaction usable.
+func TestCommunityAddInTx(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	s := store.New(tx)
+	host := fixture.Host()
+	c, err := s.CommunityAdd(ctx, store.CommunityAddParams{Host: host})
+	require.NoError(t, err)
+	_, err = s.CommunityAdd(ctx, store.CommunityAddParams{Host: host})
+	require.ErrorIs(t, err, store.ErrHostTaken)
+	got, err := s.CommunityByHost(ctx, host)
+	require.NoError(t, err, "the transaction is still usable")
+	require.Equal(t, c.ID, got.ID)
 }

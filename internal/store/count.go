@@ -17,12 +17,7 @@ func (s *Store) EventCountCandidates(ctx context.Context, p EventQueryParams) ([
 	b := buildQuery(p)
 	sql := "SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.channel_id::text " + b.fromWhere() +
 		" LIMIT " + strconv.Itoa(p.Limit)
-	q, release, err := s.reader(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("count candidates: %w", err)
-	}
-	defer release()
-	rows, err := q.Query(ctx, sql, b.args...)
+	rows, err := s.q.Query(ctx, sql, b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("count candidates: %w", err)
 	}

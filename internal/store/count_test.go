@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestEventCountCandidates(t *testing.T) {
 	})
 }
 
-// TestReadAcquireTimeout: a Store WithAcquireTimeout fails a read-door
+// TestReadAcquireTimeout: a Store from NewReader fails a read-door
 // statement with pg.ErrAcquireTimeout once the pool has had no free
 // connection for that long, and serves it as soon as one is free.
 func TestReadAcquireTimeout(t *testing.T) {
@@ -71,7 +72,7 @@ func TestReadAcquireTimeout(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const wait = 100 * time.Millisecond
-	s := store.New(pool).WithAcquireTimeout(wait)
+	s := store.NewReader(pool, wait)
 	cid := fixture.Community(t, pool).ID
 	p := store.EventQueryParams{CommunityID: cid, Filter: &event.Filter{Kinds: []int{1}}, Limit: 10}
 
@@ -83,12 +84,21 @@ func TestReadAcquireTimeout(t *testing.T) {
 		"EventCount":           func() error { _, err := s.EventCount(ctx, p); return err },
 		"EventCountCandidates": func() error { _, err := s.EventCountCandidates(ctx, p); return err },
 		"AccessibleChannels":   func() error { _, err := s.AccessibleChannels(ctx, cid, "00"); return err },
+		"ChannelsAccessible": func() error {
+			_, err := s.ChannelsAccessible(ctx, cid, "00", []string{"00000000-0000-0000-0000-000000000001"})
+			return err
+		},
+		"ThreadReplies": func() error {
+			_, err := s.ThreadReplies(ctx, store.ThreadRepliesParams{CommunityID: cid, Root: strings.Repeat("0", 64), MaxDepth: 1, Limit: 1})
+			return err
+		},
+		"NIP98Use": func() error { _, err := s.NIP98Use(ctx, cid, strings.Repeat("0", 64)); return err },
 	} {
 		err := read()
 		require.ErrorIs(t, err, pg.ErrAcquireTimeout, name)
 		require.True(t, store.IsAcquireTimeout(err), name)
 	}
-	require.GreaterOrEqual(t, time.Since(start), 4*wait)
+	require.GreaterOrEqual(t, time.Since(start), 7*wait)
 	held.Release()
 	n, err := s.EventCount(ctx, p)
 	require.NoError(t, err)

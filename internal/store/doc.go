@@ -1,59 +1,60 @@
 // Package store holds the relay's SQL: one file per entity (communities,
-// relay members, events, channels, the NIP-98 replay table), each a method
+// relay members, events, channels, threads, read state, the NIP-98 replay
+// table, operator listeners, the NIP-CW windows' statements), each a method
 // on Store named entity-first.
 //
-// It owns every statement the core runs. It does NOT decide policy (ingest
-// and read do), does NOT open transactions for callers that pass one in
-// (methods taking a pg.Querier join the caller's transaction), and does NOT
-// cache anything.
+// It owns every statement on the tables docs/ARCHITECTURE.md "Table
+// ownership" gives it. It does NOT decide policy (ingest and read do), does
+// NOT open transactions for its callers (a Store made over a transaction
+// joins it; CommunityAdd and CommunityAddHost open their own only on a
+// pool), and does NOT cache anything.
 package store
 
 import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
-// Store runs statements on a pool; methods that must be atomic with other
-// writes take a pg.Querier (a pgx.Tx) instead.
+// Store runs every statement on the one querier it was made over: a pool,
+// a connection, or a transaction (pgx.Tx), whose statements it then joins.
+// A Store is a small value: make one per transaction with New(tx).
 type Store struct {
-	pool *pgxpool.Pool
-	// acquireTimeout bounds the wait for a pooled connection of the reads
-	// that use reader (WithAcquireTimeout); zero waits as long as ctx.
-	acquireTimeout time.Duration
+	q pg.Querier
 }
 
-// New returns a Store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// New returns a Store whose statements run on q.
+func New(q pg.Querier) *Store { return &Store{q: q} }
 
-// Pool returns the underlying pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
-// WithAcquireTimeout returns a Store on the same pool whose read-door
-// statements (EventRows, EventCount, EventCountCandidates,
-// AccessibleChannels, ChannelsAccessible, ThreadReplies) wait at most d for
-// a pooled connection and then fail with pg.ErrAcquireTimeout
-// (BUZZ_DB_ACQUIRE_TIMEOUT_MS). The read engine gets such a Store; ingest
-// keeps the one that waits as long as its context.
-func (s *Store) WithAcquireTimeout(d time.Duration) *Store {
-	c := *s
-	c.acquireTimeout = d
-	return &c
+// NewReader returns a Store on pool whose every statement first takes a
+// pooled connection within acquireTimeout and fails with
+// pg.ErrAcquireTimeout after it (BUZZ_DB_ACQUIRE_TIMEOUT_MS), giving the
+// connection back once its rows are read. The read door's statements run
+// on such a Store; ingest's wait as long as their context. An
+// acquireTimeout of zero or less is New(pool).
+func NewReader(pool *pgxpool.Pool, acquireTimeout time.Duration) *Store {
+	if acquireTimeout <= 0 {
+		return New(pool)
+	}
+	return New(&bounded{pool: pool, timeout: acquireTimeout})
 }
 
-// reader returns where one read-door statement runs: the pool itself, or
-// with an acquire timeout a connection taken within it, which the caller
-// gives back with release once its rows are read.
-func (s *Store) reader(ctx context.Context) (q pg.Querier, release func(), err error) {
-	if s.acquireTimeout <= 0 {
-		return s.pool, func() {}, nil
+// withTx runs fn in a transaction on the Store's querier: pg.InTx (with
+// its serialization retries) on a pool, a savepoint in a caller's
+// transaction.
+func (s *Store) withTx(ctx context.Context, fn func(*Store) error) error {
+	switch q := s.q.(type) {
+	case *pgxpool.Pool:
+		return pg.InTx(ctx, q, func(tx pgx.Tx) error { return fn(New(tx)) })
+	case interface {
+		Begin(context.Context) (pgx.Tx, error)
+	}:
+		return pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error { return fn(New(tx)) })
+	default:
+		return errNoTx
 	}
-	conn, err := pg.Acquire(ctx, s.pool, s.acquireTimeout)
-	if err != nil {
-		return nil, nil, err
-	}
-	return conn, conn.Release, nil
 }

@@ -13,5 +13,5 @@ import (
 func IsStatementCanceled(err error) bool { return pg.IsQueryCanceled(err) }
 
 // IsAcquireTimeout reports whether err is a read that found no pooled
-// connection within its acquire timeout (WithAcquireTimeout).
+// connection within its acquire timeout (NewReader).
 func IsAcquireTimeout(err error) bool { return errors.Is(err, pg.ErrAcquireTimeout) }

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // EventRow is a stored event read for the wire: its JSON is built straight
@@ -46,9 +45,10 @@ func (r *EventRow) DecodeTags() error {
 	return nil
 }
 
-// EventRowsOn is EventQueryOn for the wire: the same statement, one round
+// EventRows is EventQuery for the wire: the same statement, one round
 // trip, each row as an EventRow.
-func (s *Store) EventRowsOn(ctx context.Context, q pg.Querier, p EventQueryParams) ([]EventRow, error) {
+func (s *Store) EventRows(ctx context.Context, p EventQueryParams) ([]EventRow, error) {
+	q := s.q
 	b := buildQuery(p)
 	rows, err := q.Query(ctx, b.selectSQL(p.Limit), b.args...)
 	if err != nil {
@@ -59,16 +59,6 @@ func (s *Store) EventRowsOn(ctx context.Context, q pg.Querier, p EventQueryParam
 		return nil, fmt.Errorf("query events: %w", err)
 	}
 	return out, nil
-}
-
-// EventRows is EventRowsOn on the Store's pool.
-func (s *Store) EventRows(ctx context.Context, p EventQueryParams) ([]EventRow, error) {
-	q, release, err := s.reader(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("query events: %w", err)
-	}
-	defer release()
-	return s.EventRowsOn(ctx, q, p)
 }
 
 // scanEventRows reads rows of (id, pubkey, created_at, kind, tags, content,

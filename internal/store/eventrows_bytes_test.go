@@ -27,7 +27,7 @@ func TestEventRowsMaxBytes(t *testing.T) {
 	}
 	size := want[0].JSONSize()
 	read := func(maxBytes int) []string {
-		rows, err := b.s.EventRowsOn(ctx, b.tx, store.EventQueryParams{CommunityID: b.a, Filter: &event.Filter{}, Limit: 100, MaxBytes: maxBytes})
+		rows, err := b.s.EventRows(ctx, store.EventQueryParams{CommunityID: b.a, Filter: &event.Filter{}, Limit: 100, MaxBytes: maxBytes})
 		require.NoError(t, err)
 		ids := make([]string, len(rows))
 		for i := range rows {

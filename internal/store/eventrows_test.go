@@ -28,14 +28,14 @@ func TestEventRows(t *testing.T) {
 			eventtest.Tag("t", s), eventtest.Tag(s, s, s), eventtest.Tag("single"), eventtest.Content(s)))
 	}
 	want = append(want, fixture.Event(t, b.tx, b.a, key, 1, eventtest.At(1_600_000_000))) // no tags at all
-	rows, err := b.s.EventRowsOn(ctx, b.tx, store.EventQueryParams{CommunityID: b.a, Filter: &event.Filter{}, Limit: 100})
+	rows, err := b.s.EventRows(ctx, store.EventQueryParams{CommunityID: b.a, Filter: &event.Filter{}, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, rows, len(want))
 	byID := map[string]event.Event{}
 	for _, ev := range want {
 		byID[ev.ID] = ev
 	}
-	decoded, err := b.s.EventQueryOn(ctx, b.tx, store.EventQueryParams{CommunityID: b.a, Filter: &event.Filter{}, Limit: 100})
+	decoded, err := b.s.EventQuery(ctx, store.EventQueryParams{CommunityID: b.a, Filter: &event.Filter{}, Limit: 100})
 	require.NoError(t, err)
 	for i := range rows {
 		r := &rows[i]
@@ -62,7 +62,7 @@ func TestEventRows(t *testing.T) {
 		_, err := b.tx.Exec(ctx, `UPDATE events SET tags = '[["x", null], ["y"]]' WHERE community_id = $1 AND id = $2`,
 			b.a, unhex(t, odd.ID))
 		require.NoError(t, err)
-		rows, err := b.s.EventRowsOn(ctx, b.tx, store.EventQueryParams{CommunityID: b.a,
+		rows, err := b.s.EventRows(ctx, store.EventQueryParams{CommunityID: b.a,
 			Filter: &event.Filter{IDs: []string{odd.ID}}, Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, rows, 1)

@@ -60,14 +60,15 @@ type OutboxIntent struct {
 // own, autocommitted, when q is the pool), so they all commit or fail
 // together. inserted is false when the exact event is already stored (ON
 // CONFLICT DO NOTHING); then no mention, intent or outbox row is written.
-func (s *Store) EventInsert(ctx context.Context, q pg.Querier, p EventInsertParams) (inserted bool, err error) {
-	res, err := s.EventInsertCounted(ctx, q, p)
+func (s *Store) EventInsert(ctx context.Context, p EventInsertParams) (inserted bool, err error) {
+	res, err := s.EventInsertCounted(ctx, p)
 	return res.Inserted, err
 }
 
 // EventInsertCounted is EventInsert that also reports how many
 // operator-listener outbox rows the statement wrote.
-func (s *Store) EventInsertCounted(ctx context.Context, q pg.Querier, p EventInsertParams) (EventInsertResult, error) {
+func (s *Store) EventInsertCounted(ctx context.Context, p EventInsertParams) (EventInsertResult, error) {
+	q := s.q
 	st, err := insertStatement(p)
 	if err != nil {
 		return EventInsertResult{}, err
@@ -227,7 +228,8 @@ type EventRef struct {
 
 // EventLookup finds an event of the community by id, deleted or not.
 // pg.ErrNotFound when there is none.
-func (s *Store) EventLookup(ctx context.Context, q pg.Querier, communityID, id string) (EventRef, error) {
+func (s *Store) EventLookup(ctx context.Context, communityID, id string) (EventRef, error) {
+	q := s.q
 	raw, err := hex.DecodeString(id)
 	if err != nil || len(raw) != 32 {
 		return EventRef{}, fmt.Errorf("lookup event: %w", pg.ErrNotFound)
@@ -259,7 +261,8 @@ func (s *Store) EventLookup(ctx context.Context, q pg.Querier, communityID, id s
 
 // EventSoftDelete marks one event deleted when it is still live. changed is
 // false when it was already deleted.
-func (s *Store) EventSoftDelete(ctx context.Context, q pg.Querier, communityID, id string, createdAt int64) (changed bool, err error) {
+func (s *Store) EventSoftDelete(ctx context.Context, communityID, id string, createdAt int64) (changed bool, err error) {
+	q := s.q
 	raw, err := hex.DecodeString(id)
 	if err != nil {
 		return false, fmt.Errorf("soft delete event: event id: %w", err)
@@ -275,7 +278,8 @@ func (s *Store) EventSoftDelete(ctx context.Context, q pg.Querier, communityID, 
 // AddressableDelete soft-deletes the live versions of an addressable
 // coordinate created at or before upTo (a NIP-09 "a" deletion) and returns
 // the rows it deleted.
-func (s *Store) AddressableDelete(ctx context.Context, q pg.Querier, communityID string, kind int, pubkey, d string, upTo int64) ([]EventRef, error) {
+func (s *Store) AddressableDelete(ctx context.Context, communityID string, kind int, pubkey, d string, upTo int64) ([]EventRef, error) {
+	q := s.q
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
 		return nil, fmt.Errorf("addressable delete: bad pubkey")
@@ -327,7 +331,8 @@ type ReplaceableKey struct {
 // ReplaceableHead returns the live head of a key (newest created_at, lowest
 // id), or ok false when the key has no live version. Call it under the key's
 // advisory lock.
-func (s *Store) ReplaceableHead(ctx context.Context, q pg.Querier, k ReplaceableKey) (h Head, ok bool, err error) {
+func (s *Store) ReplaceableHead(ctx context.Context, k ReplaceableKey) (h Head, ok bool, err error) {
+	q := s.q
 	pub, err := hex.DecodeString(k.Pubkey)
 	if err != nil {
 		return Head{}, false, fmt.Errorf("replaceable head: pubkey: %w", err)
@@ -355,7 +360,8 @@ func (s *Store) ReplaceableHead(ctx context.Context, q pg.Querier, k Replaceable
 }
 
 // ReplaceableSupersede soft-deletes every live version of a key.
-func (s *Store) ReplaceableSupersede(ctx context.Context, q pg.Querier, k ReplaceableKey) error {
+func (s *Store) ReplaceableSupersede(ctx context.Context, k ReplaceableKey) error {
+	q := s.q
 	pub, err := hex.DecodeString(k.Pubkey)
 	if err != nil {
 		return fmt.Errorf("supersede replaceable: pubkey: %w", err)
@@ -376,7 +382,8 @@ func (s *Store) ReplaceableSupersede(ctx context.Context, q pg.Querier, k Replac
 }
 
 // AdvisoryXactLock takes a transaction-scoped advisory lock on key.
-func (s *Store) AdvisoryXactLock(ctx context.Context, q pg.Querier, key int64) error {
+func (s *Store) AdvisoryXactLock(ctx context.Context, key int64) error {
+	q := s.q
 	if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
 		return fmt.Errorf("advisory lock: %w", err)
 	}
@@ -384,7 +391,8 @@ func (s *Store) AdvisoryXactLock(ctx context.Context, q pg.Querier, key int64) e
 }
 
 // UserSetNIP05 records the nip05 handle of a pubkey (kind 0), or clears it.
-func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pubkey string, handle *string) error {
+func (s *Store) UserSetNIP05(ctx context.Context, communityID, pubkey string, handle *string) error {
+	q := s.q
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
 		return fmt.Errorf("set nip05: pubkey: %w", err)
@@ -421,7 +429,8 @@ func (s *Store) UserSetNIP05(ctx context.Context, q pg.Querier, communityID, pub
 }
 
 // UserSetAddPolicy records a pubkey's channel_add_policy (kind 10100).
-func (s *Store) UserSetAddPolicy(ctx context.Context, q pg.Querier, communityID, pubkey, policy string) error {
+func (s *Store) UserSetAddPolicy(ctx context.Context, communityID, pubkey, policy string) error {
+	q := s.q
 	pub, err := hex.DecodeString(pubkey)
 	if err != nil {
 		return fmt.Errorf("set channel add policy: pubkey: %w", err)

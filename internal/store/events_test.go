@@ -30,11 +30,11 @@ func TestEventInsert(t *testing.T) {
 		obj := ev.ID
 		intent := &store.OutboxIntent{DedupeKey: "event_created:" + ev.ID, Action: "event_created",
 			Actor: unhex(t, author.PubKey), ObjectID: &obj, Detail: []byte(`{"event_kind":9}`)}
-		inserted, err := b.s.EventInsert(ctx, b.tx, store.EventInsertParams{CommunityID: b.a, Event: &ev, Channel: ch, Audit: intent})
+		inserted, err := b.s.EventInsert(ctx, store.EventInsertParams{CommunityID: b.a, Event: &ev, Channel: ch, Audit: intent})
 		require.NoError(t, err)
 		require.True(t, inserted)
 
-		got, err := b.s.EventLookup(ctx, b.tx, b.a, ev.ID)
+		got, err := b.s.EventLookup(ctx, b.a, ev.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.EventRef{ID: ev.ID, PubKey: author.PubKey, Kind: 9, CreatedAt: ev.CreatedAt, Channel: ch, Tags: ev.Tags}, got)
 		require.Equal(t, 2, count(t, b.tx, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2
@@ -45,7 +45,7 @@ func TestEventInsert(t *testing.T) {
 		// The same event again: nothing new, not even an intent.
 		again := *intent
 		again.DedupeKey = "other"
-		inserted, err = b.s.EventInsert(ctx, b.tx, store.EventInsertParams{CommunityID: b.a, Event: &ev, Channel: ch, Audit: &again})
+		inserted, err = b.s.EventInsert(ctx, store.EventInsertParams{CommunityID: b.a, Event: &ev, Channel: ch, Audit: &again})
 		require.NoError(t, err)
 		require.False(t, inserted)
 		require.Equal(t, 2, count(t, b.tx, `SELECT count(*) FROM event_mentions WHERE community_id = $1`, b.a))
@@ -58,7 +58,7 @@ func TestEventInsert(t *testing.T) {
 		key := eventtest.NewKey()
 		ev := key.Signed(t, 1, eventtest.Tag("p", key.PubKey))
 		for _, cid := range []string{b.a, b.b} {
-			inserted, err := b.s.EventInsert(ctx, b.tx, store.EventInsertParams{CommunityID: cid, Event: &ev})
+			inserted, err := b.s.EventInsert(ctx, store.EventInsertParams{CommunityID: cid, Event: &ev})
 			require.NoError(t, err)
 			require.True(t, inserted, "the same id is a new row in another community")
 		}
@@ -83,7 +83,7 @@ func TestEventInsert(t *testing.T) {
 		} {
 			ev := good
 			mutate(&ev)
-			_, err := b.s.EventInsert(ctx, b.tx, store.EventInsertParams{CommunityID: b.a, Event: &ev})
+			_, err := b.s.EventInsert(ctx, store.EventInsertParams{CommunityID: b.a, Event: &ev})
 			require.Error(t, err, name)
 		}
 	})
@@ -115,13 +115,13 @@ func TestEventLookup(t *testing.T) {
 	key := eventtest.NewKey()
 	live := fixture.Event(t, b.tx, b.a, key, 1, eventtest.Tag("t", "x"))
 	gone := fixture.Event(t, b.tx, b.a, key, 1, eventtest.Content("gone"))
-	_, err := b.s.EventSoftDelete(ctx, b.tx, b.a, gone.ID, gone.CreatedAt)
+	_, err := b.s.EventSoftDelete(ctx, b.a, gone.ID, gone.CreatedAt)
 	require.NoError(t, err)
 
-	ref, err := b.s.EventLookup(ctx, b.tx, b.a, live.ID)
+	ref, err := b.s.EventLookup(ctx, b.a, live.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.EventRef{ID: live.ID, PubKey: key.PubKey, Kind: 1, CreatedAt: live.CreatedAt, Tags: live.Tags}, ref)
-	ref, err = b.s.EventLookup(ctx, b.tx, b.a, gone.ID)
+	ref, err = b.s.EventLookup(ctx, b.a, gone.ID)
 	require.NoError(t, err)
 	require.True(t, ref.Deleted)
 
@@ -130,7 +130,7 @@ func TestEventLookup(t *testing.T) {
 		if name == "OtherCommunity" {
 			cid = b.b
 		}
-		_, err := b.s.EventLookup(ctx, b.tx, cid, id)
+		_, err := b.s.EventLookup(ctx, cid, id)
 		require.ErrorIs(t, err, pg.ErrNotFound, name)
 	}
 }
@@ -143,17 +143,17 @@ func TestEventSoftDelete(t *testing.T) {
 	fixture.Store(t, b.tx, b.a, "", ev)
 	fixture.Store(t, b.tx, b.b, "", ev)
 
-	changed, err := b.s.EventSoftDelete(ctx, b.tx, b.a, ev.ID, ev.CreatedAt+1)
+	changed, err := b.s.EventSoftDelete(ctx, b.a, ev.ID, ev.CreatedAt+1)
 	require.NoError(t, err)
 	require.False(t, changed, "created_at is part of the key")
-	changed, err = b.s.EventSoftDelete(ctx, b.tx, b.a, ev.ID, ev.CreatedAt)
+	changed, err = b.s.EventSoftDelete(ctx, b.a, ev.ID, ev.CreatedAt)
 	require.NoError(t, err)
 	require.True(t, changed)
-	changed, err = b.s.EventSoftDelete(ctx, b.tx, b.a, ev.ID, ev.CreatedAt)
+	changed, err = b.s.EventSoftDelete(ctx, b.a, ev.ID, ev.CreatedAt)
 	require.NoError(t, err)
 	require.False(t, changed, "already deleted")
 
-	ref, err := b.s.EventLookup(ctx, b.tx, b.b, ev.ID)
+	ref, err := b.s.EventLookup(ctx, b.b, ev.ID)
 	require.NoError(t, err)
 	require.False(t, ref.Deleted, "the copy in community b is untouched")
 }
@@ -173,25 +173,25 @@ func TestAddressableDelete(t *testing.T) {
 	otherCommunity := old
 	fixture.Store(t, b.tx, b.b, "", otherCommunity)
 
-	got, err := b.s.AddressableDelete(ctx, b.tx, b.a, 30023, key.PubKey, "x", now-10)
+	got, err := b.s.AddressableDelete(ctx, b.a, 30023, key.PubKey, "x", now-10)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []store.EventRef{
 		{ID: old.ID, PubKey: key.PubKey, Kind: 30023},
 		{ID: atCut.ID, PubKey: key.PubKey, Kind: 30023, Channel: ch},
 	}, got)
 	for id, deleted := range map[string]bool{old.ID: true, atCut.ID: true, newer.ID: false, otherD.ID: false} {
-		ref, err := b.s.EventLookup(ctx, b.tx, b.a, id)
+		ref, err := b.s.EventLookup(ctx, b.a, id)
 		require.NoError(t, err)
 		require.Equal(t, deleted, ref.Deleted, id)
 	}
-	ref, err := b.s.EventLookup(ctx, b.tx, b.b, old.ID)
+	ref, err := b.s.EventLookup(ctx, b.b, old.ID)
 	require.NoError(t, err)
 	require.False(t, ref.Deleted, "community b is untouched")
 
-	again, err := b.s.AddressableDelete(ctx, b.tx, b.a, 30023, key.PubKey, "x", now-10)
+	again, err := b.s.AddressableDelete(ctx, b.a, 30023, key.PubKey, "x", now-10)
 	require.NoError(t, err)
 	require.Empty(t, again)
-	_, err = b.s.AddressableDelete(ctx, b.tx, b.a, 30023, "not hex", "x", now)
+	_, err = b.s.AddressableDelete(ctx, b.a, 30023, "not hex", "x", now)
 	require.Error(t, err)
 }
 
@@ -230,27 +230,27 @@ func TestReplaceable(t *testing.T) {
 		{"Addressable", store.ReplaceableKey{CommunityID: b.a, Kind: 30023, Pubkey: key.PubKey, DTag: &d},
 			store.Head{ID: addr.ID, CreatedAt: now - 50}},
 	} {
-		h, ok, err := b.s.ReplaceableHead(ctx, b.tx, tc.key)
+		h, ok, err := b.s.ReplaceableHead(ctx, tc.key)
 		require.NoError(t, err, tc.name)
 		require.True(t, ok, tc.name)
 		require.Equal(t, tc.want, h, tc.name)
 	}
 
 	global := store.ReplaceableKey{CommunityID: b.a, Kind: 10000, Pubkey: key.PubKey}
-	require.NoError(t, b.s.ReplaceableSupersede(ctx, b.tx, global))
-	_, ok, err := b.s.ReplaceableHead(ctx, b.tx, global)
+	require.NoError(t, b.s.ReplaceableSupersede(ctx, global))
+	_, ok, err := b.s.ReplaceableHead(ctx, global)
 	require.NoError(t, err)
 	require.False(t, ok, "every global version superseded")
-	_, ok, err = b.s.ReplaceableHead(ctx, b.tx, store.ReplaceableKey{CommunityID: b.a, Kind: 10000, Pubkey: key.PubKey, Channel: ch})
+	_, ok, err = b.s.ReplaceableHead(ctx, store.ReplaceableKey{CommunityID: b.a, Kind: 10000, Pubkey: key.PubKey, Channel: ch})
 	require.NoError(t, err)
 	require.True(t, ok, "the channel's version is another key")
-	_, ok, err = b.s.ReplaceableHead(ctx, b.tx, store.ReplaceableKey{CommunityID: b.b, Kind: 10000, Pubkey: key.PubKey})
+	_, ok, err = b.s.ReplaceableHead(ctx, store.ReplaceableKey{CommunityID: b.b, Kind: 10000, Pubkey: key.PubKey})
 	require.NoError(t, err)
 	require.True(t, ok, "community b is untouched")
 
 	addrKey := store.ReplaceableKey{CommunityID: b.a, Kind: 30023, Pubkey: key.PubKey, DTag: &d}
-	require.NoError(t, b.s.ReplaceableSupersede(ctx, b.tx, addrKey))
-	_, ok, err = b.s.ReplaceableHead(ctx, b.tx, addrKey)
+	require.NoError(t, b.s.ReplaceableSupersede(ctx, addrKey))
+	_, ok, err = b.s.ReplaceableHead(ctx, addrKey)
 	require.NoError(t, err)
 	require.False(t, ok)
 }
@@ -259,9 +259,8 @@ func TestAdvisoryXactLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	holder, other := dbtest.Tx(t), dbtest.Tx(t)
-	s := store.New(nil)
 	key := time.Now().UnixNano()
-	require.NoError(t, s.AdvisoryXactLock(ctx, holder, key))
+	require.NoError(t, store.New(holder).AdvisoryXactLock(ctx, key))
 	var got bool
 	require.NoError(t, other.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&got))
 	require.False(t, got, "held by the first transaction")
@@ -275,20 +274,20 @@ func TestUsers(t *testing.T) {
 	b := setupTx(t)
 	alice, bob := eventtest.NewKey(), eventtest.NewKey()
 
-	policy, owner, err := b.s.UserAddPolicy(ctx, b.tx, b.a, alice.PubKey)
+	policy, owner, err := b.s.UserAddPolicy(ctx, b.a, alice.PubKey)
 	require.NoError(t, err)
 	require.Equal(t, "anyone", policy, "no row means anyone")
 	require.Empty(t, owner)
 
-	require.NoError(t, b.s.UserSetAddPolicy(ctx, b.tx, b.a, alice.PubKey, "nobody"))
-	require.NoError(t, b.s.UserSetAddPolicy(ctx, b.tx, b.a, alice.PubKey, "owner_only"))
-	policy, _, err = b.s.UserAddPolicy(ctx, b.tx, b.a, alice.PubKey)
+	require.NoError(t, b.s.UserSetAddPolicy(ctx, b.a, alice.PubKey, "nobody"))
+	require.NoError(t, b.s.UserSetAddPolicy(ctx, b.a, alice.PubKey, "owner_only"))
+	policy, _, err = b.s.UserAddPolicy(ctx, b.a, alice.PubKey)
 	require.NoError(t, err)
 	require.Equal(t, "owner_only", policy)
-	policy, _, err = b.s.UserAddPolicy(ctx, b.tx, b.b, alice.PubKey)
+	policy, _, err = b.s.UserAddPolicy(ctx, b.b, alice.PubKey)
 	require.NoError(t, err)
 	require.Equal(t, "anyone", policy, "community b has its own facts")
-	require.Error(t, b.s.UserSetAddPolicy(ctx, b.tx, b.a, bob.PubKey, "everyone"))
+	require.Error(t, b.s.UserSetAddPolicy(ctx, b.a, bob.PubKey, "everyone"))
 }
 
 func TestUserSetNIP05(t *testing.T) {
@@ -306,10 +305,10 @@ func TestUserSetNIP05(t *testing.T) {
 		b := setupTx(t)
 		alice := eventtest.NewKey()
 		name := "alice@" + fixture.Host()
-		require.NoError(t, b.s.UserSetNIP05(ctx, b.tx, b.a, alice.PubKey, &name))
+		require.NoError(t, b.s.UserSetNIP05(ctx, b.a, alice.PubKey, &name))
 		require.Equal(t, &name, handle(t, b.tx, b.a, alice))
-		require.NoError(t, b.s.UserSetNIP05(ctx, b.tx, b.b, alice.PubKey, &name), "b is another namespace")
-		require.NoError(t, b.s.UserSetNIP05(ctx, b.tx, b.a, alice.PubKey, nil))
+		require.NoError(t, b.s.UserSetNIP05(ctx, b.b, alice.PubKey, &name), "b is another namespace")
+		require.NoError(t, b.s.UserSetNIP05(ctx, b.a, alice.PubKey, nil))
 		require.Nil(t, handle(t, b.tx, b.a, alice), "cleared")
 		require.Equal(t, &name, handle(t, b.tx, b.b, alice), "b keeps its own")
 	})
@@ -322,10 +321,10 @@ func TestUserSetNIP05(t *testing.T) {
 		cid := b.community(t)
 		alice, bob := eventtest.NewKey(), eventtest.NewKey()
 		name, lower := "Alice@x.test", "alice@x.test"
-		require.NoError(t, b.s.UserSetNIP05(ctx, b.s.Pool(), cid, alice.PubKey, &name))
-		require.NoError(t, b.s.UserSetNIP05(ctx, b.s.Pool(), cid, bob.PubKey, &lower))
-		require.Equal(t, &name, handle(t, b.s.Pool(), cid, alice))
-		require.Zero(t, count(t, b.s.Pool(), `SELECT count(*) FROM users WHERE community_id = $1 AND pubkey = $2`,
+		require.NoError(t, b.s.UserSetNIP05(ctx, cid, alice.PubKey, &name))
+		require.NoError(t, b.s.UserSetNIP05(ctx, cid, bob.PubKey, &lower))
+		require.Equal(t, &name, handle(t, b.pool, cid, alice))
+		require.Zero(t, count(t, b.pool, `SELECT count(*) FROM users WHERE community_id = $1 AND pubkey = $2`,
 			cid, unhex(t, bob.PubKey)), "the refused upsert wrote nothing")
 	})
 	t.Run("HandleHeldByAnotherInTransaction", func(t *testing.T) {
@@ -334,14 +333,14 @@ func TestUserSetNIP05(t *testing.T) {
 		cid := b.community(t)
 		alice, bob := eventtest.NewKey(), eventtest.NewKey()
 		name, lower := "Held@x.test", "held@x.test"
-		require.NoError(t, b.s.UserSetNIP05(ctx, b.s.Pool(), cid, alice.PubKey, &name))
-		tx, err := b.s.Pool().Begin(ctx)
+		require.NoError(t, b.s.UserSetNIP05(ctx, cid, alice.PubKey, &name))
+		tx, err := b.pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		require.NoError(t, b.s.UserSetNIP05(ctx, tx, cid, bob.PubKey, &lower))
+		require.NoError(t, store.New(tx).UserSetNIP05(ctx, cid, bob.PubKey, &lower))
 		var one int
 		require.NoError(t, tx.QueryRow(ctx, `SELECT 1`).Scan(&one), "the transaction is still usable")
 		require.NoError(t, tx.Commit(ctx))
-		require.Equal(t, &name, handle(t, b.s.Pool(), cid, alice))
+		require.Equal(t, &name, handle(t, b.pool, cid, alice))
 	})
 }

@@ -34,7 +34,8 @@ type Member struct {
 // ChannelLock loads a channel and locks its row (SELECT … FOR UPDATE) so
 // concurrent membership changes to one channel serialise. found is false
 // when the channel does not exist (deleted channels are returned).
-func (s *Store) ChannelLock(ctx context.Context, q pg.Querier, communityID, channel string) (c Channel, found bool, err error) {
+func (s *Store) ChannelLock(ctx context.Context, communityID, channel string) (c Channel, found bool, err error) {
+	q := s.q
 	if !isUUID(channel) {
 		return Channel{}, false, nil
 	}
@@ -55,7 +56,8 @@ func (s *Store) ChannelLock(ctx context.Context, q pg.Querier, communityID, chan
 
 // ChannelExists reports whether a channel id was ever used in the
 // community (live, archived or deleted).
-func (s *Store) ChannelExists(ctx context.Context, q pg.Querier, communityID, channel string) (bool, error) {
+func (s *Store) ChannelExists(ctx context.Context, communityID, channel string) (bool, error) {
+	q := s.q
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM channels WHERE community_id = $1 AND id = $2)`, communityID, channel).Scan(&ok)
 	if err != nil {
@@ -77,7 +79,8 @@ type ChannelCreateParams struct {
 
 // ChannelCreate inserts a channel and its creator as owner. An id already
 // used in the community is pg.ErrDuplicate.
-func (s *Store) ChannelCreate(ctx context.Context, q pg.Querier, p ChannelCreateParams) error {
+func (s *Store) ChannelCreate(ctx context.Context, p ChannelCreateParams) error {
+	q := s.q
 	by := hexOne(p.CreatedBy)
 	_, err := q.Exec(ctx, `INSERT INTO channels (community_id, id, name, channel_type, visibility, description, created_by)
 		VALUES ($1, $2, $3, $4::channel_type, $5::channel_visibility, NULLIF($6, ''), $7)`,
@@ -108,7 +111,8 @@ type ChannelUpdateParams struct {
 }
 
 // ChannelUpdate applies metadata changes and bumps updated_at.
-func (s *Store) ChannelUpdate(ctx context.Context, q pg.Querier, p ChannelUpdateParams) error {
+func (s *Store) ChannelUpdate(ctx context.Context, p ChannelUpdateParams) error {
+	q := s.q
 	actor := hexOne(p.Actor)
 	_, err := q.Exec(ctx, `UPDATE channels SET
 			name = COALESCE($3, name),
@@ -132,7 +136,8 @@ func (s *Store) ChannelUpdate(ctx context.Context, q pg.Querier, p ChannelUpdate
 }
 
 // ChannelMemberRole returns a pubkey's role when it is an active member.
-func (s *Store) ChannelMemberRole(ctx context.Context, q pg.Querier, communityID, channel, pubkey string) (role string, active bool, err error) {
+func (s *Store) ChannelMemberRole(ctx context.Context, communityID, channel, pubkey string) (role string, active bool, err error) {
+	q := s.q
 	err = q.QueryRow(ctx, `SELECT role::text FROM channel_members
 		WHERE community_id = $1 AND channel_id = $2 AND pubkey = $3 AND removed_at IS NULL`,
 		communityID, channel, hexOne(pubkey)).Scan(&role)
@@ -147,7 +152,8 @@ func (s *Store) ChannelMemberRole(ctx context.Context, q pg.Querier, communityID
 
 // ChannelMemberUpsert adds or re-adds a member (clearing removed_at and
 // removed_by, setting invited_by and joined_at) or changes a role.
-func (s *Store) ChannelMemberUpsert(ctx context.Context, q pg.Querier, communityID, channel, pubkey, role, invitedBy string) error {
+func (s *Store) ChannelMemberUpsert(ctx context.Context, communityID, channel, pubkey, role, invitedBy string) error {
+	q := s.q
 	_, err := q.Exec(ctx, `INSERT INTO channel_members (community_id, channel_id, pubkey, role, invited_by)
 		VALUES ($1, $2, $3, $4::member_role, $5)
 		ON CONFLICT (community_id, channel_id, pubkey) DO UPDATE SET
@@ -163,7 +169,8 @@ func (s *Store) ChannelMemberUpsert(ctx context.Context, q pg.Querier, community
 }
 
 // ChannelMemberRemove soft-removes an active member.
-func (s *Store) ChannelMemberRemove(ctx context.Context, q pg.Querier, communityID, channel, pubkey, by string) error {
+func (s *Store) ChannelMemberRemove(ctx context.Context, communityID, channel, pubkey, by string) error {
+	q := s.q
 	_, err := q.Exec(ctx, `UPDATE channel_members SET removed_at = now(), removed_by = $4
 		WHERE community_id = $1 AND channel_id = $2 AND pubkey = $3 AND removed_at IS NULL`,
 		communityID, channel, hexOne(pubkey), hexOne(by))
@@ -174,7 +181,8 @@ func (s *Store) ChannelMemberRemove(ctx context.Context, q pg.Querier, community
 }
 
 // ChannelMembers lists the active members of a channel, oldest first.
-func (s *Store) ChannelMembers(ctx context.Context, q pg.Querier, communityID, channel string) ([]Member, error) {
+func (s *Store) ChannelMembers(ctx context.Context, communityID, channel string) ([]Member, error) {
+	q := s.q
 	rows, err := q.Query(ctx, `SELECT pubkey, role::text FROM channel_members
 		WHERE community_id = $1 AND channel_id = $2 AND removed_at IS NULL ORDER BY joined_at, pubkey`, communityID, channel)
 	if err != nil {
@@ -195,7 +203,8 @@ func (s *Store) ChannelMembers(ctx context.Context, q pg.Querier, communityID, c
 }
 
 // UserAddPolicy returns a pubkey's channel_add_policy and agent owner.
-func (s *Store) UserAddPolicy(ctx context.Context, q pg.Querier, communityID, pubkey string) (policy, owner string, err error) {
+func (s *Store) UserAddPolicy(ctx context.Context, communityID, pubkey string) (policy, owner string, err error) {
+	q := s.q
 	var own []byte
 	err = q.QueryRow(ctx, `SELECT channel_add_policy::text, agent_owner_pubkey FROM users WHERE community_id = $1 AND pubkey = $2`,
 		communityID, hexOne(pubkey)).Scan(&policy, &own)
@@ -213,7 +222,8 @@ func (s *Store) UserAddPolicy(ctx context.Context, q pg.Querier, communityID, pu
 
 // LatestSignedAt returns the newest created_at of kind by pubkey for a
 // channel (channel_id, or for global notices the h tag), or 0.
-func (s *Store) LatestSignedAt(ctx context.Context, q pg.Querier, communityID string, kind int, pubkey, channel string, global bool) (int64, error) {
+func (s *Store) LatestSignedAt(ctx context.Context, communityID string, kind int, pubkey, channel string, global bool) (int64, error) {
+	q := s.q
 	var ts *time.Time
 	var err error
 	if global {
@@ -234,7 +244,8 @@ func (s *Store) LatestSignedAt(ctx context.Context, q pg.Querier, communityID st
 
 // ChannelStateEventsDelete soft-deletes a channel's relay-signed
 // 39000–39002 (on channel deletion).
-func (s *Store) ChannelStateEventsDelete(ctx context.Context, q pg.Querier, communityID, channel string) error {
+func (s *Store) ChannelStateEventsDelete(ctx context.Context, communityID, channel string) error {
+	q := s.q
 	_, err := q.Exec(ctx, `UPDATE events SET deleted_at = now() WHERE community_id = $1 AND channel_id = $2
 		AND kind IN (39000, 39001, 39002) AND deleted_at IS NULL`, communityID, channel)
 	if err != nil {

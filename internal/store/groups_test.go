@@ -24,13 +24,13 @@ func TestChannelCreate(t *testing.T) {
 	id := uuid.NewString()
 	p := store.ChannelCreateParams{CommunityID: b.a, ID: id, Name: "general", Type: "forum", Visibility: "private",
 		Description: "about", CreatedBy: owner.PubKey}
-	require.NoError(t, b.s.ChannelCreate(ctx, b.tx, p))
+	require.NoError(t, b.s.ChannelCreate(ctx, p))
 
-	c, found, err := b.s.ChannelLock(ctx, b.tx, b.a, id)
+	c, found, err := b.s.ChannelLock(ctx, b.a, id)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, store.Channel{ID: id, Name: "general", Type: "forum", Visibility: "private", Description: "about"}, c)
-	members, err := b.s.ChannelMembers(ctx, b.tx, b.a, id)
+	members, err := b.s.ChannelMembers(ctx, b.a, id)
 	require.NoError(t, err)
 	require.Equal(t, []store.Member{{Pubkey: owner.PubKey, Role: "owner"}}, members)
 
@@ -38,10 +38,10 @@ func TestChannelCreate(t *testing.T) {
 	// A savepoint keeps the failed insert from aborting the rest of the test's transaction.
 	sp, err := b.tx.Begin(ctx)
 	require.NoError(t, err)
-	require.ErrorIs(t, b.s.ChannelCreate(ctx, sp, p), pg.ErrDuplicate)
+	require.ErrorIs(t, store.New(sp).ChannelCreate(ctx, p), pg.ErrDuplicate)
 	require.NoError(t, sp.Rollback(ctx))
 	p.CommunityID = b.b
-	require.NoError(t, b.s.ChannelCreate(ctx, b.tx, p))
+	require.NoError(t, b.s.ChannelCreate(ctx, p))
 
 	for _, tc := range []struct {
 		name, community, channel string
@@ -50,7 +50,7 @@ func TestChannelCreate(t *testing.T) {
 		{"Live", b.a, id, true}, {"OtherCommunityOwnCopy", b.b, id, true},
 		{"Unknown", b.a, uuid.NewString(), false}, {"Deleted", b.a, fixture.Channel(t, b.tx, b.a, owner, fixture.Deleted()), true},
 	} {
-		ok, err := b.s.ChannelExists(ctx, b.tx, tc.community, tc.channel)
+		ok, err := b.s.ChannelExists(ctx, tc.community, tc.channel)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, ok, tc.name)
 	}
@@ -63,16 +63,16 @@ func TestChannelLock(t *testing.T) {
 	owner := eventtest.NewKey()
 	id := fixture.Channel(t, b.tx, b.a, owner, fixture.Deleted())
 
-	c, found, err := b.s.ChannelLock(ctx, b.tx, b.a, id)
+	c, found, err := b.s.ChannelLock(ctx, b.a, id)
 	require.NoError(t, err)
 	require.True(t, found, "deleted channels are returned")
 	require.True(t, c.Deleted)
 	for name, ch := range map[string]string{"NotAUUID": "general", "Uppercase": "AAAAAAAA-AAAA-AAAA-AAAA-AAAAAAAAAAAA", "Unknown": uuid.NewString()} {
-		_, found, err := b.s.ChannelLock(ctx, b.tx, b.a, ch)
+		_, found, err := b.s.ChannelLock(ctx, b.a, ch)
 		require.NoError(t, err, name)
 		require.False(t, found, name)
 	}
-	_, found, err = b.s.ChannelLock(ctx, b.tx, b.b, id)
+	_, found, err = b.s.ChannelLock(ctx, b.b, id)
 	require.NoError(t, err)
 	require.False(t, found, "not visible from community b")
 
@@ -83,21 +83,21 @@ func TestChannelLockSerialises(t *testing.T) {
 	ctx := context.Background()
 	b := setupPool(t)
 	cid := b.community(t)
-	id := fixture.Channel(t, b.s.Pool(), cid, eventtest.NewKey())
+	id := fixture.Channel(t, b.pool, cid, eventtest.NewKey())
 
-	holder, err := b.s.Pool().Begin(ctx)
+	holder, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer holder.Rollback(ctx) //nolint:errcheck // the test ends here
-	_, found, err := b.s.ChannelLock(ctx, holder, cid, id)
+	_, found, err := store.New(holder).ChannelLock(ctx, cid, id)
 	require.NoError(t, err)
 	require.True(t, found)
 
-	other, err := b.s.Pool().Begin(ctx)
+	other, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer other.Rollback(ctx) //nolint:errcheck // the test ends here
 	_, err = other.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`)
 	require.NoError(t, err)
-	_, _, err = b.s.ChannelLock(ctx, other, cid, id)
+	_, _, err = store.New(other).ChannelLock(ctx, cid, id)
 	require.ErrorContains(t, err, "55P03", "the row is locked until the holder ends")
 }
 
@@ -108,7 +108,7 @@ func TestChannelUpdate(t *testing.T) {
 	owner, editor := eventtest.NewKey(), eventtest.NewKey()
 	id := fixture.Channel(t, b.tx, b.a, owner, fixture.Named("old"), fixture.About("desc"))
 	lock := func() store.Channel {
-		c, found, err := b.s.ChannelLock(ctx, b.tx, b.a, id)
+		c, found, err := b.s.ChannelLock(ctx, b.a, id)
 		require.NoError(t, err)
 		require.True(t, found)
 		return c
@@ -116,7 +116,7 @@ func TestChannelUpdate(t *testing.T) {
 	name, topic, purpose, private, empty := "new", "topic", "purpose", "private", ""
 	yes, no := true, false
 
-	require.NoError(t, b.s.ChannelUpdate(ctx, b.tx, store.ChannelUpdateParams{CommunityID: b.a, ID: id, Actor: editor.PubKey,
+	require.NoError(t, b.s.ChannelUpdate(ctx, store.ChannelUpdateParams{CommunityID: b.a, ID: id, Actor: editor.PubKey,
 		Name: &name, Topic: &topic, Purpose: &purpose, Visibility: &private, Archived: &yes}))
 	require.Equal(t, store.Channel{ID: id, Name: "new", Type: "stream", Visibility: "private", Description: "desc",
 		Topic: "topic", Purpose: "purpose", Archived: true}, lock())
@@ -125,13 +125,13 @@ func TestChannelUpdate(t *testing.T) {
 	require.Equal(t, unhex(t, editor.PubKey), setBy)
 
 	// Nil fields stay; an empty description clears it; unarchive; delete.
-	require.NoError(t, b.s.ChannelUpdate(ctx, b.tx, store.ChannelUpdateParams{CommunityID: b.a, ID: id, Actor: owner.PubKey,
+	require.NoError(t, b.s.ChannelUpdate(ctx, store.ChannelUpdateParams{CommunityID: b.a, ID: id, Actor: owner.PubKey,
 		Description: &empty, Archived: &no}))
 	require.Equal(t, store.Channel{ID: id, Name: "new", Type: "stream", Visibility: "private",
 		Topic: "topic", Purpose: "purpose"}, lock())
-	require.NoError(t, b.s.ChannelUpdate(ctx, b.tx, store.ChannelUpdateParams{CommunityID: b.b, ID: id, Actor: owner.PubKey, Deleted: true}))
+	require.NoError(t, b.s.ChannelUpdate(ctx, store.ChannelUpdateParams{CommunityID: b.b, ID: id, Actor: owner.PubKey, Deleted: true}))
 	require.False(t, lock().Deleted, "an update through community b changes nothing in a")
-	require.NoError(t, b.s.ChannelUpdate(ctx, b.tx, store.ChannelUpdateParams{CommunityID: b.a, ID: id, Actor: owner.PubKey, Deleted: true}))
+	require.NoError(t, b.s.ChannelUpdate(ctx, store.ChannelUpdateParams{CommunityID: b.a, ID: id, Actor: owner.PubKey, Deleted: true}))
 	require.True(t, lock().Deleted)
 }
 
@@ -142,18 +142,18 @@ func TestChannelMembers(t *testing.T) {
 	owner, alice, bob := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 	id := fixture.Channel(t, b.tx, b.a, owner)
 	role := func(k eventtest.Key) (string, bool) {
-		r, active, err := b.s.ChannelMemberRole(ctx, b.tx, b.a, id, k.PubKey)
+		r, active, err := b.s.ChannelMemberRole(ctx, b.a, id, k.PubKey)
 		require.NoError(t, err)
 		return r, active
 	}
 
-	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.tx, b.a, id, alice.PubKey, "member", owner.PubKey))
-	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.tx, b.a, id, bob.PubKey, "bot", owner.PubKey))
+	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.a, id, alice.PubKey, "member", owner.PubKey))
+	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.a, id, bob.PubKey, "bot", owner.PubKey))
 	r, active := role(alice)
 	require.True(t, active)
 	require.Equal(t, "member", r)
 
-	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.tx, b.a, id, alice.PubKey, "admin", bob.PubKey))
+	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.a, id, alice.PubKey, "admin", bob.PubKey))
 	r, _ = role(alice)
 	require.Equal(t, "admin", r, "a role change")
 	var invitedBy []byte
@@ -161,10 +161,10 @@ func TestChannelMembers(t *testing.T) {
 		b.a, id, unhex(t, alice.PubKey)).Scan(&invitedBy))
 	require.Equal(t, unhex(t, owner.PubKey), invitedBy, "an active member keeps its inviter")
 
-	require.NoError(t, b.s.ChannelMemberRemove(ctx, b.tx, b.a, id, alice.PubKey, owner.PubKey))
+	require.NoError(t, b.s.ChannelMemberRemove(ctx, b.a, id, alice.PubKey, owner.PubKey))
 	_, active = role(alice)
 	require.False(t, active)
-	members, err := b.s.ChannelMembers(ctx, b.tx, b.a, id)
+	members, err := b.s.ChannelMembers(ctx, b.a, id)
 	require.NoError(t, err)
 	// One transaction: every joined_at is the same now(), so the tie order by pubkey decides.
 	want := []store.Member{{Pubkey: owner.PubKey, Role: "owner"}, {Pubkey: bob.PubKey, Role: "bot"}}
@@ -172,17 +172,17 @@ func TestChannelMembers(t *testing.T) {
 	require.Equal(t, want, members)
 
 	// Re-adding clears the removal and takes the new inviter.
-	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.tx, b.a, id, alice.PubKey, "member", bob.PubKey))
+	require.NoError(t, b.s.ChannelMemberUpsert(ctx, b.a, id, alice.PubKey, "member", bob.PubKey))
 	var removedAt *time.Time
 	require.NoError(t, b.tx.QueryRow(ctx, `SELECT invited_by, removed_at FROM channel_members WHERE community_id = $1 AND channel_id = $2 AND pubkey = $3`,
 		b.a, id, unhex(t, alice.PubKey)).Scan(&invitedBy, &removedAt))
 	require.Equal(t, unhex(t, bob.PubKey), invitedBy)
 	require.Nil(t, removedAt)
 
-	_, active, err = b.s.ChannelMemberRole(ctx, b.tx, b.b, id, owner.PubKey)
+	_, active, err = b.s.ChannelMemberRole(ctx, b.b, id, owner.PubKey)
 	require.NoError(t, err)
 	require.False(t, active, "no membership through community b")
-	members, err = b.s.ChannelMembers(ctx, b.tx, b.b, id)
+	members, err = b.s.ChannelMembers(ctx, b.b, id)
 	require.NoError(t, err)
 	require.Empty(t, members)
 }
@@ -213,7 +213,7 @@ func TestLatestSignedAt(t *testing.T) {
 		{"NoneYet", b.a, 39001, false, 0},
 		{"OtherCommunityOwn", b.b, 39000, false, 0},
 	} {
-		got, err := b.s.LatestSignedAt(ctx, b.tx, tc.community, tc.kind, relayKey.PubKey, ch, tc.global)
+		got, err := b.s.LatestSignedAt(ctx, tc.community, tc.kind, relayKey.PubKey, ch, tc.global)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, got, tc.name)
 	}
@@ -233,16 +233,16 @@ func TestChannelStateEventsDelete(t *testing.T) {
 	fixture.Channel(t, b.tx, b.b, owner, fixture.ID(ch)) // the same UUID in community b
 	copyInB := fixture.Event(t, b.tx, b.b, relayKey, 39000, eventtest.Channel(ch), eventtest.Tag("d", ch))
 
-	require.NoError(t, b.s.ChannelStateEventsDelete(ctx, b.tx, b.a, ch))
+	require.NoError(t, b.s.ChannelStateEventsDelete(ctx, b.a, ch))
 	for _, id := range state {
-		ref, err := b.s.EventLookup(ctx, b.tx, b.a, id)
+		ref, err := b.s.EventLookup(ctx, b.a, id)
 		require.NoError(t, err)
 		require.True(t, ref.Deleted, id)
 	}
-	ref, err := b.s.EventLookup(ctx, b.tx, b.a, msg.ID)
+	ref, err := b.s.EventLookup(ctx, b.a, msg.ID)
 	require.NoError(t, err)
 	require.False(t, ref.Deleted, "other kinds of the channel stay")
-	ref, err = b.s.EventLookup(ctx, b.tx, b.b, copyInB.ID)
+	ref, err = b.s.EventLookup(ctx, b.b, copyInB.ID)
 	require.NoError(t, err)
 	require.False(t, ref.Deleted)
 }

@@ -29,18 +29,18 @@ func TestNonHexArgumentsAreRefused(t *testing.T) {
 		run func() error
 	}{
 		{"read-state watermark", func() error {
-			_, _, err := b.s.ReadStateWatermark(ctx, b.tx, store.ReplaceableKey{CommunityID: b.a, Kind: 30078, Pubkey: bad, DTag: &d})
+			_, _, err := b.s.ReadStateWatermark(ctx, store.ReplaceableKey{CommunityID: b.a, Kind: 30078, Pubkey: bad, DTag: &d})
 			return err
 		}},
 		{"read-state remove head", func() error {
-			_, err := b.s.ReadStateRemoveHead(ctx, b.tx, store.ReplaceableKey{CommunityID: b.a, Kind: 30078, Pubkey: bad, DTag: &d})
+			_, err := b.s.ReadStateRemoveHead(ctx, store.ReplaceableKey{CommunityID: b.a, Kind: 30078, Pubkey: bad, DTag: &d})
 			return err
 		}},
 		{"read-state advance", func() error {
-			return b.s.ReadStateAdvance(ctx, b.tx, store.ReplaceableKey{CommunityID: b.a, Kind: 30078, Pubkey: bad, DTag: &d}, ev.ID, ev.CreatedAt)
+			return b.s.ReadStateAdvance(ctx, store.ReplaceableKey{CommunityID: b.a, Kind: 30078, Pubkey: bad, DTag: &d}, ev.ID, ev.CreatedAt)
 		}},
 		{"channel state", func() error {
-			_, err := b.s.ChannelStateGet(ctx, b.tx, b.a, "00000000-0000-0000-0000-000000000000", bad)
+			_, err := b.s.ChannelStateGet(ctx, b.a, "00000000-0000-0000-0000-000000000000", bad)
 			return err
 		}},
 		{"accessible channels", func() error {
@@ -52,31 +52,31 @@ func TestNonHexArgumentsAreRefused(t *testing.T) {
 			return err
 		}},
 		{"add reaction: target id", func() error {
-			_, err := b.s.ReactionAdd(ctx, b.tx, store.ReactionAddParams{CommunityID: b.a, Target: bad, Pubkey: good, Emoji: "+", ReactionEventID: ev.ID})
+			_, err := b.s.ReactionAdd(ctx, store.ReactionAddParams{CommunityID: b.a, Target: bad, Pubkey: good, Emoji: "+", ReactionEventID: ev.ID})
 			return err
 		}},
 		{"add reaction: pubkey", func() error {
-			_, err := b.s.ReactionAdd(ctx, b.tx, store.ReactionAddParams{CommunityID: b.a, Target: ev.ID, Pubkey: bad, Emoji: "+", ReactionEventID: ev.ID})
+			_, err := b.s.ReactionAdd(ctx, store.ReactionAddParams{CommunityID: b.a, Target: ev.ID, Pubkey: bad, Emoji: "+", ReactionEventID: ev.ID})
 			return err
 		}},
 		{"add reaction: reaction id", func() error {
-			_, err := b.s.ReactionAdd(ctx, b.tx, store.ReactionAddParams{CommunityID: b.a, Target: ev.ID, Pubkey: good, Emoji: "+", ReactionEventID: bad})
+			_, err := b.s.ReactionAdd(ctx, store.ReactionAddParams{CommunityID: b.a, Target: ev.ID, Pubkey: good, Emoji: "+", ReactionEventID: bad})
 			return err
 		}},
-		{"remove reaction", func() error { return b.s.ReactionRemove(ctx, b.tx, b.a, bad) }},
+		{"remove reaction", func() error { return b.s.ReactionRemove(ctx, b.a, bad) }},
 		{"soft delete event", func() error {
-			_, err := b.s.EventSoftDelete(ctx, b.tx, b.a, bad, ev.CreatedAt)
+			_, err := b.s.EventSoftDelete(ctx, b.a, bad, ev.CreatedAt)
 			return err
 		}},
 		{"replaceable head", func() error {
-			_, _, err := b.s.ReplaceableHead(ctx, b.tx, store.ReplaceableKey{CommunityID: b.a, Kind: 0, Pubkey: bad})
+			_, _, err := b.s.ReplaceableHead(ctx, store.ReplaceableKey{CommunityID: b.a, Kind: 0, Pubkey: bad})
 			return err
 		}},
 		{"supersede replaceable", func() error {
-			return b.s.ReplaceableSupersede(ctx, b.tx, store.ReplaceableKey{CommunityID: b.a, Kind: 0, Pubkey: bad})
+			return b.s.ReplaceableSupersede(ctx, store.ReplaceableKey{CommunityID: b.a, Kind: 0, Pubkey: bad})
 		}},
-		{"set nip05", func() error { return b.s.UserSetNIP05(ctx, b.tx, b.a, bad, nil) }},
-		{"set channel add policy", func() error { return b.s.UserSetAddPolicy(ctx, b.tx, b.a, bad, "anyone") }},
+		{"set nip05", func() error { return b.s.UserSetNIP05(ctx, b.a, bad, nil) }},
+		{"set channel add policy", func() error { return b.s.UserSetAddPolicy(ctx, b.a, bad, "anyone") }},
 	} {
 		err := tc.run()
 		require.Error(t, err, tc.op)

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // Operator listeners (docs/PROTOCOL.md §15): operator_listener_pubkeys holds the target
@@ -72,7 +71,8 @@ func MentionTargets(ev *event.Event) []string {
 // restarts the 30-day lifetime. Pubkeys are 64 hex characters (either case);
 // anything else is an error and nothing is written. An empty targets writes
 // nothing. Calling it twice is harmless.
-func (s *Store) ListenerRegister(ctx context.Context, q pg.Querier, listener string, targets []string) error {
+func (s *Store) ListenerRegister(ctx context.Context, listener string, targets []string) error {
+	q := s.q
 	l, ts, err := listenerKeys(listener, targets)
 	if err != nil {
 		return fmt.Errorf("register listener pubkeys: %w", err)
@@ -91,7 +91,8 @@ func (s *Store) ListenerRegister(ctx context.Context, q pg.Querier, listener str
 // ListenerUnregister removes listener's registrations of targets
 // (docs/PROTOCOL.md §15.3). Targets it does not hold are ignored, so it is idempotent.
 // Queued outbox rows stay (they age out); see ListenerForget.
-func (s *Store) ListenerUnregister(ctx context.Context, q pg.Querier, listener string, targets []string) error {
+func (s *Store) ListenerUnregister(ctx context.Context, listener string, targets []string) error {
+	q := s.q
 	l, ts, err := listenerKeys(listener, targets)
 	if err != nil {
 		return fmt.Errorf("unregister listener pubkeys: %w", err)
@@ -138,8 +139,9 @@ type ListenerDelivery struct {
 // leaseUntil (now + 30 s) and one more attempt. Rows of listeners not in
 // routable are never touched. No routable listener claims nothing without a
 // statement. limit must be at least 1 (ListenerClaimLimit in production).
-func (s *Store) ListenerClaim(ctx context.Context, q pg.Querier, routable []string, limit int,
+func (s *Store) ListenerClaim(ctx context.Context, routable []string, limit int,
 	eligibleSince, leaseUntil time.Time) ([]ListenerDelivery, error) {
+	q := s.q
 	if limit < 1 {
 		return nil, fmt.Errorf("claim listener outbox: limit %d must be at least 1", limit)
 	}
@@ -202,7 +204,8 @@ RETURNING o.id::text, o.claim_id::text, o.listener_pubkey, o.target_pubkey, o.co
 // failure (docs/PROTOCOL.md §15.5). It matches id, claimID and state sending; false
 // means the claim was lost (the lease expired and another claim took the
 // row, or it is gone) and nothing changed.
-func (s *Store) ListenerComplete(ctx context.Context, q pg.Querier, id, claimID string) (bool, error) {
+func (s *Store) ListenerComplete(ctx context.Context, id, claimID string) (bool, error) {
+	q := s.q
 	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_outbox WHERE id = $1 AND claim_id = $2 AND state = 'sending'`, id, claimID)
 	if err != nil {
 		return false, fmt.Errorf("complete listener delivery %s: %w", id, err)
@@ -215,7 +218,8 @@ func (s *Store) ListenerComplete(ctx context.Context, q pg.Querier, id, claimID 
 // and attempts below 9; false means the claim was lost or the row used its
 // last attempt (the caller then fails it with ListenerComplete), and nothing
 // changed.
-func (s *Store) ListenerRetry(ctx context.Context, q pg.Querier, id, claimID string, next time.Time) (bool, error) {
+func (s *Store) ListenerRetry(ctx context.Context, id, claimID string, next time.Time) (bool, error) {
+	q := s.q
 	tag, err := q.Exec(ctx, `UPDATE operator_listener_outbox SET state = 'pending', claim_id = NULL, lease_until = NULL, next_attempt_at = $3
 		WHERE id = $1 AND claim_id = $2 AND state = 'sending' AND attempts < 9`, id, claimID, next)
 	if err != nil {
@@ -229,7 +233,8 @@ func (s *Store) ListenerRetry(ctx context.Context, q pg.Querier, id, claimID str
 // returns how many it deleted. The age is measured on the database's clock,
 // as the rows' created_at is, so a relay whose clock runs ahead cannot reap
 // rows another process may still deliver.
-func (s *Store) ListenerReapOutbox(ctx context.Context, q pg.Querier, age time.Duration) (int64, error) {
+func (s *Store) ListenerReapOutbox(ctx context.Context, age time.Duration) (int64, error) {
+	q := s.q
 	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_outbox WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("reap listener outbox: %w", err)
@@ -240,7 +245,8 @@ func (s *Store) ListenerReapOutbox(ctx context.Context, q pg.Querier, age time.D
 // ListenerReapRegistrations deletes registrations created (or last renewed)
 // more than age ago (docs/PROTOCOL.md §15.8: 30 days), on the database's clock, and
 // returns how many it deleted.
-func (s *Store) ListenerReapRegistrations(ctx context.Context, q pg.Querier, age time.Duration) (int64, error) {
+func (s *Store) ListenerReapRegistrations(ctx context.Context, age time.Duration) (int64, error) {
+	q := s.q
 	tag, err := q.Exec(ctx, `DELETE FROM operator_listener_pubkeys WHERE created_at < now() - make_interval(secs => $1)`, age.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("reap listener registrations: %w", err)
@@ -252,7 +258,8 @@ func (s *Store) ListenerReapRegistrations(ctx context.Context, q pg.Querier, age
 // listener, in one statement, and returns how many of each it deleted
 // (docs/PROTOCOL.md §15.10, maintenance operator-listeners --forget). Other listeners' rows are
 // untouched. For a dry run, call it inside a transaction and roll back.
-func (s *Store) ListenerForget(ctx context.Context, q pg.Querier, listener string) (registrations, queued int64, err error) {
+func (s *Store) ListenerForget(ctx context.Context, listener string) (registrations, queued int64, err error) {
+	q := s.q
 	l, err := pubkeyBytes(listener)
 	if err != nil {
 		return 0, 0, fmt.Errorf("forget listener: %w", err)
@@ -310,13 +317,12 @@ func pubkeyBytes(s string) ([]byte, error) {
 	return hex.DecodeString(s)
 }
 
-// RegisterListenerTargets is ListenerRegister on the store's pool, for the
-// registration route.
-func (s *Store) RegisterListenerTargets(ctx context.Context, listener string, targets []string) error {
-	return s.ListenerRegister(ctx, s.Pool(), listener, targets)
-}
-
-// UnregisterListenerTargets is ListenerUnregister on the store's pool.
-func (s *Store) UnregisterListenerTargets(ctx context.Context, listener string, targets []string) error {
-	return s.ListenerUnregister(ctx, s.Pool(), listener, targets)
+// ListenerOutboxCounts counts the outbox's pending and sending rows, for
+// buzz_operator_listener_outbox_rows. It only reads.
+func (s *Store) ListenerOutboxCounts(ctx context.Context) (pending, sending int64, err error) {
+	if err := s.q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'sending')
+		FROM operator_listener_outbox`).Scan(&pending, &sending); err != nil {
+		return 0, 0, fmt.Errorf("count listener outbox rows: %w", err)
+	}
+	return pending, sending, nil
 }

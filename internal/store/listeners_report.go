@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // ListenerReportRow is what the operator-listener tables hold for one
@@ -39,7 +37,8 @@ type ListenerReportRow struct {
 // deployment-global, nothing is fenced by community), changes nothing and
 // may be called at any time; run it in a READ ONLY transaction to make that
 // certain.
-func (s *Store) ListenerReport(ctx context.Context, q pg.Querier) ([]ListenerReportRow, error) {
+func (s *Store) ListenerReport(ctx context.Context) ([]ListenerReportRow, error) {
+	q := s.q
 	// The CASEs keep a missing age NULL: greatest() ignores NULL arguments.
 	rows, err := q.Query(ctx, `WITH r AS (
   SELECT listener_pubkey, count(*) AS n, min(created_at) AS oldest

@@ -37,9 +37,8 @@ func TestListenerReport(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	s := store.New(nil)
 
-	rows, err := s.ListenerReport(ctx, tx)
+	rows, err := store.New(tx).ListenerReport(ctx)
 	require.NoError(t, err)
 	require.Empty(t, rows, "empty tables: no listener")
 
@@ -50,7 +49,7 @@ func TestListenerReport(t *testing.T) {
 	// old, and five outbox rows in both states on both sides of the
 	// 15-minute eligibility (exactly 15 minutes is still eligible).
 	t1, t2 := pubkey(), pubkey()
-	require.NoError(t, s.ListenerRegister(ctx, tx, both, []string{t1, t2}))
+	require.NoError(t, store.New(tx).ListenerRegister(ctx, both, []string{t1, t2}))
 	ageRegistration(t, tx, both, t1, "10 days 0.9 seconds")
 	ageRegistration(t, tx, both, t2, "1 hour")
 	outboxInsert(t, tx, outboxSpec{listener: both, community: c, createdAgo: 60})
@@ -61,7 +60,7 @@ func TestListenerReport(t *testing.T) {
 
 	// regsOnly: registrations and no outbox row.
 	t3 := pubkey()
-	require.NoError(t, s.ListenerRegister(ctx, tx, regsOnly, []string{t3}))
+	require.NoError(t, store.New(tx).ListenerRegister(ctx, regsOnly, []string{t3}))
 	ageRegistration(t, tx, regsOnly, t3, "42 seconds")
 
 	// outboxOnly: rows left after its registrations were removed, one of
@@ -71,7 +70,7 @@ func TestListenerReport(t *testing.T) {
 
 	// future: a registration stamped ahead of the clock is 0 s old.
 	t4 := pubkey()
-	require.NoError(t, s.ListenerRegister(ctx, tx, future, []string{t4}))
+	require.NoError(t, store.New(tx).ListenerRegister(ctx, future, []string{t4}))
 	ageRegistration(t, tx, future, t4, "-5 seconds")
 
 	want := []store.ListenerReportRow{
@@ -83,14 +82,14 @@ func TestListenerReport(t *testing.T) {
 	}
 	sort.Slice(want, func(i, j int) bool { return want[i].Listener < want[j].Listener })
 
-	rows, err = s.ListenerReport(ctx, tx)
+	rows, err = store.New(tx).ListenerReport(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, rows, "one row per listener of either table, by pubkey")
 
 	// Forgetting a listener removes it from the report; the others stay.
-	_, _, err = s.ListenerForget(ctx, tx, outboxOnly)
+	_, _, err = store.New(tx).ListenerForget(ctx, outboxOnly)
 	require.NoError(t, err)
-	rows, err = s.ListenerReport(ctx, tx)
+	rows, err = store.New(tx).ListenerReport(ctx)
 	require.NoError(t, err)
 	var left []string
 	for _, r := range rows {

@@ -96,20 +96,20 @@ func TestListenerRegister(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		l, t1, t2 := pubkey(), pubkey(), pubkey()
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, strings.ToUpper(l), []string{t1, t2, strings.ToUpper(t1), t1}))
+		require.NoError(t, b.s.ListenerRegister(ctx, strings.ToUpper(l), []string{t1, t2, strings.ToUpper(t1), t1}))
 		require.ElementsMatch(t, []string{t1, t2}, registered(t, b.tx, l), "one row per distinct target, stored lowercase")
 
 		// Ten days old; registering again brings created_at back to now.
 		_, err := b.tx.Exec(ctx, `UPDATE operator_listener_pubkeys SET created_at = now() - interval '10 days'
 			WHERE listener_pubkey = $1`, unhex(t, l))
 		require.NoError(t, err)
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, l, []string{t1}))
+		require.NoError(t, b.s.ListenerRegister(ctx, l, []string{t1}))
 		require.Equal(t, 1, count(t, b.tx, `SELECT count(*) FROM operator_listener_pubkeys
 			WHERE listener_pubkey = $1 AND target_pubkey = $2 AND created_at = now()`, unhex(t, l), unhex(t, t1)), "renewed")
 		require.Equal(t, 1, count(t, b.tx, `SELECT count(*) FROM operator_listener_pubkeys
 			WHERE listener_pubkey = $1 AND target_pubkey = $2 AND created_at = now() - interval '10 days'`, unhex(t, l), unhex(t, t2)),
 			"a target not in the request keeps its age")
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, l, []string{t1}), "twice is harmless")
+		require.NoError(t, b.s.ListenerRegister(ctx, l, []string{t1}), "twice is harmless")
 		require.Len(t, registered(t, b.tx, l), 2)
 	})
 
@@ -117,12 +117,12 @@ func TestListenerRegister(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		l, other, t1, t2, never := pubkey(), pubkey(), pubkey(), pubkey(), pubkey()
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, l, []string{t1, t2}))
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, other, []string{t1}))
+		require.NoError(t, b.s.ListenerRegister(ctx, l, []string{t1, t2}))
+		require.NoError(t, b.s.ListenerRegister(ctx, other, []string{t1}))
 
-		require.NoError(t, b.s.ListenerUnregister(ctx, b.tx, l, []string{strings.ToUpper(t1), never}))
+		require.NoError(t, b.s.ListenerUnregister(ctx, l, []string{strings.ToUpper(t1), never}))
 		require.Equal(t, []string{t2}, registered(t, b.tx, l))
-		require.NoError(t, b.s.ListenerUnregister(ctx, b.tx, l, []string{t1}), "again: nothing to remove")
+		require.NoError(t, b.s.ListenerUnregister(ctx, l, []string{t1}), "again: nothing to remove")
 		require.Equal(t, []string{t2}, registered(t, b.tx, l))
 		require.Equal(t, []string{t1}, registered(t, b.tx, other), "another listener's registration stays")
 	})
@@ -131,9 +131,9 @@ func TestListenerRegister(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		l := pubkey()
-		require.Error(t, b.s.ListenerRegister(ctx, b.tx, l, []string{pubkey(), "xyz"}))
-		require.Error(t, b.s.ListenerRegister(ctx, b.tx, l[:62], []string{pubkey()}))
-		require.Error(t, b.s.ListenerUnregister(ctx, b.tx, l, []string{pubkey()[:63]}))
+		require.Error(t, b.s.ListenerRegister(ctx, l, []string{pubkey(), "xyz"}))
+		require.Error(t, b.s.ListenerRegister(ctx, l[:62], []string{pubkey()}))
+		require.Error(t, b.s.ListenerUnregister(ctx, l, []string{pubkey()[:63]}))
 		require.Empty(t, registered(t, b.tx, l))
 	})
 }
@@ -160,15 +160,15 @@ func TestEventInsertListeners(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		l1, l2, l3, target, other, unrelated := pubkey(), pubkey(), pubkey(), pubkey(), pubkey(), pubkey()
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, l1, []string{target, other}))
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, l2, []string{target}))
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, l3, []string{unrelated}))
+		require.NoError(t, b.s.ListenerRegister(ctx, l1, []string{target, other}))
+		require.NoError(t, b.s.ListenerRegister(ctx, l2, []string{target}))
+		require.NoError(t, b.s.ListenerRegister(ctx, l3, []string{unrelated}))
 		author := eventtest.NewKey()
 		ch := fixture.Channel(t, b.tx, b.a, author)
 		ev := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("p", target), eventtest.Tag("p", target),
 			eventtest.Tag("p", strings.ToUpper(other)))
 		p := store.EventInsertParams{CommunityID: b.a, Event: &ev, Channel: ch, ListenerTargets: store.MentionTargets(&ev)}
-		res, err := b.s.EventInsertCounted(ctx, b.tx, p)
+		res, err := b.s.EventInsertCounted(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, store.EventInsertResult{Inserted: true, ListenerRows: 3}, res)
 		row := func(l, tg string) string {
@@ -182,24 +182,24 @@ func TestEventInsertListeners(t *testing.T) {
 			b.a, unhex(t, ev.ID)), "event_mentions is unchanged: only the lowercase p")
 
 		// The same event again: duplicate, nothing enqueued.
-		res, err = b.s.EventInsertCounted(ctx, b.tx, p)
+		res, err = b.s.EventInsertCounted(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, store.EventInsertResult{}, res)
-		inserted, err := b.s.EventInsert(ctx, b.tx, p)
+		inserted, err := b.s.EventInsert(ctx, p)
 		require.NoError(t, err)
 		require.False(t, inserted)
 		require.ElementsMatch(t, want, outboxRows(t, b.tx, ev.ID))
 		// Not even once its rows were delivered (deleted).
 		_, err = b.tx.Exec(ctx, `DELETE FROM operator_listener_outbox WHERE event_id = $1`, unhex(t, ev.ID))
 		require.NoError(t, err)
-		res, err = b.s.EventInsertCounted(ctx, b.tx, p)
+		res, err = b.s.EventInsertCounted(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, store.EventInsertResult{}, res)
 		require.Empty(t, outboxRows(t, b.tx, ev.ID))
 
 		// Deployment-global: the same registrations match in another community.
 		p.CommunityID, p.Channel = b.b, ""
-		res, err = b.s.EventInsertCounted(ctx, b.tx, p)
+		res, err = b.s.EventInsertCounted(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, store.EventInsertResult{Inserted: true, ListenerRows: 3}, res)
 		require.Equal(t, 3, count(t, b.tx, `SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1`, b.b))
@@ -209,7 +209,7 @@ func TestEventInsertListeners(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		ev := eventtest.NewKey().Signed(t, 9, eventtest.Tag("p", pubkey()))
-		res, err := b.s.EventInsertCounted(ctx, b.tx, store.EventInsertParams{CommunityID: b.a, Event: &ev,
+		res, err := b.s.EventInsertCounted(ctx, store.EventInsertParams{CommunityID: b.a, Event: &ev,
 			ListenerTargets: store.MentionTargets(&ev)})
 		require.NoError(t, err)
 		require.Equal(t, store.EventInsertResult{Inserted: true}, res)
@@ -220,9 +220,9 @@ func TestEventInsertListeners(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		target := pubkey()
-		require.NoError(t, b.s.ListenerRegister(ctx, b.tx, pubkey(), []string{target}))
+		require.NoError(t, b.s.ListenerRegister(ctx, pubkey(), []string{target}))
 		ev := eventtest.NewKey().Signed(t, 1, eventtest.Tag("p", target))
-		res, err := b.s.EventInsertCounted(ctx, b.tx, store.EventInsertParams{CommunityID: b.a, Event: &ev})
+		res, err := b.s.EventInsertCounted(ctx, store.EventInsertParams{CommunityID: b.a, Event: &ev})
 		require.NoError(t, err)
 		require.Equal(t, store.EventInsertResult{Inserted: true}, res)
 		require.Empty(t, outboxRows(t, b.tx, ev.ID), "the caller passes no targets for kind 1")
@@ -232,7 +232,7 @@ func TestEventInsertListeners(t *testing.T) {
 		t.Parallel()
 		b := setupTx(t)
 		ev := eventtest.NewKey().Signed(t, 9)
-		_, err := b.s.EventInsert(ctx, b.tx, store.EventInsertParams{CommunityID: b.a, Event: &ev, ListenerTargets: []string{"xyz"}})
+		_, err := b.s.EventInsert(ctx, store.EventInsertParams{CommunityID: b.a, Event: &ev, ListenerTargets: []string{"xyz"}})
 		require.Error(t, err)
 		require.Zero(t, count(t, b.tx, `SELECT count(*) FROM events WHERE community_id = $1`, b.a))
 	})
@@ -266,16 +266,15 @@ func TestEventInsertListenerStatement(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	rec := &dbtest.SQLRecorder{}
 	traced := dbtest.TracedPool(t, pool, rec, 1)
-	s := store.New(pool)
 	cid := fixture.Community(t, pool).ID
 	target := pubkey()
-	require.NoError(t, s.ListenerRegister(ctx, pool, pubkey(), []string{target}))
+	require.NoError(t, store.New(pool).ListenerRegister(ctx, pubkey(), []string{target}))
 
 	// No targets (any kind the caller does not treat as a mention): one
 	// statement, the one from before the feature, touching no listener table.
 	for _, kind := range []int{1, 7, 9, 40003} {
 		ev := eventtest.NewKey().Signed(t, kind, eventtest.Tag("p", target))
-		inserted, err := s.EventInsert(ctx, traced, store.EventInsertParams{CommunityID: cid, Event: &ev})
+		inserted, err := store.New(traced).EventInsert(ctx, store.EventInsertParams{CommunityID: cid, Event: &ev})
 		require.NoError(t, err)
 		require.True(t, inserted)
 		require.Equal(t, []string{eventInsertStatement}, rec.Take(), "kind %d", kind)
@@ -284,7 +283,7 @@ func TestEventInsertListenerStatement(t *testing.T) {
 
 	// With targets: still one statement, now with the outbox CTE.
 	ev := eventtest.NewKey().Signed(t, 9, eventtest.Tag("p", target))
-	inserted, err := s.EventInsert(ctx, traced, store.EventInsertParams{CommunityID: cid, Event: &ev,
+	inserted, err := store.New(traced).EventInsert(ctx, store.EventInsertParams{CommunityID: cid, Event: &ev,
 		ListenerTargets: store.MentionTargets(&ev)})
 	require.NoError(t, err)
 	require.True(t, inserted)
@@ -298,10 +297,9 @@ func TestEventInsertListenerFailureRollsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	s := store.New(pool)
 	cid := fixture.Community(t, pool).ID
 	target := pubkey()
-	require.NoError(t, s.ListenerRegister(ctx, pool, pubkey(), []string{target}))
+	require.NoError(t, store.New(pool).ListenerRegister(ctx, pubkey(), []string{target}))
 	_, err := pool.Exec(ctx, `ALTER TABLE operator_listener_outbox ADD CONSTRAINT refuse_all CHECK (false) NOT VALID`)
 	require.NoError(t, err)
 
@@ -318,13 +316,13 @@ func TestEventInsertListenerFailureRollsBack(t *testing.T) {
 	}
 
 	// The one-statement path, autocommitted on the pool.
-	_, err = s.EventInsert(ctx, pool, p)
+	_, err = store.New(pool).EventInsert(ctx, p)
 	require.ErrorContains(t, err, "refuse_all")
 	require.Zero(t, stored(), "nothing of the event is stored")
 
 	// Inside a write transaction.
 	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-		_, err := s.EventInsert(ctx, tx, p)
+		_, err := store.New(tx).EventInsert(ctx, p)
 		return err
 	})
 	require.ErrorContains(t, err, "refuse_all")
@@ -332,13 +330,13 @@ func TestEventInsertListenerFailureRollsBack(t *testing.T) {
 
 	// An event without targets does not touch the outbox.
 	plain := author.Signed(t, 9, eventtest.Tag("p", target), eventtest.Content("no targets"))
-	inserted, err := s.EventInsert(ctx, pool, store.EventInsertParams{CommunityID: cid, Event: &plain})
+	inserted, err := store.New(pool).EventInsert(ctx, store.EventInsertParams{CommunityID: cid, Event: &plain})
 	require.NoError(t, err)
 	require.True(t, inserted)
 
 	_, err = pool.Exec(ctx, `ALTER TABLE operator_listener_outbox DROP CONSTRAINT refuse_all`)
 	require.NoError(t, err)
-	inserted, err = s.EventInsert(ctx, pool, p)
+	inserted, err = store.New(pool).EventInsert(ctx, p)
 	require.NoError(t, err)
 	require.True(t, inserted)
 	require.Equal(t, 4, stored(), "the event, its mention, its intent and its outbox row")
@@ -416,7 +414,6 @@ func TestListenerClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	s := store.New(pool)
 
 	t.Run("OnlyDueEligibleRoutableRowsOfLiveCommunities", func(t *testing.T) {
 		t.Parallel()
@@ -446,7 +443,7 @@ func TestListenerClaim(t *testing.T) {
 		}
 
 		since, lease := claimWindow()
-		got, err := s.ListenerClaim(ctx, pool, []string{unused, strings.ToUpper(a)}, store.ListenerClaimLimit, since, lease)
+		got, err := store.New(pool).ListenerClaim(ctx, []string{unused, strings.ToUpper(a)}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, []string{expired, due}, claimedIDs(got), "ordered by next_attempt_at")
 		claim := got[0].ClaimID
@@ -461,7 +458,7 @@ func TestListenerClaim(t *testing.T) {
 			require.Equal(t, before[name], outboxState(t, pool, id), name)
 		}
 
-		got, err = s.ListenerClaim(ctx, pool, []string{a, b}, store.ListenerClaimLimit, since, lease)
+		got, err = store.New(pool).ListenerClaim(ctx, []string{a, b}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, []string{skipped["NotRoutable"]}, claimedIDs(got), "leased rows are not claimed again; b is routable now")
 	})
@@ -476,7 +473,7 @@ func TestListenerClaim(t *testing.T) {
 		_, err := pool.Exec(ctx, `DELETE FROM communities WHERE id = $1`, scratch)
 		require.NoError(t, err)
 		since, lease := claimWindow()
-		got, err := s.ListenerClaim(ctx, pool, []string{l}, 1, since, lease)
+		got, err := store.New(pool).ListenerClaim(ctx, []string{l}, 1, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, []string{live}, claimedIDs(got), "the orphan, due first, is not a candidate")
 		require.Equal(t, "pending 0 t t", outboxState(t, pool, orphan))
@@ -485,12 +482,12 @@ func TestListenerClaim(t *testing.T) {
 	t.Run("NoRoutableListener", func(t *testing.T) {
 		t.Parallel()
 		since, lease := claimWindow()
-		got, err := s.ListenerClaim(ctx, pool, nil, store.ListenerClaimLimit, since, lease)
+		got, err := store.New(pool).ListenerClaim(ctx, nil, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Empty(t, got)
-		_, err = s.ListenerClaim(ctx, pool, []string{pubkey()}, 0, since, lease)
+		_, err = store.New(pool).ListenerClaim(ctx, []string{pubkey()}, 0, since, lease)
 		require.Error(t, err)
-		_, err = s.ListenerClaim(ctx, pool, []string{"xyz"}, 1, since, lease)
+		_, err = store.New(pool).ListenerClaim(ctx, []string{"xyz"}, 1, since, lease)
 		require.Error(t, err)
 	})
 
@@ -504,10 +501,10 @@ func TestListenerClaim(t *testing.T) {
 			all = append(all, id)
 		}
 		since, lease := claimWindow()
-		got, err := s.ListenerClaim(ctx, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+		got, err := store.New(pool).ListenerClaim(ctx, []string{l}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, all[:10], claimedIDs(got), "the ten due first")
-		got, err = s.ListenerClaim(ctx, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+		got, err = store.New(pool).ListenerClaim(ctx, []string{l}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, all[10:], claimedIDs(got))
 	})
@@ -525,7 +522,7 @@ func TestListenerClaim(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		first, err := s.ListenerClaim(ctx, tx, []string{l}, 3, since, lease)
+		first, err := store.New(tx).ListenerClaim(ctx, []string{l}, 3, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, all[:3], claimedIDs(first))
 
@@ -533,12 +530,12 @@ func TestListenerClaim(t *testing.T) {
 		// second claim takes the others without waiting.
 		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		second, err := s.ListenerClaim(wait, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+		second, err := store.New(pool).ListenerClaim(wait, []string{l}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Equal(t, all[3:], claimedIDs(second))
 		require.NotEqual(t, first[0].ClaimID, second[0].ClaimID, "a fresh token per claim")
 		require.NoError(t, tx.Commit(ctx))
-		third, err := s.ListenerClaim(ctx, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+		third, err := store.New(pool).ListenerClaim(ctx, []string{l}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Empty(t, third)
 	})
@@ -564,7 +561,7 @@ func TestListenerClaim(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					got, err := s.ListenerClaim(ctx, pool, []string{l}, 3, since, lease)
+					got, err := store.New(pool).ListenerClaim(ctx, []string{l}, 3, since, lease)
 					if err != nil {
 						errs <- err
 						return
@@ -602,7 +599,7 @@ func TestListenerClaim(t *testing.T) {
 		since, lease := claimWindow()
 		claim := func() store.ListenerDelivery {
 			t.Helper()
-			got, err := s.ListenerClaim(ctx, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+			got, err := store.New(pool).ListenerClaim(ctx, []string{l}, store.ListenerClaimLimit, since, lease)
 			require.NoError(t, err)
 			require.Len(t, got, 1)
 			return got[0]
@@ -618,32 +615,32 @@ func TestListenerClaim(t *testing.T) {
 		require.Equal(t, 2, second.Attempts)
 
 		// The stale token changes nothing.
-		ok, err := s.ListenerComplete(ctx, pool, id, first.ClaimID)
+		ok, err := store.New(pool).ListenerComplete(ctx, id, first.ClaimID)
 		require.NoError(t, err)
 		require.False(t, ok)
-		ok, err = s.ListenerRetry(ctx, pool, id, first.ClaimID, time.Now())
+		ok, err = store.New(pool).ListenerRetry(ctx, id, first.ClaimID, time.Now())
 		require.NoError(t, err)
 		require.False(t, ok)
 		require.Equal(t, "sending 2 f f", outboxState(t, pool, id))
 
 		// Retry with the live token: pending, unclaimed, due at next.
 		next := time.Now().Add(4 * time.Second)
-		ok, err = s.ListenerRetry(ctx, pool, id, second.ClaimID, next)
+		ok, err = store.New(pool).ListenerRetry(ctx, id, second.ClaimID, next)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Equal(t, "pending 2 t t", outboxState(t, pool, id))
 		require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM operator_listener_outbox WHERE id = $1
 			AND next_attempt_at BETWEEN $2::timestamptz - interval '1 ms' AND $2::timestamptz + interval '1 ms'`, id, next))
-		got, err := s.ListenerClaim(ctx, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+		got, err := store.New(pool).ListenerClaim(ctx, []string{l}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Empty(t, got, "not due before next")
 
 		// A pending row is no one's: neither token completes or retries it.
 		for _, tok := range []string{first.ClaimID, second.ClaimID} {
-			ok, err = s.ListenerComplete(ctx, pool, id, tok)
+			ok, err = store.New(pool).ListenerComplete(ctx, id, tok)
 			require.NoError(t, err)
 			require.False(t, ok)
-			ok, err = s.ListenerRetry(ctx, pool, id, tok, time.Now())
+			ok, err = store.New(pool).ListenerRetry(ctx, id, tok, time.Now())
 			require.NoError(t, err)
 			require.False(t, ok)
 		}
@@ -651,10 +648,10 @@ func TestListenerClaim(t *testing.T) {
 		// A pending row that still carries a token is not claimed either.
 		_, err = pool.Exec(ctx, `UPDATE operator_listener_outbox SET claim_id = $2 WHERE id = $1`, id, second.ClaimID)
 		require.NoError(t, err)
-		ok, err = s.ListenerComplete(ctx, pool, id, second.ClaimID)
+		ok, err = store.New(pool).ListenerComplete(ctx, id, second.ClaimID)
 		require.NoError(t, err)
 		require.False(t, ok, "state must be sending")
-		ok, err = s.ListenerRetry(ctx, pool, id, second.ClaimID, time.Now())
+		ok, err = store.New(pool).ListenerRetry(ctx, id, second.ClaimID, time.Now())
 		require.NoError(t, err)
 		require.False(t, ok, "state must be sending")
 
@@ -662,11 +659,11 @@ func TestListenerClaim(t *testing.T) {
 		require.NoError(t, err)
 		third := claim()
 		require.Equal(t, 3, third.Attempts)
-		ok, err = s.ListenerComplete(ctx, pool, id, third.ClaimID)
+		ok, err = store.New(pool).ListenerComplete(ctx, id, third.ClaimID)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Equal(t, "gone", outboxState(t, pool, id))
-		ok, err = s.ListenerComplete(ctx, pool, id, third.ClaimID)
+		ok, err = store.New(pool).ListenerComplete(ctx, id, third.ClaimID)
 		require.NoError(t, err)
 		require.False(t, ok, "already gone")
 	})
@@ -677,15 +674,15 @@ func TestListenerClaim(t *testing.T) {
 		l := pubkey()
 		id, _ := outboxInsert(t, pool, outboxSpec{listener: l, community: c, attempts: 8, nextIn: -1})
 		since, lease := claimWindow()
-		got, err := s.ListenerClaim(ctx, pool, []string{l}, store.ListenerClaimLimit, since, lease)
+		got, err := store.New(pool).ListenerClaim(ctx, []string{l}, store.ListenerClaimLimit, since, lease)
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		require.Equal(t, store.ListenerMaxAttempts, got[0].Attempts)
-		ok, err := s.ListenerRetry(ctx, pool, id, got[0].ClaimID, time.Now())
+		ok, err := store.New(pool).ListenerRetry(ctx, id, got[0].ClaimID, time.Now())
 		require.NoError(t, err)
 		require.False(t, ok)
 		require.Equal(t, "sending 9 f f", outboxState(t, pool, id), "still claimed")
-		ok, err = s.ListenerComplete(ctx, pool, id, got[0].ClaimID)
+		ok, err = store.New(pool).ListenerComplete(ctx, id, got[0].ClaimID)
 		require.NoError(t, err)
 		require.True(t, ok, "failing it deletes it")
 		require.Equal(t, "gone", outboxState(t, pool, id))
@@ -696,7 +693,6 @@ func TestListenerReapers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	s := store.New(pool)
 	c := fixture.Community(t, pool).ID
 	a, b := pubkey(), pubkey()
 
@@ -707,7 +703,7 @@ func TestListenerReapers(t *testing.T) {
 		createdAgo: 20 * 60})
 	recent, _ := outboxInsert(t, pool, outboxSpec{listener: a, community: c, createdAgo: 14 * 60})
 
-	n, err := s.ListenerReapOutbox(ctx, pool, 15*time.Minute)
+	n, err := store.New(pool).ListenerReapOutbox(ctx, 15*time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)
 	for _, id := range []string{oldPending, oldSending, oldOrphan} {
@@ -716,21 +712,21 @@ func TestListenerReapers(t *testing.T) {
 	require.Equal(t, "pending 0 t t", outboxState(t, pool, recent))
 
 	t1, t2, t3 := pubkey(), pubkey(), pubkey()
-	require.NoError(t, s.ListenerRegister(ctx, pool, a, []string{t1, t2}))
-	require.NoError(t, s.ListenerRegister(ctx, pool, b, []string{t3}))
+	require.NoError(t, store.New(pool).ListenerRegister(ctx, a, []string{t1, t2}))
+	require.NoError(t, store.New(pool).ListenerRegister(ctx, b, []string{t3}))
 	_, err = pool.Exec(ctx, `UPDATE operator_listener_pubkeys SET created_at = now() - interval '30 days 1 minute'
 		WHERE target_pubkey = ANY($1::bytea[])`, [][]byte{unhex(t, t1), unhex(t, t3)})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE operator_listener_pubkeys SET created_at = now() - interval '29 days'
 		WHERE target_pubkey = $1`, unhex(t, t2))
 	require.NoError(t, err)
-	n, err = s.ListenerReapRegistrations(ctx, pool, 30*24*time.Hour)
+	n, err = store.New(pool).ListenerReapRegistrations(ctx, 30*24*time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM operator_listener_pubkeys`))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM operator_listener_pubkeys WHERE target_pubkey = $1`, unhex(t, t2)))
 
-	n, err = s.ListenerReapOutbox(ctx, pool, 15*time.Minute)
+	n, err = store.New(pool).ListenerReapOutbox(ctx, 15*time.Minute)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing more to reap")
 }
@@ -740,15 +736,15 @@ func TestListenerForget(t *testing.T) {
 	ctx := context.Background()
 	b := setupTx(t)
 	gone, kept := pubkey(), pubkey()
-	require.NoError(t, b.s.ListenerRegister(ctx, b.tx, gone, []string{pubkey(), pubkey()}))
-	require.NoError(t, b.s.ListenerRegister(ctx, b.tx, kept, []string{pubkey()}))
+	require.NoError(t, b.s.ListenerRegister(ctx, gone, []string{pubkey(), pubkey()}))
+	require.NoError(t, b.s.ListenerRegister(ctx, kept, []string{pubkey()}))
 	for range 3 {
 		outboxInsert(t, b.tx, outboxSpec{listener: gone, community: b.a})
 	}
 	outboxInsert(t, b.tx, outboxSpec{listener: gone, community: b.b, state: "sending", attempts: 1, leaseIn: intp(20)})
 	keptRow, _ := outboxInsert(t, b.tx, outboxSpec{listener: kept, community: b.a})
 
-	regs, queued, err := b.s.ListenerForget(ctx, b.tx, strings.ToUpper(gone))
+	regs, queued, err := b.s.ListenerForget(ctx, strings.ToUpper(gone))
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{2, 4}, [2]int64{regs, queued})
 	require.Zero(t, count(t, b.tx, `SELECT count(*) FROM operator_listener_pubkeys WHERE listener_pubkey = $1`, unhex(t, gone)))
@@ -756,9 +752,9 @@ func TestListenerForget(t *testing.T) {
 	require.Equal(t, 1, count(t, b.tx, `SELECT count(*) FROM operator_listener_pubkeys WHERE listener_pubkey = $1`, unhex(t, kept)))
 	require.Equal(t, "pending 0 t t", outboxState(t, b.tx, keptRow))
 
-	regs, queued, err = b.s.ListenerForget(ctx, b.tx, gone)
+	regs, queued, err = b.s.ListenerForget(ctx, gone)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 0}, [2]int64{regs, queued}, "again: nothing left")
-	_, _, err = b.s.ListenerForget(ctx, b.tx, "xyz")
+	_, _, err = b.s.ListenerForget(ctx, "xyz")
 	require.Error(t, err)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -27,26 +28,28 @@ type txBundle struct {
 func setupTx(t *testing.T) *txBundle {
 	t.Helper()
 	tx := dbtest.Tx(t)
-	return &txBundle{tx: tx, s: store.New(nil),
+	return &txBundle{tx: tx, s: store.New(tx),
 		a: fixture.Community(t, tx).ID, b: fixture.Community(t, tx).ID}
 }
 
-// poolBundle is a database of the test's own, for the methods that run on
-// the Store's pool. Subtests share it and each creates its own communities.
+// poolBundle is a database of the test's own, for the statements that
+// commit, lock across sessions or open their own transaction. Subtests
+// share it and each creates its own communities.
 type poolBundle struct {
-	s *store.Store
+	pool *pgxpool.Pool
+	s    *store.Store // on pool
 }
 
 func setupPool(t *testing.T) *poolBundle {
 	t.Helper()
 	pool, _ := dbtest.NewDB(t)
-	return &poolBundle{s: store.New(pool)}
+	return &poolBundle{pool: pool, s: store.New(pool)}
 }
 
 // community creates a community on the bundle's pool.
 func (b *poolBundle) community(t *testing.T) string {
 	t.Helper()
-	return fixture.Community(t, b.s.Pool()).ID
+	return fixture.Community(t, b.pool).ID
 }
 
 // count runs a count(*) query on q.

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // RelayMember is one row of relay_members.
@@ -30,7 +28,8 @@ type RelayMemberUpsertParams struct {
 
 // RelayMemberUpsert inserts a member or changes the role of an existing one.
 // It runs on q: the pool, or a transaction that also records the change.
-func (s *Store) RelayMemberUpsert(ctx context.Context, q pg.Querier, p RelayMemberUpsertParams) (RelayMember, error) {
+func (s *Store) RelayMemberUpsert(ctx context.Context, p RelayMemberUpsertParams) (RelayMember, error) {
+	q := s.q
 	m := RelayMember{CommunityID: p.CommunityID, Pubkey: p.Pubkey}
 	err := q.QueryRow(ctx, `
 		INSERT INTO relay_members (community_id, pubkey, role, added_by) VALUES ($1, $2, $3, $4)
@@ -44,7 +43,8 @@ func (s *Store) RelayMemberUpsert(ctx context.Context, q pg.Querier, p RelayMemb
 }
 
 // RelayMemberRole returns a member's role, or "" when it has no row.
-func (s *Store) RelayMemberRole(ctx context.Context, q pg.Querier, communityID, pubkey string) (string, error) {
+func (s *Store) RelayMemberRole(ctx context.Context, communityID, pubkey string) (string, error) {
+	q := s.q
 	var role string
 	err := q.QueryRow(ctx, `SELECT role FROM relay_members WHERE community_id = $1 AND pubkey = $2`, communityID, pubkey).Scan(&role)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -57,7 +57,8 @@ func (s *Store) RelayMemberRole(ctx context.Context, q pg.Querier, communityID, 
 }
 
 // RelayMemberRemove deletes a member; removed is false when there was none.
-func (s *Store) RelayMemberRemove(ctx context.Context, q pg.Querier, communityID, pubkey string) (removed bool, err error) {
+func (s *Store) RelayMemberRemove(ctx context.Context, communityID, pubkey string) (removed bool, err error) {
+	q := s.q
 	tag, err := q.Exec(ctx, `DELETE FROM relay_members WHERE community_id = $1 AND pubkey = $2`, communityID, pubkey)
 	if err != nil {
 		return false, fmt.Errorf("remove relay member: %w", err)
@@ -67,7 +68,7 @@ func (s *Store) RelayMemberRemove(ctx context.Context, q pg.Querier, communityID
 
 // RelayMemberList lists a community's members, oldest first.
 func (s *Store) RelayMemberList(ctx context.Context, communityID string) ([]RelayMember, error) {
-	rows, err := s.pool.Query(ctx, `SELECT community_id::text, pubkey, role, COALESCE(added_by, ''), created_at
+	rows, err := s.q.Query(ctx, `SELECT community_id::text, pubkey, role, COALESCE(added_by, ''), created_at
 		FROM relay_members WHERE community_id = $1 ORDER BY created_at, pubkey`, communityID)
 	if err != nil {
 		return nil, fmt.Errorf("list relay members: %w", err)
@@ -78,7 +79,7 @@ func (s *Store) RelayMemberList(ctx context.Context, communityID string) ([]Rela
 // IsRelayMember reports whether pubkey has a relay_members row in the community.
 func (s *Store) IsRelayMember(ctx context.Context, communityID, pubkey string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM relay_members WHERE community_id = $1 AND pubkey = $2)`,
+	err := s.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM relay_members WHERE community_id = $1 AND pubkey = $2)`,
 		communityID, pubkey).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("check relay member: %w", err)

@@ -17,16 +17,16 @@ func TestRelayMembers(t *testing.T) {
 	b := setupTx(t)
 	alice := eventtest.NewKey()
 	role := func(cid string) string {
-		r, err := b.s.RelayMemberRole(ctx, b.tx, cid, alice.PubKey)
+		r, err := b.s.RelayMemberRole(ctx, cid, alice.PubKey)
 		require.NoError(t, err)
 		return r
 	}
 	require.Empty(t, role(b.a), "no row, no role")
 
-	m, err := b.s.RelayMemberUpsert(ctx, b.tx, store.RelayMemberUpsertParams{CommunityID: b.a, Pubkey: alice.PubKey, Role: "member", AddedBy: "cli"})
+	m, err := b.s.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{CommunityID: b.a, Pubkey: alice.PubKey, Role: "member", AddedBy: "cli"})
 	require.NoError(t, err)
 	require.Equal(t, store.RelayMember{CommunityID: b.a, Pubkey: alice.PubKey, Role: "member", AddedBy: "cli", CreatedAt: m.CreatedAt}, m)
-	m, err = b.s.RelayMemberUpsert(ctx, b.tx, store.RelayMemberUpsertParams{CommunityID: b.a, Pubkey: alice.PubKey, Role: "admin", AddedBy: "other"})
+	m, err = b.s.RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{CommunityID: b.a, Pubkey: alice.PubKey, Role: "admin", AddedBy: "other"})
 	require.NoError(t, err)
 	require.Equal(t, "admin", m.Role)
 	require.Equal(t, "cli", m.AddedBy, "a role change keeps who added the member")
@@ -36,18 +36,18 @@ func TestRelayMembers(t *testing.T) {
 	// A role outside the check fails; a savepoint keeps the test's transaction usable.
 	sp, err := b.tx.Begin(ctx)
 	require.NoError(t, err)
-	_, err = b.s.RelayMemberUpsert(ctx, sp, store.RelayMemberUpsertParams{CommunityID: b.a, Pubkey: alice.PubKey, Role: "boss"})
+	_, err = store.New(sp).RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{CommunityID: b.a, Pubkey: alice.PubKey, Role: "boss"})
 	require.Error(t, err)
 	require.NoError(t, sp.Rollback(ctx))
 
-	removed, err := b.s.RelayMemberRemove(ctx, b.tx, b.b, alice.PubKey)
+	removed, err := b.s.RelayMemberRemove(ctx, b.b, alice.PubKey)
 	require.NoError(t, err)
 	require.False(t, removed, "community b has no such member")
-	removed, err = b.s.RelayMemberRemove(ctx, b.tx, b.a, alice.PubKey)
+	removed, err = b.s.RelayMemberRemove(ctx, b.a, alice.PubKey)
 	require.NoError(t, err)
 	require.True(t, removed)
 	require.Empty(t, role(b.a))
-	removed, err = b.s.RelayMemberRemove(ctx, b.tx, b.a, alice.PubKey)
+	removed, err = b.s.RelayMemberRemove(ctx, b.a, alice.PubKey)
 	require.NoError(t, err)
 	require.False(t, removed)
 }
@@ -58,9 +58,9 @@ func TestRelayMemberList(t *testing.T) {
 	b := setupPool(t)
 	cid, other := b.community(t), b.community(t)
 	first, second := eventtest.NewKey(), eventtest.NewKey()
-	fixture.RelayMember(t, b.s.Pool(), cid, first, "owner")
-	fixture.RelayMember(t, b.s.Pool(), cid, second, "member")
-	fixture.RelayMember(t, b.s.Pool(), other, eventtest.NewKey(), "member")
+	fixture.RelayMember(t, b.pool, cid, first, "owner")
+	fixture.RelayMember(t, b.pool, cid, second, "member")
+	fixture.RelayMember(t, b.pool, other, eventtest.NewKey(), "member")
 
 	list, err := b.s.RelayMemberList(ctx, cid)
 	require.NoError(t, err)

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/buzz-relay/buzz/internal/event"
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // StoredEvent is an event read back from the database.
@@ -46,12 +45,7 @@ type EventQueryParams struct {
 // EventQuery returns up to Limit live events matching the filter's pushable
 // constraints, newest first with ties by ascending id.
 func (s *Store) EventQuery(ctx context.Context, p EventQueryParams) ([]StoredEvent, error) {
-	return s.EventQueryOn(ctx, s.pool, p)
-}
-
-// EventQueryOn is EventQuery on q: inside the caller's transaction, such as
-// the read replica's proved snapshot.
-func (s *Store) EventQueryOn(ctx context.Context, q pg.Querier, p EventQueryParams) ([]StoredEvent, error) {
+	q := s.q
 	b := buildQuery(p)
 	rows, err := q.Query(ctx, b.selectSQL(p.Limit), b.args...)
 	if err != nil {
@@ -70,12 +64,7 @@ func (s *Store) EventCount(ctx context.Context, p EventQueryParams) (int64, erro
 	b := buildQuery(p)
 	var n int64
 	sql := "SELECT count(*) " + b.fromWhere()
-	q, release, err := s.reader(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("count events: %w", err)
-	}
-	defer release()
-	if err := q.QueryRow(ctx, sql, b.args...).Scan(&n); err != nil {
+	if err := s.q.QueryRow(ctx, sql, b.args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count events: %w", err)
 	}
 	return n, nil

@@ -36,7 +36,7 @@ type queryWorld struct {
 
 func newQueryWorld(t *testing.T, b *poolBundle) *queryWorld {
 	t.Helper()
-	q := b.s.Pool()
+	q := b.pool
 	w := &queryWorld{cid: b.community(t), other: b.community(t), alice: eventtest.NewKey(), bob: eventtest.NewKey(),
 		now: time.Now().Unix() - 60}
 	w.open = fixture.Channel(t, q, w.cid, w.alice)
@@ -52,7 +52,7 @@ func newQueryWorld(t *testing.T, b *poolBundle) *queryWorld {
 	w.authorOnly = fixture.Event(t, q, w.cid, w.alice, 30300, at(8), eventtest.Tag("d", "x"))
 	w.gatedToBob = fixture.Event(t, q, w.cid, w.alice, 30622, at(9), eventtest.Tag("p", w.bob.PubKey), eventtest.Tag("d", "y"))
 	w.deleted = fixture.Event(t, q, w.cid, w.alice, 1, at(10))
-	_, err := b.s.EventSoftDelete(context.Background(), q, w.cid, w.deleted.ID, w.deleted.CreatedAt)
+	_, err := store.New(q).EventSoftDelete(context.Background(), w.cid, w.deleted.ID, w.deleted.CreatedAt)
 	require.NoError(t, err)
 	w.sameSecondA = fixture.Event(t, q, w.cid, w.bob, 5000, at(20), eventtest.Content("a"))
 	w.sameSecondB = fixture.Event(t, q, w.cid, w.bob, 5000, at(20), eventtest.Content("b"))

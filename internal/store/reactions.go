@@ -23,7 +23,8 @@ type ReactionAddParams struct {
 
 // ReactionAdd records an active reaction, reactivating a removed one. fresh
 // is false when the same (target, reactor, emoji) is already active.
-func (s *Store) ReactionAdd(ctx context.Context, q pg.Querier, p ReactionAddParams) (fresh bool, err error) {
+func (s *Store) ReactionAdd(ctx context.Context, p ReactionAddParams) (fresh bool, err error) {
+	q := s.q
 	target, err := hex.DecodeString(p.Target)
 	if err != nil {
 		return false, fmt.Errorf("add reaction: target id: %w", err)
@@ -57,7 +58,8 @@ func (s *Store) ReactionAdd(ctx context.Context, q pg.Querier, p ReactionAddPara
 }
 
 // ReactionRemove marks the reaction backed by a deleted kind 7 event removed.
-func (s *Store) ReactionRemove(ctx context.Context, q pg.Querier, communityID, reactionEventID string) error {
+func (s *Store) ReactionRemove(ctx context.Context, communityID, reactionEventID string) error {
+	q := s.q
 	rid, err := hex.DecodeString(reactionEventID)
 	if err != nil {
 		return fmt.Errorf("remove reaction: reaction id: %w", err)

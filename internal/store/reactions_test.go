@@ -21,7 +21,7 @@ func TestReactions(t *testing.T) {
 		return count(t, b.tx, `SELECT count(*) FROM reactions WHERE community_id = $1 AND removed_at IS NULL`, cid)
 	}
 	add := func(cid, emoji, reactionID string) bool {
-		fresh, err := b.s.ReactionAdd(ctx, b.tx, store.ReactionAddParams{CommunityID: cid, Target: target.ID,
+		fresh, err := b.s.ReactionAdd(ctx, store.ReactionAddParams{CommunityID: cid, Target: target.ID,
 			TargetCreatedAt: target.CreatedAt, Pubkey: reactor.PubKey, Emoji: emoji, ReactionEventID: reactionID})
 		require.NoError(t, err)
 		return fresh
@@ -35,9 +35,9 @@ func TestReactions(t *testing.T) {
 	require.Equal(t, 2, active(b.a))
 	require.Zero(t, active(b.b))
 
-	require.NoError(t, b.s.ReactionRemove(ctx, b.tx, b.b, r1))
+	require.NoError(t, b.s.ReactionRemove(ctx, b.b, r1))
 	require.Equal(t, 2, active(b.a), "a removal through community b changes nothing in a")
-	require.NoError(t, b.s.ReactionRemove(ctx, b.tx, b.a, r1))
+	require.NoError(t, b.s.ReactionRemove(ctx, b.a, r1))
 	require.Equal(t, 1, active(b.a))
 
 	require.True(t, add(b.a, "+", r4), "a later identical reaction reactivates the row")
@@ -49,7 +49,7 @@ func TestReactions(t *testing.T) {
 	// transaction, so it runs in a savepoint here.
 	sp, err := b.tx.Begin(ctx)
 	require.NoError(t, err)
-	fresh, err := b.s.ReactionAdd(ctx, sp, store.ReactionAddParams{CommunityID: b.a, Target: target.ID,
+	fresh, err := store.New(sp).ReactionAdd(ctx, store.ReactionAddParams{CommunityID: b.a, Target: target.ID,
 		TargetCreatedAt: target.CreatedAt, Pubkey: reactor.PubKey, Emoji: "👍", ReactionEventID: r4})
 	require.NoError(t, err)
 	require.False(t, fresh)

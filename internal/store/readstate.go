@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // NIP-RS read state (docs/PROTOCOL.md §14.3, §14.2). A read-state coordinate is an
@@ -23,7 +21,8 @@ import (
 
 // ReadStateWatermark returns the coordinate's watermark, or ok false when
 // none was ever accepted. Call it under the coordinate's advisory lock.
-func (s *Store) ReadStateWatermark(ctx context.Context, q pg.Querier, k ReplaceableKey) (h Head, ok bool, err error) {
+func (s *Store) ReadStateWatermark(ctx context.Context, k ReplaceableKey) (h Head, ok bool, err error) {
+	q := s.q
 	if k.DTag == nil {
 		return Head{}, false, errors.New("read-state watermark: a coordinate needs a d tag")
 	}
@@ -52,7 +51,8 @@ func (s *Store) ReadStateWatermark(ctx context.Context, q pg.Querier, k Replacea
 // docs/PROTOCOL.md §14.3), after opting this transaction in to the hard-delete fence
 // (buzz.nip_rs_hard_delete, transaction-local). It returns how many event
 // rows it deleted. q must be a transaction.
-func (s *Store) ReadStateRemoveHead(ctx context.Context, q pg.Querier, k ReplaceableKey) (deleted int, err error) {
+func (s *Store) ReadStateRemoveHead(ctx context.Context, k ReplaceableKey) (deleted int, err error) {
+	q := s.q
 	if k.DTag == nil {
 		return 0, errors.New("read-state remove head: a coordinate needs a d tag")
 	}
@@ -86,7 +86,8 @@ func (s *Store) ReadStateRemoveHead(ctx context.Context, q pg.Querier, k Replace
 // ReadStateAdvance sets the coordinate's watermark to (createdAt, id), the
 // event just inserted (docs/PROTOCOL.md §14.2). The insert trigger has already
 // advanced it; this keeps the relay's path explicit and complete on its own.
-func (s *Store) ReadStateAdvance(ctx context.Context, q pg.Querier, k ReplaceableKey, id string, createdAt int64) error {
+func (s *Store) ReadStateAdvance(ctx context.Context, k ReplaceableKey, id string, createdAt int64) error {
+	q := s.q
 	if k.DTag == nil {
 		return errors.New("read-state advance: a coordinate needs a d tag")
 	}
@@ -131,8 +132,9 @@ type ReadStateSnapshotRow struct {
 // shorter than its content, so once content_before passes maxBytes the
 // caller's array is too large whatever follows; rows after that point are
 // not sent.
-func (s *Store) ReadStateSnapshotRows(ctx context.Context, q pg.Querier, communityID string, pubkey []byte, maxBytes, limit int,
+func (s *Store) ReadStateSnapshotRows(ctx context.Context, communityID string, pubkey []byte, maxBytes, limit int,
 	fn func(ReadStateSnapshotRow) bool) error {
+	q := s.q
 	rows, err := q.Query(ctx, `
 		SELECT id, pubkey, created_at, kind, d_tag, tags, content, sig, channel_id::text
 		FROM (

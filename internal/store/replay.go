@@ -14,7 +14,7 @@ func (s *Store) NIP98Use(ctx context.Context, communityID, eventID string) (fres
 	if err != nil {
 		return false, fmt.Errorf("nip98 replay: bad id: %w", err)
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO nip98_replay (community_id, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, communityID, id)
+	tag, err := s.q.Exec(ctx, `INSERT INTO nip98_replay (community_id, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, communityID, id)
 	if err != nil {
 		return false, fmt.Errorf("nip98 replay: %w", err)
 	}
@@ -23,7 +23,7 @@ func (s *Store) NIP98Use(ctx context.Context, communityID, eventID string) (fres
 
 // NIP98Purge deletes replay rows older than maxAge (180 s in production).
 func (s *Store) NIP98Purge(ctx context.Context, maxAge time.Duration) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM nip98_replay WHERE seen_at < now() - make_interval(secs => $1)`, maxAge.Seconds())
+	tag, err := s.q.Exec(ctx, `DELETE FROM nip98_replay WHERE seen_at < now() - make_interval(secs => $1)`, maxAge.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("purge nip98 replay: %w", err)
 	}

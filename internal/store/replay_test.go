@@ -32,7 +32,7 @@ func TestNIP98Replay(t *testing.T) {
 	old := eventtest.NewKey().Signed(t, 27235).ID
 	_, err = b.s.NIP98Use(ctx, cid, old)
 	require.NoError(t, err)
-	_, err = b.s.Pool().Exec(ctx, `UPDATE nip98_replay SET seen_at = now() - interval '181 seconds' WHERE event_id = $1`, unhex(t, old))
+	_, err = b.pool.Exec(ctx, `UPDATE nip98_replay SET seen_at = now() - interval '181 seconds' WHERE event_id = $1`, unhex(t, old))
 	require.NoError(t, err)
 
 	n, err := b.s.NIP98Purge(ctx, 180*time.Second)

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/buzz-relay/buzz/internal/pg"
 )
 
 // ThreadRow is a thread_metadata row.
@@ -28,7 +26,8 @@ type ThreadRow struct {
 }
 
 // ThreadGet returns the thread row of an event; found is false when it has none.
-func (s *Store) ThreadGet(ctx context.Context, q pg.Querier, communityID, eventID string) (r ThreadRow, found bool, err error) {
+func (s *Store) ThreadGet(ctx context.Context, communityID, eventID string) (r ThreadRow, found bool, err error) {
+	q := s.q
 	var (
 		ts, pts, rts *time.Time
 		pid, rid     []byte
@@ -67,7 +66,8 @@ type ThreadReplyParams struct {
 // ThreadReplyAdd writes a reply's row, ensures depth-0 rows for its parent
 // and root, and bumps the parent's reply_count and last_reply_at and the
 // root's descendant_count. A reply row that already exists changes nothing.
-func (s *Store) ThreadReplyAdd(ctx context.Context, q pg.Querier, p ThreadReplyParams) error {
+func (s *Store) ThreadReplyAdd(ctx context.Context, p ThreadReplyParams) error {
+	q := s.q
 	tag, err := q.Exec(ctx, `INSERT INTO thread_metadata (community_id, event_created_at, event_id, channel_id,
 			parent_event_id, parent_event_created_at, root_event_id, root_event_created_at, depth, broadcast)
 		VALUES ($1, to_timestamp($2), $3, $4, $5, to_timestamp($6), $7, to_timestamp($8), $9, $10)
@@ -101,8 +101,9 @@ func (s *Store) ThreadReplyAdd(ctx context.Context, q pg.Querier, p ThreadReplyP
 
 // ThreadReplyRemoved decrements the counters a deleted reply contributed
 // to, never below 0. It does nothing for an event without a reply row.
-func (s *Store) ThreadReplyRemoved(ctx context.Context, q pg.Querier, communityID, eventID string) error {
-	r, found, err := s.ThreadGet(ctx, q, communityID, eventID)
+func (s *Store) ThreadReplyRemoved(ctx context.Context, communityID, eventID string) error {
+	q := s.q
+	r, found, err := s.ThreadGet(ctx, communityID, eventID)
 	if err != nil || !found || r.ParentID == "" {
 		return err
 	}
@@ -163,12 +164,7 @@ func (s *Store) ThreadReplies(ctx context.Context, p ThreadRepliesParams) ([]Sto
 			cursor = "t.event_created_at > $6"
 		}
 	}
-	q, release, err := s.reader(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("thread replies: %w", err)
-	}
-	defer release()
-	rows, err := q.Query(ctx, `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text
+	rows, err := s.q.Query(ctx, `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text
 		FROM thread_metadata t
 		JOIN events e ON e.community_id = t.community_id AND e.id = t.event_id AND e.created_at = t.event_created_at
 		WHERE t.community_id = $1 AND t.root_event_id = $2 AND t.depth BETWEEN 1 AND $3

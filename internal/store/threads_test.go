@@ -28,10 +28,10 @@ func newThread(t *testing.T, s *store.Store, q pg.Querier, cid, ch string, key e
 		reply: fixture.Event(t, q, cid, key, 9, eventtest.Channel(ch), eventtest.At(at+1), eventtest.Content("r1")),
 	}
 	th.nested = fixture.Event(t, q, cid, key, 9, eventtest.Channel(ch), eventtest.At(at+2), eventtest.Content("r2"))
-	require.NoError(t, s.ThreadReplyAdd(ctx, q, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
+	require.NoError(t, store.New(q).ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
 		EventID: th.reply.ID, CreatedAt: th.reply.CreatedAt, ParentID: th.root.ID, ParentCreatedAt: th.root.CreatedAt,
 		RootID: th.root.ID, RootCreatedAt: th.root.CreatedAt, Depth: 1}))
-	require.NoError(t, s.ThreadReplyAdd(ctx, q, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
+	require.NoError(t, store.New(q).ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
 		EventID: th.nested.ID, CreatedAt: th.nested.CreatedAt, ParentID: th.reply.ID, ParentCreatedAt: th.reply.CreatedAt,
 		RootID: th.root.ID, RootCreatedAt: th.root.CreatedAt, Depth: 2, Broadcast: true}))
 	return th
@@ -46,7 +46,7 @@ func TestThreadRows(t *testing.T) {
 	now := time.Now().Unix() - 100
 	th := newThread(t, b.s, b.tx, b.a, ch, key, now)
 	get := func(cid, id string) (store.ThreadRow, bool) {
-		r, found, err := b.s.ThreadGet(ctx, b.tx, cid, id)
+		r, found, err := b.s.ThreadGet(ctx, cid, id)
 		require.NoError(t, err)
 		return r, found
 	}
@@ -64,7 +64,7 @@ func TestThreadRows(t *testing.T) {
 	require.False(t, found, "no thread rows through community b")
 
 	// Adding the same reply again changes no counter.
-	require.NoError(t, b.s.ThreadReplyAdd(ctx, b.tx, store.ThreadReplyParams{CommunityID: b.a, Channel: ch,
+	require.NoError(t, b.s.ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: b.a, Channel: ch,
 		EventID: th.reply.ID, CreatedAt: th.reply.CreatedAt, ParentID: th.root.ID, ParentCreatedAt: th.root.CreatedAt,
 		RootID: th.root.ID, RootCreatedAt: th.root.CreatedAt, Depth: 1}))
 	root, _ = get(b.a, th.root.ID)
@@ -72,15 +72,15 @@ func TestThreadRows(t *testing.T) {
 	require.Equal(t, 2, root.DescendantCount)
 
 	// Removing decrements, never below zero, and does nothing for a root or another community.
-	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.tx, b.b, th.nested.ID))
-	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.tx, b.a, th.root.ID))
-	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.tx, b.a, th.nested.ID))
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.b, th.nested.ID))
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.a, th.root.ID))
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.a, th.nested.ID))
 	reply, _ = get(b.a, th.reply.ID)
 	root, _ = get(b.a, th.root.ID)
 	require.Equal(t, []int{0, 1, 1}, []int{reply.ReplyCount, root.ReplyCount, root.DescendantCount})
-	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.tx, b.a, th.nested.ID))
-	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.tx, b.a, th.reply.ID))
-	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.tx, b.a, th.reply.ID))
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.a, th.nested.ID))
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.a, th.reply.ID))
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.a, th.reply.ID))
 	reply, _ = get(b.a, th.reply.ID)
 	root, _ = get(b.a, th.root.ID)
 	require.Equal(t, []int{0, 0, 0}, []int{reply.ReplyCount, root.ReplyCount, root.DescendantCount})
@@ -90,7 +90,7 @@ func TestThreadReplies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupPool(t)
-	q := b.s.Pool()
+	q := b.pool
 	cid, other := b.community(t), b.community(t)
 	key := eventtest.NewKey()
 	ch := fixture.Channel(t, q, cid, key)
@@ -98,12 +98,12 @@ func TestThreadReplies(t *testing.T) {
 	th := newThread(t, b.s, q, cid, ch, key, now)
 	// A second reply in the nested one's second, and a deleted reply.
 	tie := fixture.Event(t, q, cid, key, 9, eventtest.Channel(ch), eventtest.At(now+2), eventtest.Content("tie"))
-	require.NoError(t, b.s.ThreadReplyAdd(ctx, q, store.ThreadReplyParams{CommunityID: cid, Channel: ch, EventID: tie.ID,
+	require.NoError(t, store.New(q).ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: cid, Channel: ch, EventID: tie.ID,
 		CreatedAt: tie.CreatedAt, ParentID: th.root.ID, ParentCreatedAt: now, RootID: th.root.ID, RootCreatedAt: now, Depth: 1}))
 	gone := fixture.Event(t, q, cid, key, 9, eventtest.Channel(ch), eventtest.At(now+3), eventtest.Content("gone"))
-	require.NoError(t, b.s.ThreadReplyAdd(ctx, q, store.ThreadReplyParams{CommunityID: cid, Channel: ch, EventID: gone.ID,
+	require.NoError(t, store.New(q).ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: cid, Channel: ch, EventID: gone.ID,
 		CreatedAt: gone.CreatedAt, ParentID: th.root.ID, ParentCreatedAt: now, RootID: th.root.ID, RootCreatedAt: now, Depth: 1}))
-	_, err := b.s.EventSoftDelete(ctx, q, cid, gone.ID, gone.CreatedAt)
+	_, err := store.New(q).EventSoftDelete(ctx, cid, gone.ID, gone.CreatedAt)
 	require.NoError(t, err)
 	// Another thread in another community, same channel UUID.
 	fixture.Channel(t, q, other, key, fixture.ID(ch))

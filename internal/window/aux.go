@@ -6,18 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // The aux closure of every window (docs/NIP-CW.md §3.3, §5.3, §6): hop 1
 // reads the events of hop1Kinds that target the page's targets, hop 2 the
 // events of hop2Kinds that target hop 1's. Both modes run the one
-// statement (auxStatement) and the one walk (closeOver); they differ only
+// statement (store.WindowAuxPage) and the one walk (closeOver); they differ only
 // in their auxRules and their budget.
 
 // The closure's shape: rows per page (and one more that only says another
@@ -256,73 +254,16 @@ func (c *closure) admit(r *auxRow, s *stored) error {
 
 // scan runs one aux page's statement.
 func (c *closure) scan(ctx context.Context, kinds []int, targets []string, pos *position) ([]auxRow, error) {
-	sql, args := auxStatement(c.communityID, c.rules, kinds, targets, pos)
-	rs, err := c.q.Query(ctx, sql, args...)
+	rows, err := store.New(c.q).WindowAuxPage(ctx, store.WindowAuxParams{CommunityID: c.communityID, Kinds: kinds,
+		Tombstones: c.rules.tombstones, Channelless: c.rules.channelless, Channels: c.rules.channels,
+		Targets: targets, After: keyOf(pos), Limit: auxPageRows + 1})
 	if err != nil {
-		return nil, fmt.Errorf("select aux page: %w", err)
+		return nil, err
 	}
-	defer rs.Close()
-	var out []auxRow
-	for rs.Next() {
-		var (
-			r  auxRow
-			at time.Time
-			id []byte
-		)
-		if err := rs.Scan(&id, &at, &r.kind, &r.channel, &r.tombstone, &r.payload); err != nil {
-			return nil, fmt.Errorf("scan aux row: %w", err)
-		}
-		r.pos = position{at: at, id: id}
-		out = append(out, r)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read aux page: %w", err)
+	out := make([]auxRow, len(rows))
+	for i, r := range rows {
+		out[i] = auxRow{pos: position{at: r.Key.At, id: r.Key.ID}, kind: r.Kind, channel: r.Channel,
+			tombstone: r.Tombstone, payload: r.Payload}
 	}
 	return out, nil
-}
-
-// targetTest is the positional test of target matching
-// (docs/NIP-CW.md §2) on the events alias e: a tag whose element 0 is "e" and element 1
-// one of the targets, the text[] parameter param. jsonb_array_elements
-// raises an error on tags that are not an array, and SQL does not promise
-// to run the containment prefilter first, so the test runs under CASE:
-// such tags never reach it and match nothing.
-func targetTest(param string) string {
-	return `CASE WHEN jsonb_typeof(e.tags) = 'array'
-      THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.tags) tag
-                   WHERE tag->>0 = 'e' AND tag->>1 = ANY(` + param + `::text[]))
-      ELSE false END`
-}
-
-// auxStatement is one aux page: the position, gate columns and size of up
-// to auxPageRows+1 events of kinds in the community that target one of
-// targets, newest first, strictly after pos when it is set. Deleted
-// events are included with rules.tombstones; rules.channels, when set,
-// narrows the channels. The containment tests (one parameter per target)
-// let the GIN index find candidates; only targetTest decides. Each row
-// is (id, created_at, kind, channel_id, tombstone, payload_bytes).
-func auxStatement(communityID string, rules auxRules, kinds []int, targets []string, pos *position) (string, []any) {
-	args := []any{communityID, kinds, rules.tombstones, rules.channelless, rules.channels, targets}
-	var b strings.Builder
-	b.WriteString(`SELECT e.id, e.created_at, e.kind, e.channel_id::text, e.deleted_at IS NOT NULL AS tombstone,
-       octet_length(e.content) + octet_length(e.tags::text) AS payload_bytes
-FROM events e
-WHERE e.community_id = $1 AND e.kind = ANY($2::int[])
-  AND ($3::bool OR e.deleted_at IS NULL)
-  AND ((e.channel_id IS NULL AND e.kind = ANY($4::int[])) OR $5::uuid[] IS NULL OR e.channel_id = ANY($5::uuid[]))
-  AND (`)
-	for i, t := range targets {
-		if i > 0 {
-			b.WriteString(" OR ")
-		}
-		args = append(args, `[["e",`+strconv.Quote(t)+`]]`)
-		b.WriteString("e.tags @> $" + strconv.Itoa(len(args)) + "::jsonb")
-	}
-	b.WriteString(")\n  AND " + targetTest("$6"))
-	if pos != nil {
-		args = append(args, pos.at, pos.id)
-		b.WriteString("\n  AND " + afterSQL(len(args)-1))
-	}
-	b.WriteString("\nORDER BY e.created_at DESC, e.id ASC\nLIMIT " + strconv.Itoa(auxPageRows+1))
-	return b.String(), args
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/metrics"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
@@ -53,7 +52,7 @@ func TestAuxByteCut(t *testing.T) {
 			t.Parallel()
 			m := metrics.New(prometheus.NewRegistry())
 			log := &logtest.Buffer{}
-			e := window.New(window.Config{Store: store.New(w.pool), Key: event.GenerateKey(), Metrics: m,
+			e := window.New(window.Config{Pool: w.pool, Key: event.GenerateKey(), Metrics: m,
 				Logger: slog.New(slog.NewJSONHandler(log, nil)), MaxBytes: tc.maxBytes})
 			items, err := e.Channel(context.Background(), w.scope(), window.ChannelRequest{Channel: w.ch, Limit: 5, Kinds: []int{9}, IncludeAux: true})
 			require.NoError(t, err)
@@ -96,7 +95,7 @@ func TestWindowByteBudget(t *testing.T) {
 	}
 	serve := func(t *testing.T, maxBytes int, cursor *window.Cursor) ([]string, boundsContent) {
 		t.Helper()
-		e := window.New(window.Config{Store: store.New(w.pool), Key: event.GenerateKey(),
+		e := window.New(window.Config{Pool: w.pool, Key: event.GenerateKey(),
 			Metrics: metrics.New(prometheus.NewRegistry()), MaxBytes: maxBytes})
 		items, err := e.Channel(context.Background(), w.scope(), window.ChannelRequest{Channel: w.ch, Limit: 10, Kinds: []int{9}, Cursor: cursor})
 		require.NoError(t, err)

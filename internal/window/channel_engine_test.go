@@ -17,7 +17,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/logtest"
 	"github.com/buzz-relay/buzz/internal/metrics"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
@@ -46,7 +45,7 @@ func newChannelWorld(t *testing.T) *channelWorld {
 		reader: eventtest.NewKey(), self: event.PubKey(key), log: &logtest.Buffer{}}
 	w.cid = fixture.Community(t, pool).ID
 	w.ch = fixture.Channel(t, pool, w.cid, w.author)
-	w.engine = window.New(window.Config{Store: store.New(pool), Key: key, Metrics: w.m,
+	w.engine = window.New(window.Config{Pool: pool, Key: key, Metrics: w.m,
 		Logger: slog.New(slog.NewJSONHandler(w.log, nil))})
 	return w
 }

@@ -51,7 +51,7 @@ func TestReplicaCursorPage(t *testing.T) {
 	r2 := post(old + 1)
 	r1 := post(old + 2)
 	reply := post(old+3, eventtest.Tag("e", r2.ID, "", "root"), eventtest.Tag("e", r2.ID, "", "reply"))
-	require.NoError(t, store.New(plain).ThreadReplyAdd(ctx, plain, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
+	require.NoError(t, store.New(plain).ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
 		EventID: reply.ID, CreatedAt: reply.CreatedAt, ParentID: r2.ID, ParentCreatedAt: r2.CreatedAt,
 		RootID: r2.ID, RootCreatedAt: r2.CreatedAt, Depth: 1}))
 	react := fixture.Event(t, plain, cid, author, event.KindReaction, eventtest.Channel(ch), eventtest.Content("+"),
@@ -67,7 +67,7 @@ func TestReplicaCursorPage(t *testing.T) {
 	pair.WaitReplayed(t)
 
 	key := event.GenerateKey()
-	engine := window.New(window.Config{Store: store.New(writer), Replica: rep, Key: key, Metrics: m})
+	engine := window.New(window.Config{Pool: writer, Replica: rep, Key: key, Metrics: m})
 	sc := window.Scope{CommunityID: cid, Reader: reader.PubKey, Accessible: func(c string) bool { return c == ch }}
 	serve := func(r window.ChannelRequest) []string {
 		t.Helper()
@@ -98,7 +98,7 @@ func TestReplicaCursorPage(t *testing.T) {
 	fixture.Event(t, plain, cid, author, event.KindReaction, eventtest.Channel(ch), eventtest.Content("+"),
 		eventtest.Tag("e", r1.ID), eventtest.At(old+6))
 	late := post(old+7, eventtest.Tag("e", r1.ID, "", "root"), eventtest.Tag("e", r1.ID, "", "reply"))
-	require.NoError(t, store.New(plain).ThreadReplyAdd(ctx, plain, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
+	require.NoError(t, store.New(plain).ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: cid, Channel: ch,
 		EventID: late.ID, CreatedAt: late.CreatedAt, ParentID: r1.ID, ParentCreatedAt: r1.CreatedAt,
 		RootID: r1.ID, RootCreatedAt: r1.CreatedAt, Depth: 1}))
 	zero := "0000000000000000000000000000000000000000000000000000000000000000"
@@ -130,7 +130,7 @@ func TestReplicaCursorPage(t *testing.T) {
 
 	t.Run("NoReplica", func(t *testing.T) {
 		m := metrics.New(prometheus.NewRegistry())
-		e := window.New(window.Config{Store: store.New(writer), Key: key, Metrics: m, NoReplicaReason: "floor_unverified"})
+		e := window.New(window.Config{Pool: writer, Key: key, Metrics: m, NoReplicaReason: "floor_unverified"})
 		items, err := e.Channel(ctx, sc, window.ChannelRequest{Channel: ch, Limit: 10, Kinds: []int{9}, Cursor: cursor})
 		require.NoError(t, err)
 		require.Equal(t, imported.ID, items[0].Event.ID, "the writer has the import")

@@ -8,25 +8,8 @@ import (
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
-
-// resolveSQL finds the distinct roots of the target replies: each
-// target's retained thread_metadata row (a soft-deleted reply keeps its
-// row) names its root; a row without a root is not a reply. The target's
-// row and the root's event must both be in the channel. The root's own
-// row gives the counters; none means zero counts.
-const resolveSQL = `SELECT t.event_id, t.root_event_id, rm.reply_count, rm.descendant_count, rm.last_reply_at
-FROM thread_metadata t
-JOIN LATERAL (
-  SELECT 1 FROM events r
-  WHERE r.community_id = t.community_id AND r.id = t.root_event_id AND r.channel_id = $3
-  LIMIT 1) r ON true
-LEFT JOIN LATERAL (
-  SELECT m.reply_count, m.descendant_count, m.last_reply_at FROM thread_metadata m
-  WHERE m.community_id = t.community_id AND m.event_id = t.root_event_id AND m.channel_id = $3
-  LIMIT 1) rm ON true
-WHERE t.community_id = $1 AND t.event_id = ANY($2::bytea[]) AND t.channel_id = $3
-  AND t.root_event_id IS NOT NULL`
 
 // Resolve serves one summary-recovery filter (docs/NIP-CW.md §4) on the
 // writer: one signed 39005 per distinct root of the target replies, in the
@@ -73,36 +56,24 @@ func resolveRoots(ctx context.Context, q pg.Querier, communityID string, r Resol
 		}
 		ids[i] = id
 	}
-	rs, err := q.Query(ctx, resolveSQL, communityID, ids, r.Channel)
+	roots, err := store.New(q).WindowThreadRoots(ctx, communityID, r.Channel, ids)
 	if err != nil {
-		return nil, fmt.Errorf("select target roots: %w", err)
+		return nil, err
 	}
-	defer rs.Close()
 	byTarget := map[string]summary{}
-	for rs.Next() {
-		var (
-			target, root        []byte
-			replies, descendant *int
-			lastReply           *time.Time
-		)
-		if err := rs.Scan(&target, &root, &replies, &descendant, &lastReply); err != nil {
-			return nil, fmt.Errorf("scan target root: %w", err)
+	for _, rt := range roots {
+		s := summary{root: hex.EncodeToString(rt.Root)}
+		if rt.ReplyCount != nil {
+			s.replyCount = *rt.ReplyCount
 		}
-		s := summary{root: hex.EncodeToString(root)}
-		if replies != nil {
-			s.replyCount = *replies
+		if rt.DescendantCount != nil {
+			s.descendantCount = *rt.DescendantCount
 		}
-		if descendant != nil {
-			s.descendantCount = *descendant
-		}
-		if lastReply != nil {
-			t := lastReply.Unix()
+		if rt.LastReplyAt != nil {
+			t := rt.LastReplyAt.Unix()
 			s.lastReplyAt = &t
 		}
-		byTarget[hex.EncodeToString(target)] = s
-	}
-	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read target roots: %w", err)
+		byTarget[hex.EncodeToString(rt.Target)] = s
 	}
 	var sums []summary
 	seen := map[string]struct{}{}

@@ -2,24 +2,11 @@ package window
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
-
-// rowsSQL is docs/NIP-CW.md §3.2's statement without its optional predicates
-// and its order. Top-level means depth 0, a broadcast depth-1 reply, or no
-// thread_metadata row at all (thread_metadata.depth is NOT NULL, so a NULL
-// depth is a missing row).
-const rowsSQL = "SELECT " + eventColumns + `, tm.reply_count, tm.descendant_count, tm.last_reply_at
-FROM events e
-LEFT JOIN thread_metadata tm
-  ON tm.community_id = e.community_id AND tm.event_created_at = e.created_at AND tm.event_id = e.id
-WHERE e.community_id = $1 AND e.channel_id = $2 AND e.deleted_at IS NULL
-  AND (tm.depth IS NULL OR tm.depth = 0 OR (tm.depth = 1 AND tm.broadcast = true))`
 
 // row is one retained candidate of a window: it holds a slot of the
 // limit, whether or not it is delivered.
@@ -116,54 +103,27 @@ func selectRows(ctx context.Context, q pg.Querier, sc Scope, r ChannelRequest, m
 // after the row whose content and tags take the chunk over it (stopped):
 // the walk then goes on after that row.
 func queryRows(ctx context.Context, q pg.Querier, communityID string, r ChannelRequest, pos *position, n, maxBytes int) (out []row, stopped bool, err error) {
-	sql := rowsSQL
-	args := []any{communityID, r.Channel}
-	if pos != nil {
-		args = append(args, pos.at, pos.id)
-		sql += "\n  AND " + afterSQL(3)
-	}
-	if r.Kinds != nil {
-		args = append(args, r.Kinds)
-		sql += "\n  AND e.kind = ANY($" + strconv.Itoa(len(args)) + "::int[])"
-	}
-	args = append(args, n)
-	sql += "\nORDER BY e.created_at DESC, e.id ASC\nLIMIT $" + strconv.Itoa(len(args))
-	rs, err := q.Query(ctx, sql, args...)
+	rows, stopped, err := store.New(q).WindowChannelRows(ctx, store.WindowChannelRowsParams{
+		CommunityID: communityID, Channel: r.Channel, After: keyOf(pos), Kinds: r.Kinds, Limit: n, MaxBytes: maxBytes})
 	if err != nil {
-		return nil, false, fmt.Errorf("select window rows: %w", err)
+		return nil, false, err
 	}
-	defer rs.Close()
-	total := 0
-	for rs.Next() {
-		var (
-			s                   stored
-			replies, descendant *int
-			lastReply           *time.Time
-		)
-		if err := rs.Scan(append(s.targets(), &replies, &descendant, &lastReply)...); err != nil {
-			return nil, false, fmt.Errorf("scan window row: %w", err)
-		}
+	out = make([]row, 0, len(rows))
+	for i := range rows {
+		s := stored{rows[i].WindowEvent}
 		ev, bad := s.event()
-		ok := bad == ""
-		rw := row{key: s.cursor(), pos: s.position(), ev: ev, ok: ok, channel: s.channelID()}
-		if replies != nil {
-			rw.replyCount = *replies
+		rw := row{key: s.cursor(), pos: s.position(), ev: ev, ok: bad == "", channel: s.channelID()}
+		if p := rows[i].ReplyCount; p != nil {
+			rw.replyCount = *p
 		}
-		if descendant != nil {
-			rw.descendantCount = *descendant
+		if p := rows[i].DescendantCount; p != nil {
+			rw.descendantCount = *p
 		}
-		if lastReply != nil {
-			t := lastReply.Unix()
+		if p := rows[i].LastReplyAt; p != nil {
+			t := p.Unix()
 			rw.lastReplyAt = &t
 		}
 		out = append(out, rw)
-		if total += len(s.content) + len(s.tags); maxBytes > 0 && total > maxBytes {
-			stopped = true
-			break
-		}
-	}
-	if err := rs.Err(); err != nil {
-		return nil, false, fmt.Errorf("read window rows: %w", err)
 	}
 	return out, stopped, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // maxParticipants is how many reply authors a summary names
@@ -31,21 +32,6 @@ type summaryContent struct {
 	Participants    []string `json:"participants"`
 }
 
-// participantsSQL returns, for each root, up to maxParticipants distinct
-// authors of its live replies, the author of the latest reply first (ties
-// by pubkey, so the list is stable).
-const participantsSQL = `SELECT x.root, p.pubkey
-FROM unnest($2::bytea[]) WITH ORDINALITY AS x(root, ord)
-CROSS JOIN LATERAL (
-  SELECT e.pubkey, max(e.created_at) AS latest
-  FROM thread_metadata tm
-  JOIN events e ON e.community_id = tm.community_id AND e.created_at = tm.event_created_at AND e.id = tm.event_id
-  WHERE tm.community_id = $1 AND tm.root_event_id = x.root AND e.deleted_at IS NULL
-  GROUP BY e.pubkey
-  ORDER BY latest DESC, e.pubkey ASC
-  LIMIT $3) p
-ORDER BY x.ord, p.latest DESC, p.pubkey ASC`
-
 // fillParticipants sets the participants of every summary, with one
 // statement for all of them.
 func fillParticipants(ctx context.Context, q pg.Querier, communityID string, sums []summary) error {
@@ -63,21 +49,13 @@ func fillParticipants(ctx context.Context, q pg.Querier, communityID string, sum
 		at[s.root] = i
 		sums[i].participants = []string{}
 	}
-	rs, err := q.Query(ctx, participantsSQL, communityID, roots, maxParticipants)
+	ps, err := store.New(q).WindowThreadParticipants(ctx, communityID, roots, maxParticipants)
 	if err != nil {
-		return fmt.Errorf("select thread participants: %w", err)
+		return err
 	}
-	defer rs.Close()
-	for rs.Next() {
-		var root, pub []byte
-		if err := rs.Scan(&root, &pub); err != nil {
-			return fmt.Errorf("scan thread participant: %w", err)
-		}
-		i := at[hex.EncodeToString(root)]
-		sums[i].participants = append(sums[i].participants, hex.EncodeToString(pub))
-	}
-	if err := rs.Err(); err != nil {
-		return fmt.Errorf("read thread participants: %w", err)
+	for _, p := range ps {
+		i := at[hex.EncodeToString(p.Root)]
+		sums[i].participants = append(sums[i].participants, hex.EncodeToString(p.PubKey))
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func (w *channelWorld) replyIn(t *testing.T, author eventtest.Key, ch, rowChanne
 	t.Helper()
 	ev := fixture.Event(t, w.pool, w.cid, author, event.KindStreamMessage, eventtest.Channel(ch), eventtest.At(ts),
 		eventtest.Tag("e", parent.ID, "", "root"), eventtest.Tag("e", parent.ID, "", "reply"))
-	require.NoError(t, store.New(w.pool).ThreadReplyAdd(context.Background(), w.pool, store.ThreadReplyParams{
+	require.NoError(t, store.New(w.pool).ThreadReplyAdd(context.Background(), store.ThreadReplyParams{
 		CommunityID: w.cid, Channel: rowChannel, EventID: ev.ID, CreatedAt: ev.CreatedAt,
 		ParentID: parent.ID, ParentCreatedAt: parent.CreatedAt, RootID: parent.ID, RootCreatedAt: parent.CreatedAt, Depth: 1}))
 	return ev

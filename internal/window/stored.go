@@ -5,36 +5,16 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// eventColumns are the columns of an events row that every statement
-// returning whole events reads, in the order of stored.targets.
-const eventColumns = "e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text"
-
-// loadSQL loads stored events by primary key, for rows already charged.
-const loadSQL = "SELECT " + eventColumns + `
-FROM unnest($2::timestamptz[], $3::bytea[]) AS k(created_at, id)
-JOIN events e ON e.community_id = $1 AND e.created_at = k.created_at AND e.id = k.id`
-
-// stored is an events row as read, before reconstruction.
-type stored struct {
-	id, pubkey, sig []byte
-	createdAt       time.Time
-	kind            int
-	tags            []byte
-	content         string
-	channel         *string
-}
-
-// targets are the scan destinations of eventColumns.
-func (s *stored) targets() []any {
-	return []any{&s.id, &s.pubkey, &s.createdAt, &s.kind, &s.tags, &s.content, &s.sig, &s.channel}
-}
+// stored is an events row as read (store.WindowEvent), before
+// reconstruction.
+type stored struct{ store.WindowEvent }
 
 // position is a keyset position as stored: created_at to the
 // microsecond (an imported row may carry a fraction of a second) and the
@@ -62,31 +42,33 @@ func cursorPosition(c *Cursor) (*position, error) {
 	return &position{at: unixTime(c.CreatedAt), id: id}, nil
 }
 
-// afterSQL is the keyset predicate "strictly after a position" in
-// created_at DESC, id ASC order on the events alias e, its two
-// parameters (created_at, id) numbered from n. The redundant created_at
-// bound lets an index on created_at start its scan at the position
-// instead of filtering every newer row.
-func afterSQL(n int) string {
-	at, id := "$"+strconv.Itoa(n), "$"+strconv.Itoa(n+1)
-	return "e.created_at <= " + at + " AND (e.created_at < " + at + " OR (e.created_at = " + at + " AND e.id > " + id + "))"
+// key is p as the store's keyset position.
+func (p position) key() store.WindowKey { return store.WindowKey{At: p.at, ID: p.id} }
+
+// keyOf returns a pointer to p's store key, nil for a nil p.
+func keyOf(p *position) *store.WindowKey {
+	if p == nil {
+		return nil
+	}
+	k := p.key()
+	return &k
 }
 
 // position is the row's scan position, known whether or not the row can
 // be reconstructed.
-func (s *stored) position() position { return position{at: s.createdAt, id: s.id} }
+func (s *stored) position() position { return position{at: s.CreatedAt, id: s.ID} }
 
 // cursor is the row's position on the wire: whole seconds and hex.
 func (s *stored) cursor() Cursor {
-	return Cursor{CreatedAt: s.createdAt.Unix(), ID: hex.EncodeToString(s.id)}
+	return Cursor{CreatedAt: s.CreatedAt.Unix(), ID: hex.EncodeToString(s.ID)}
 }
 
 // channelID is the stored channel id, "" for a channel-less row.
 func (s *stored) channelID() string {
-	if s.channel == nil {
+	if s.Channel == nil {
 		return ""
 	}
-	return *s.channel
+	return *s.Channel
 }
 
 // event returns the row as an event, and "" when it is reconstructable
@@ -96,25 +78,25 @@ func (s *stored) channelID() string {
 // when it is not, so visibility can still be judged; signatures are not
 // re-verified.
 func (s *stored) event() (event.Event, string) {
-	tags, tagsErr := event.DecodeStoredTags(s.tags)
+	tags, tagsErr := event.DecodeStoredTags(s.Tags)
 	ev := event.Event{
-		ID:        hex.EncodeToString(s.id),
-		PubKey:    hex.EncodeToString(s.pubkey),
-		CreatedAt: s.createdAt.Unix(),
-		Kind:      s.kind,
+		ID:        hex.EncodeToString(s.ID),
+		PubKey:    hex.EncodeToString(s.PubKey),
+		CreatedAt: s.CreatedAt.Unix(),
+		Kind:      s.Kind,
 		Tags:      tags,
-		Content:   s.content,
-		Sig:       hex.EncodeToString(s.sig),
+		Content:   s.Content,
+		Sig:       hex.EncodeToString(s.Sig),
 	}
 	switch {
-	case len(s.id) != 32:
-		return ev, fmt.Sprintf("id of %d bytes", len(s.id))
-	case len(s.pubkey) != 32:
-		return ev, fmt.Sprintf("pubkey of %d bytes", len(s.pubkey))
-	case len(s.sig) != 64:
-		return ev, fmt.Sprintf("sig of %d bytes", len(s.sig))
-	case s.kind < 0 || s.kind > 65535:
-		return ev, fmt.Sprintf("kind %d", s.kind)
+	case len(s.ID) != 32:
+		return ev, fmt.Sprintf("id of %d bytes", len(s.ID))
+	case len(s.PubKey) != 32:
+		return ev, fmt.Sprintf("pubkey of %d bytes", len(s.PubKey))
+	case len(s.Sig) != 64:
+		return ev, fmt.Sprintf("sig of %d bytes", len(s.Sig))
+	case s.Kind < 0 || s.Kind > 65535:
+		return ev, fmt.Sprintf("kind %d", s.Kind)
 	case tagsErr != nil:
 		return ev, tagsErr.Error()
 	}
@@ -127,25 +109,15 @@ func item(ev event.Event, channel string) Item {
 }
 
 // LoadStatement is the load of docs/NIP-CW.md §5.3 and of every aux
-// page, and its arguments: the stored events of keys, by primary key, in
-// no particular order. Each row is (id, pubkey, created_at, kind, tags,
-// content, sig, channel_id).
+// page, and its arguments (store.WindowLoadStatement): the stored events
+// of keys, by primary key, in no particular order. Each row is (id,
+// pubkey, created_at, kind, tags, content, sig, channel_id).
 func LoadStatement(communityID string, keys []Cursor) (sql string, args []any) {
-	ps := make([]position, len(keys))
+	ks := make([]store.WindowKey, len(keys))
 	for i, k := range keys {
-		ps[i] = position{at: unixTime(k.CreatedAt), id: hexBytes(k.ID)}
+		ks[i] = store.WindowKey{At: unixTime(k.CreatedAt), ID: hexBytes(k.ID)}
 	}
-	return loadStatement(communityID, ps)
-}
-
-// loadStatement is LoadStatement for stored positions.
-func loadStatement(communityID string, keys []position) (string, []any) {
-	ats := make([]time.Time, len(keys))
-	ids := make([][]byte, len(keys))
-	for i, k := range keys {
-		ats[i], ids[i] = k.at, k.id
-	}
-	return loadSQL, []any{communityID, ats, ids}
+	return store.WindowLoadStatement(communityID, ks)
 }
 
 // load runs the load for keys and returns the rows by hex id. Keys whose
@@ -155,21 +127,16 @@ func load(ctx context.Context, q pg.Querier, communityID string, keys []position
 	if len(keys) == 0 {
 		return out, nil
 	}
-	sql, args := loadStatement(communityID, keys)
-	rows, err := q.Query(ctx, sql, args...)
+	ks := make([]store.WindowKey, len(keys))
+	for i, k := range keys {
+		ks[i] = k.key()
+	}
+	rows, err := store.New(q).WindowLoad(ctx, communityID, ks)
 	if err != nil {
-		return nil, fmt.Errorf("load events: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		s := new(stored)
-		if err := rows.Scan(s.targets()...); err != nil {
-			return nil, fmt.Errorf("load events: %w", err)
-		}
-		out[hex.EncodeToString(s.id)] = s
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load events: %w", err)
+	for i := range rows {
+		out[hex.EncodeToString(rows[i].ID)] = &stored{rows[i]}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // access is a reader's accessible channel set, read once before the
@@ -22,12 +23,12 @@ func (a access) list() []string { return slices.Sorted(maps.Keys(a)) }
 // the store's one rule, uncached, on a connection taken within the pool's
 // acquire timeout.
 func (e *Engine) accessible(ctx context.Context, communityID, reader string) (access, error) {
-	conn, err := pg.Acquire(ctx, e.cfg.Store.Pool(), 0)
+	conn, err := pg.Acquire(ctx, e.cfg.Pool, 0)
 	if err != nil {
 		return nil, fmt.Errorf("accessible channels: %w", err)
 	}
 	defer conn.Release()
-	ids, err := e.cfg.Store.AccessibleChannelsOn(ctx, conn, communityID, reader)
+	ids, err := store.New(conn).AccessibleChannels(ctx, communityID, reader)
 	if err != nil {
 		return nil, err
 	}

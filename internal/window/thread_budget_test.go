@@ -19,7 +19,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/metrics"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
@@ -211,7 +210,7 @@ func (w *world) newEngine(t *testing.T, conns int32, onQuery func(sql string)) *
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	m := metrics.New(prometheus.NewRegistry())
-	e := window.New(window.Config{Store: store.New(pool), Key: event.GenerateKey(), Metrics: m})
+	e := window.New(window.Config{Pool: pool, Key: event.GenerateKey(), Metrics: m})
 	return &engineWorld{engine: e, pool: pool, rec: rec, m: m, w: w}
 }
 

@@ -158,7 +158,7 @@ func (w *world) store(t *testing.T, evs ...event.Event) {
 func (w *world) storeReply(t *testing.T, ch string, root event.Event, parent event.Event, depth int, ev event.Event) {
 	t.Helper()
 	w.store(t, ev)
-	err := w.r.App.Store().ThreadReplyAdd(context.Background(), w.pool, store.ThreadReplyParams{CommunityID: w.cid, Channel: ch,
+	err := store.New(w.pool).ThreadReplyAdd(context.Background(), store.ThreadReplyParams{CommunityID: w.cid, Channel: ch,
 		EventID: ev.ID, CreatedAt: ev.CreatedAt, ParentID: parent.ID, ParentCreatedAt: parent.CreatedAt,
 		RootID: root.ID, RootCreatedAt: root.CreatedAt, Depth: depth})
 	require.NoError(t, err)

@@ -79,7 +79,7 @@ func replicaSetup(t *testing.T) *replicaWorld {
 	require.NoError(t, w.rep.Start(ctx))
 	t.Cleanup(w.rep.Stop)
 	w.rep.TestSignals.Probed.WaitOrTimeout(t)
-	w.engine = window.New(window.Config{Store: store.New(w.writer), Replica: w.rep, Key: w.key, Metrics: w.m})
+	w.engine = window.New(window.Config{Pool: w.writer, Replica: w.rep, Key: w.key, Metrics: w.m})
 	return w
 }
 
@@ -117,7 +117,7 @@ func (w *replicaWorld) reply(t *testing.T, q pg.Querier, root event.Event, ts in
 	t.Helper()
 	ev := w.post(t, q, event.KindStreamMessage, ts, eventtest.Tag("e", root.ID, "", "root"), eventtest.Tag("e", root.ID, "", "reply"),
 		eventtest.Content("reply "+time.Unix(ts, 0).String()))
-	require.NoError(t, store.New(q.(*pgxpool.Pool)).ThreadReplyAdd(context.Background(), q, store.ThreadReplyParams{CommunityID: w.cid,
+	require.NoError(t, store.New(q).ThreadReplyAdd(context.Background(), store.ThreadReplyParams{CommunityID: w.cid,
 		Channel: w.ch, EventID: ev.ID, CreatedAt: ev.CreatedAt, ParentID: root.ID, ParentCreatedAt: root.CreatedAt,
 		RootID: root.ID, RootCreatedAt: root.CreatedAt, Depth: 1}))
 	return ev
@@ -236,7 +236,7 @@ func TestReplicaRouting(t *testing.T) {
 
 	t.Run("NotConfigured", func(t *testing.T) {
 		m := metrics.New(prometheus.NewRegistry())
-		e := window.New(window.Config{Store: store.New(w.writer), Key: w.key, Metrics: m, NoReplicaReason: "floor_unverified"})
+		e := window.New(window.Config{Pool: w.writer, Key: w.key, Metrics: m, NoReplicaReason: "floor_unverified"})
 		_, err := w.run(t, e, oldCursor)
 		require.NoError(t, err)
 		require.Equal(t, 1.0, testutil.ToFloat64(m.Window.RouteDecision.WithLabelValues("thread_window_cursor", "writer", "floor_unverified")))
@@ -275,7 +275,7 @@ func TestReplicaDoubtMidClosure(t *testing.T) {
 	require.NoError(t, w.plain.SendBatch(context.Background(), b).Close())
 	w.pair.WaitReplayed(t)
 	w.freshProbe(t)
-	writerOnly := window.New(window.Config{Store: store.New(w.writer), Key: w.key})
+	writerOnly := window.New(window.Config{Pool: w.writer, Key: w.key})
 
 	cursor := &window.Cursor{CreatedAt: old + 5000, ID: zeroID}
 	r := window.ThreadRequest{Channel: w.ch, Root: root.ID, Limit: 10, Depth: 100, Kinds: []int{9}, Cursor: cursor, IncludeAux: true}

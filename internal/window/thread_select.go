@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // replySelection is a thread window's reply page: the delivered rows in keyset
@@ -22,11 +22,7 @@ type replySelection struct {
 // rootExists is the root check of docs/NIP-CW.md §5.3 in the window's
 // transaction.
 func rootExists(ctx context.Context, q pg.Querier, communityID string, r ThreadRequest) (bool, error) {
-	var ok bool
-	if err := q.QueryRow(ctx, rootSQL, communityID, r.Channel, hexBytes(r.Root)).Scan(&ok); err != nil {
-		return false, fmt.Errorf("root check: %w", err)
-	}
-	return ok, nil
+	return store.New(q).WindowThreadRootExists(ctx, communityID, r.Channel, hexBytes(r.Root))
 }
 
 // selectReplies is docs/NIP-CW.md §5.3: the scan charges each eligible row
@@ -99,42 +95,26 @@ func (w *thread) scan(ctx context.Context, q pg.Querier) (keys []Cursor, hasMore
 // last key it scanned. n is the number of rows the chunk returned; probe
 // is true when it met an eligible row with limit rows already retained.
 func (w *thread) scanChunk(ctx context.Context, q pg.Querier, pos **Cursor, chunk int, keys *[]Cursor) (n int, probe bool, err error) {
-	sql, args := scanStatement(w.b.communityID, w.r, *pos, chunk)
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return 0, false, fmt.Errorf("scan replies: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			at       time.Time
-			id       []byte
-			eligible bool
-			payload  *int64
-		)
-		if err := rows.Scan(&at, &id, &eligible, &payload); err != nil {
-			return n, false, fmt.Errorf("scan replies: %w", err)
-		}
+	err = store.New(q).WindowThreadScan(ctx, scanParams(w.b.communityID, w.r, *pos, chunk), func(r store.WindowScanRow) (bool, error) {
 		n++
-		key := Cursor{CreatedAt: at.Unix(), ID: hex.EncodeToString(id)}
+		key := Cursor{CreatedAt: r.Key.At.Unix(), ID: hex.EncodeToString(r.Key.ID)}
 		*pos = &key
-		if !eligible {
-			continue
+		if !r.Eligible {
+			return true, nil
 		}
 		var size int64
-		if payload != nil {
-			size = *payload
+		if r.Payload != nil {
+			size = *r.Payload
 		}
 		if err := w.b.spend.row(size); err != nil {
-			return n, false, err
+			return false, err
 		}
 		if len(*keys) == w.r.Limit {
-			return n, true, nil
+			probe = true
+			return false, nil
 		}
 		*keys = append(*keys, key)
-	}
-	if err := rows.Err(); err != nil {
-		return n, false, fmt.Errorf("scan replies: %w", err)
-	}
-	return n, false, nil
+		return true, nil
+	})
+	return n, probe, err
 }

@@ -50,9 +50,9 @@ func (e *Engine) onWriter(ctx context.Context, s session, fn func(pg.Querier) er
 		err  error
 	)
 	if s.acquireTimeout {
-		conn, err = pg.Acquire(ctx, e.cfg.Store.Pool(), 0)
+		conn, err = pg.Acquire(ctx, e.cfg.Pool, 0)
 	} else {
-		conn, err = e.cfg.Store.Pool().Acquire(ctx)
+		conn, err = e.cfg.Pool.Acquire(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("window transaction: %w", err)

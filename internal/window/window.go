@@ -20,6 +20,10 @@
 // its one statement, the one budget type that bounds it, the stored-row
 // decoding and the read-only window transaction on the writer.
 //
+// Its statements are the store's (store.Window…, internal/store/windows.go):
+// they return rows as stored, and this package walks them, charges them
+// and decides what is delivered. It holds no SQL.
+//
 // It does NOT decide who may read a channel for channel mode (the door
 // passes the reader's accessible set in Scope; thread mode reads its own
 // from the store, before and after the batch), does NOT speak HTTP (an
@@ -36,7 +40,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/replica"
-	"github.com/buzz-relay/buzz/internal/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Cursor is a keyset position: created_at (unix seconds) and the
@@ -106,9 +110,9 @@ const msgInternal = "internal server error"
 
 // Config configures an Engine.
 type Config struct {
-	// Store is the writer: thread mode's authorization reads, head pages,
+	// Pool is the writer: thread mode's authorization reads, head pages,
 	// summary recovery and every page the replica does not serve.
-	Store *store.Store
+	Pool *pgxpool.Pool
 	// Replica serves proved cursor pages (docs/NIP-CW.md §7); nil keeps
 	// every page on the writer, counted with NoReplicaReason.
 	Replica *replica.Replica
@@ -144,7 +148,7 @@ type Engine struct {
 	log *slog.Logger
 }
 
-// New returns an Engine. Store and Key are required; a nil Metrics counts
+// New returns an Engine. Pool and Key are required; a nil Metrics counts
 // nowhere, a nil Logger discards.
 func New(cfg Config) *Engine {
 	if cfg.Metrics == nil {

@@ -210,7 +210,7 @@ func loadFixture(ctx context.Context, pool *pgxpool.Pool, st *store.Store, s siz
 			return nil, fmt.Errorf("create community %s (the fixture loads into an empty database): %w", host, err)
 		}
 		ch := uuid.NewString()
-		if err := st.ChannelCreate(ctx, pool, store.ChannelCreateParams{CommunityID: cm.ID, ID: ch, Name: "general",
+		if err := store.New(pool).ChannelCreate(ctx, store.ChannelCreateParams{CommunityID: cm.ID, ID: ch, Name: "general",
 			Type: "stream", Visibility: "open", CreatedBy: owner}); err != nil {
 			return nil, fmt.Errorf("create channel in %s: %w", host, err)
 		}

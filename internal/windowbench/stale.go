@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
@@ -95,7 +96,7 @@ func staleCase(ctx context.Context, t *target, cl *windowClient, pool *pgxpool.P
 	}()
 	for i := range cfg.conns {
 		a := newAuthor("burst-" + strconv.Itoa(i))
-		if err := t.App.Store().ChannelMemberUpsert(ctx, pool, fx.communityID, fx.channel, a.pubkey, "member", fx.authors[0].pubkey); err != nil {
+		if err := store.New(pool).ChannelMemberUpsert(ctx, fx.communityID, fx.channel, a.pubkey, "member", fx.authors[0].pubkey); err != nil {
 			return nil, nil, nil, fmt.Errorf("add burst author: %w", err)
 		}
 		pub, err := dialPublisher(ctx, t.Addr, benchHost, a)

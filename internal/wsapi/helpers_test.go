@@ -113,10 +113,10 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 	b.private = fixture.Channel(t, db.pool, b.communityA, b.owner, fixture.Private())
 
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b.reader = read.New(read.Config{Store: db.store, Metrics: b.metrics, Logger: log, QueryHookFunc: o.queryHook})
+	b.reader = read.New(read.Config{Pool: db.pool, Metrics: b.metrics, Logger: log, QueryHookFunc: o.queryHook})
 	fan := &fanout{}
 	b.pipeline = ingest.New(ingest.Config{
-		Pool: db.pool, Store: db.store, Broadcaster: fan, Metrics: b.metrics, Logger: log,
+		Pool: db.pool, Broadcaster: fan, Metrics: b.metrics, Logger: log,
 		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(), EvictFunc: fan.evict,
 	})
 	t.Cleanup(b.pipeline.Close)
@@ -185,12 +185,12 @@ func (b *testBundle) setRelayMember(t *testing.T, pubkey string, member bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	if member {
-		_, err := b.store.RelayMemberUpsert(ctx, b.db.pool, store.RelayMemberUpsertParams{
+		_, err := store.New(b.db.pool).RelayMemberUpsert(ctx, store.RelayMemberUpsertParams{
 			CommunityID: b.communityA, Pubkey: pubkey, Role: "member", AddedBy: "cli"})
 		require.NoError(t, err)
 		return
 	}
-	removed, err := b.store.RelayMemberRemove(ctx, b.db.pool, b.communityA, pubkey)
+	removed, err := store.New(b.db.pool).RelayMemberRemove(ctx, b.communityA, pubkey)
 	require.NoError(t, err)
 	require.True(t, removed)
 }
