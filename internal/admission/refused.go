@@ -64,9 +64,3 @@ func (m *refusedMemo) sweep(now time.Time) {
 		}
 	}
 }
-
-func (m *refusedMemo) size() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.until)
-}

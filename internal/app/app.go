@@ -172,7 +172,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	hs := health.New(health.Config{
 		Version: Version, Started: time.Now(), Logger: log,
 		PingPostgres: db.Pool.Ping,
-		Connections: ws.Connections, Subscriptions: ws.Subscriptions,
+		Connections:  ws.Connections, Subscriptions: ws.Subscriptions,
 		RedisStatus: redisStatus(fan.bus), ReplicaStatus: replicaStatus(cfg, services.Replica),
 	})
 	door := httpapi.New(httpapi.Config{

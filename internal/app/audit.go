@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/buzz-relay/buzz/internal/audit"
-	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // auditPoolSize is the dedicated audit pool's size (docs/PROTOCOL.md §13.8).
