@@ -45,7 +45,21 @@ fi
 # relay), through GOFLAGS so the binaries tests build for themselves get it
 # too; then the default pure-Go build of the one package that differs.
 tags=$(scripts/secp256k1-tags.sh)
-GOFLAGS="$GOFLAGS${tags:+ $tags}" go test "${race[@]}" -count=1 -timeout 20m ./...
+#
+# go test runs two packages at a time (-p, the core count) and starts them in
+# the order given: the packages whose tests take longest go first, so they
+# run beside the many short ones instead of starting late and finishing
+# alone at the end of the run (docs/PERFORMANCE.md, "Test suite time"). A
+# name here that is no package fails the run, so the list stays true.
+mod=$(go list -m)
+pkgs=()
+for p in cmd/buzz-relay internal/e2e internal/window internal/soak cmd/buzz-bench internal/maintenance internal/replica; do
+  pkgs+=("$mod/$p")
+done
+while read -r p; do
+  case " ${pkgs[*]} " in *" $p "*) ;; *) pkgs+=("$p") ;; esac
+done < <(go list ./...)
+GOFLAGS="$GOFLAGS${tags:+ $tags}" go test "${race[@]}" -count=1 -timeout 20m "${pkgs[@]}"
 [ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event
 
 # The fuzz targets: one "package target" a line.
