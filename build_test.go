@@ -11,10 +11,19 @@ import (
 )
 
 // goEnv is the environment for a go command of these tests: this process's,
-// with GOFLAGS emptied (so a -tags given to the outer go test does not reach
-// the build under test) and the given variables set.
+// with the build tags taken out of GOFLAGS (so a -tags given to the outer go
+// test does not reach the build under test) and the given variables set.
+// The other flags stay: scripts/test.sh's -trimpath lets the builds here
+// reuse the build cache of earlier runs in other folders (docs/PERFORMANCE.md,
+// "Test suite time").
 func goEnv(vars ...string) []string {
-	env := append(os.Environ(), "GOFLAGS=")
+	var kept []string
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(f, "-tags=") && !strings.HasPrefix(f, "--tags=") {
+			kept = append(kept, f)
+		}
+	}
+	env := append(os.Environ(), "GOFLAGS="+strings.Join(kept, " "))
 	return append(env, vars...)
 }
 

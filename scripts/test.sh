@@ -45,7 +45,21 @@ fi
 # relay), through GOFLAGS so the binaries tests build for themselves get it
 # too; then the default pure-Go build of the one package that differs.
 tags=$(scripts/secp256k1-tags.sh)
-GOFLAGS="$GOFLAGS${tags:+ $tags}" go test "${race[@]}" -count=1 -timeout 20m ./...
+#
+# go test runs two packages at a time (-p, the core count) and starts them in
+# the order given: the packages whose tests take longest go first, so they
+# run beside the many short ones instead of starting late and finishing
+# alone at the end of the run (docs/PERFORMANCE.md, "Test suite time"). A
+# name here that is no package fails the run, so the list stays true.
+mod=$(go list -m)
+pkgs=()
+for p in cmd/buzz-relay internal/e2e internal/window internal/soak cmd/buzz-bench internal/maintenance internal/replica; do
+  pkgs+=("$mod/$p")
+done
+while read -r p; do
+  case " ${pkgs[*]} " in *" $p "*) ;; *) pkgs+=("$p") ;; esac
+done < <(go list ./...)
+GOFLAGS="$GOFLAGS${tags:+ $tags}" go test "${race[@]}" -count=1 -timeout 20m "${pkgs[@]}"
 [ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event
 
 # The fuzz targets: one "package target" a line.
@@ -67,23 +81,44 @@ fuzz_targets='
 '
 
 fuzztime=${FUZZTIME:-10s}
-while read -r pkg target; do
-  [ -n "$pkg" ] || continue
-  echo "fuzz $target ($pkg) for $fuzztime"
+# Each target is time-boxed (-fuzztime), so the step's length is the number
+# of targets times (fuzztime + build and start-up) over the targets run at
+# once: FUZZ_JOBS of them side by side (default: the core count), each with
+# one fuzz worker (-parallel=1), so they share the cores instead of taking
+# turns on all of them. Each target's output is printed whole when it ends.
+fuzz_jobs=${FUZZ_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
+fuzz_one() {
+  local pkg=$1 target=$2 out
   # A failure that wrote no failing input is the fuzz engine giving up on a
   # stalled worker of a loaded machine ("context deadline exceeded"), not a
   # finding: run that target once more. A real finding fails at once.
-  if ! out=$(go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" "$pkg" 2>&1 </dev/null); then
-    echo "$out"
-    if echo "$out" | grep -q "Failing input written to"; then
-      exit 1
-    fi
-    echo "fuzz $target: the engine stopped without a failing input; running it once more"
-    go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" "$pkg" </dev/null
-  else
-    echo "$out" | tail -2
+  if out=$(go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" -parallel=1 "$pkg" 2>&1 </dev/null); then
+    printf 'fuzz %s (%s) for %s\n%s\n' "$target" "$pkg" "$fuzztime" "$(echo "$out" | tail -2)"
+    return 0
   fi
+  if echo "$out" | grep -q "Failing input written to"; then
+    printf 'fuzz %s (%s) for %s: FAILED\n%s\n' "$target" "$pkg" "$fuzztime" "$out"
+    return 1
+  fi
+  local first=$out
+  if out=$(go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" -parallel=1 "$pkg" 2>&1 </dev/null); then
+    printf 'fuzz %s (%s) for %s\n%s\nfuzz %s: the engine stopped without a failing input; ran it once more:\n%s\n' \
+      "$target" "$pkg" "$fuzztime" "$first" "$target" "$(echo "$out" | tail -2)"
+    return 0
+  fi
+  printf 'fuzz %s (%s) for %s: FAILED twice\n%s\n%s\n' "$target" "$pkg" "$fuzztime" "$first" "$out"
+  return 1
+}
+fuzz_pids=()
+while read -r pkg target; do
+  [ -n "$pkg" ] || continue
+  while [ "$(jobs -pr | wc -l)" -ge "$fuzz_jobs" ]; do wait -n || true; done
+  fuzz_one "$pkg" "$target" &
+  fuzz_pids+=($!)
 done <<<"$fuzz_targets"
+fuzz_failed=0
+for pid in "${fuzz_pids[@]}"; do wait "$pid" || fuzz_failed=1; done
+[ "$fuzz_failed" = 0 ] || exit 1
 
 left=$(comm -13 <(echo "$tmp_before") <(ours) | grep -vx "$(basename "$dir")" || true)
 if [ -n "$left" ]; then
