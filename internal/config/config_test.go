@@ -83,7 +83,7 @@ func TestLoad(t *testing.T) {
 			SearchRankWindow: 1000,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
-				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: 8,
+				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
 				TimePerSecond: 100 * time.Millisecond, TimeBurst: time.Second,
 				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
 				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
@@ -199,7 +199,7 @@ func TestLoad(t *testing.T) {
 			SearchRankWindow: 2500,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
-				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: 8,
+				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
 				TimePerSecond: 100 * time.Millisecond, TimeBurst: time.Second,
 				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
 				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,

@@ -2,8 +2,18 @@ package config
 
 import (
 	"log/slog"
+	"runtime"
 	"time"
 )
+
+// DefaultReadsPerPubkey is BUZZ_READS_PER_PUBKEY's default: half the CPUs
+// the process may use (GOMAXPROCS), at least 1. One pubkey's reads may
+// then keep at most half the machine busy, whatever it sends: with more,
+// a reader flooding heavy reads holds every core and honest writers and
+// readers wait for CPU (docs/PERFORMANCE.md "Abuse benchmark").
+func DefaultReadsPerPubkey() int { return readsPerPubkeyFor(runtime.GOMAXPROCS(0)) }
+
+func readsPerPubkeyFor(procs int) int { return max(1, procs/2) }
 
 // Defaults of the read deadlines and shares and of the HTTP server's
 // timeouts and concurrency (docs/OPERATIONS.md "Running a public relay").
@@ -11,7 +21,6 @@ const (
 	DefaultReadStatementTimeout = 10 * time.Second
 	DefaultDBAcquireTimeout     = 3 * time.Second
 	DefaultReadsPerConnection   = 4
-	DefaultReadsPerPubkey       = 8
 	DefaultReadTimePerSecond    = 100 * time.Millisecond
 	DefaultReadTimeBurst        = time.Second
 	DefaultHTTPReadTimeout      = 30 * time.Second
@@ -44,7 +53,8 @@ type ReadLimits struct {
 	// 1–1000. Default 4.
 	PerConnection int
 	// PerPubkey is one reader pubkey's share across all its connections
-	// (BUZZ_READS_PER_PUBKEY), 1–10000. Default 8.
+	// (BUZZ_READS_PER_PUBKEY), 1–10000. Default DefaultReadsPerPubkey():
+	// half the CPUs, at least 1.
 	PerPubkey int
 	// TimePerSecond is the read time one reader (a pubkey, or a
 	// connection without one) earns each second
@@ -88,7 +98,7 @@ func (l *loader) readLimits(poolSize int) ReadLimits {
 	r.WriteReserved = l.integer("BUZZ_DB_WRITE_RESERVED", min(max(1, poolSize/5), poolSize-1), 0, poolSize-1)
 	r.MaxConcurrentReads = l.integer("BUZZ_MAX_CONCURRENT_READS", poolSize-r.WriteReserved, 1, max(1, poolSize-r.WriteReserved))
 	r.PerConnection = l.integer("BUZZ_READS_PER_CONNECTION", DefaultReadsPerConnection, 1, 1000)
-	r.PerPubkey = l.integer("BUZZ_READS_PER_PUBKEY", DefaultReadsPerPubkey, 1, 10000)
+	r.PerPubkey = l.integer("BUZZ_READS_PER_PUBKEY", DefaultReadsPerPubkey(), 1, 10000)
 	r.TimePerSecond = l.millis("BUZZ_READ_TIME_PER_SECOND_MS", DefaultReadTimePerSecond, 0, 60000)
 	r.TimeBurst = l.millis("BUZZ_READ_TIME_BURST_MS", DefaultReadTimeBurst, 1, 3600000)
 	r.HTTPReadTimeout = l.millis("BUZZ_HTTP_READ_TIMEOUT_MS", DefaultHTTPReadTimeout, 100, 3600000)

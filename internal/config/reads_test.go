@@ -1,6 +1,7 @@
 package config
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -9,6 +10,16 @@ import (
 
 func TestReadLimits(t *testing.T) {
 	t.Parallel()
+
+	t.Run("PerPubkeyDefaultIsHalfTheCPUs", func(t *testing.T) {
+		t.Parallel()
+		for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 7: 3, 16: 8, 64: 32} {
+			require.Equal(t, want, readsPerPubkeyFor(procs), "GOMAXPROCS %d", procs)
+		}
+		c, _, err := load(t)
+		require.NoError(t, err)
+		require.Equal(t, readsPerPubkeyFor(runtime.GOMAXPROCS(0)), c.Reads.PerPubkey)
+	})
 
 	t.Run("EveryVariable", func(t *testing.T) {
 		t.Parallel()
