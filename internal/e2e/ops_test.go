@@ -108,7 +108,14 @@ func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay k
 			"max_filter_tag_keys": 8,
 			"max_subscription_index_keys": 4096,
 			"max_connection_index_keys": 16384,
-			"max_connection_filter_bytes": 262144
+			"max_connection_filter_bytes": 262144,
+			"max_p_tags": 100,
+			"rate_limits": {"human_messages_per_min": 0, "human_api_calls_per_min": 0, "ws_events_per_sec": 0,
+				"agent_messages_per_min": 0, "agent_api_calls_per_min": 0, "channel_creates_per_hour": 0},
+			"max_reads_per_pubkey": 10000,
+			"max_reads_per_connection": 1000,
+			"read_time_per_second_ms": 0,
+			"read_time_burst_ms": 1000
 		},
 		"read_state_snapshot": {"version": 1, "max_events": 4096, "max_event_array_bytes": 8388608}}`, string(body))
 	var doc struct {

@@ -68,6 +68,26 @@ type nip11Limitation struct {
 	MaxSubscriptionIndexKeys int `json:"max_subscription_index_keys"`
 	MaxConnectionIndexKeys   int `json:"max_connection_index_keys"`
 	MaxConnectionFilterBytes int `json:"max_connection_filter_bytes"`
+	// The p-tag cap and the per-user quotas (docs/OPERATIONS.md
+	// "Per-user quotas"; a quota of 0 is off), and one reader's read
+	// shares and read-time budget ("Read deadlines and shares"; a budget
+	// of 0 is off).
+	MaxPTags              int             `json:"max_p_tags"`
+	RateLimits            nip11RateLimits `json:"rate_limits"`
+	MaxReadsPerPubkey     int             `json:"max_reads_per_pubkey"`
+	MaxReadsPerConnection int             `json:"max_reads_per_connection"`
+	ReadTimePerSecondMs   int64           `json:"read_time_per_second_ms"`
+	ReadTimeBurstMs       int64           `json:"read_time_burst_ms"`
+}
+
+// nip11RateLimits are the per-user quotas, with the variables' units.
+type nip11RateLimits struct {
+	HumanMessagesPerMin   int `json:"human_messages_per_min"`
+	HumanAPICallsPerMin   int `json:"human_api_calls_per_min"`
+	WSEventsPerSec        int `json:"ws_events_per_sec"`
+	AgentMessagesPerMin   int `json:"agent_messages_per_min"`
+	AgentAPICallsPerMin   int `json:"agent_api_calls_per_min"`
+	ChannelCreatesPerHour int `json:"channel_creates_per_hour"`
 }
 
 // buildNIP11 encodes the document of a host that maps to no community
@@ -93,6 +113,7 @@ func nip11Of(cfg Config) nip11Doc {
 	if cfg.Reader != nil {
 		caps = cfg.Reader.Caps()
 	}
+	q, rl := cfg.Settings.Admission, cfg.Settings.Reads
 	return nip11Doc{
 		Name:          nip11Name,
 		Description:   nip11Description,
@@ -120,6 +141,17 @@ func nip11Of(cfg Config) nip11Doc {
 			MaxSubscriptionIndexKeys: cfg.Settings.Filters.SubMaxIndexKeys,
 			MaxConnectionIndexKeys:   cfg.Settings.Filters.ConnMaxIndexKeys,
 			MaxConnectionFilterBytes: cfg.Settings.Filters.ConnMaxFilterBytes,
+
+			MaxPTags: q.MaxPTags,
+			RateLimits: nip11RateLimits{
+				HumanMessagesPerMin: q.HumanMessagesPerMin, HumanAPICallsPerMin: q.HumanAPICallsPerMin,
+				WSEventsPerSec: q.HumanWSEventsPerSec, AgentMessagesPerMin: q.AgentMessagesPerMin,
+				AgentAPICallsPerMin: q.AgentAPICallsPerMin, ChannelCreatesPerHour: q.ChannelCreatesPerHour,
+			},
+			MaxReadsPerPubkey:     rl.PerPubkey,
+			MaxReadsPerConnection: rl.PerConnection,
+			ReadTimePerSecondMs:   rl.TimePerSecond.Milliseconds(),
+			ReadTimeBurstMs:       rl.TimeBurst.Milliseconds(),
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/httpapi"
 )
@@ -54,7 +56,20 @@ func TestNIP11(t *testing.T) {
 				"max_filter_tag_keys": 8,
 				"max_subscription_index_keys": 4096,
 				"max_connection_index_keys": 16384,
-				"max_connection_filter_bytes": 262144
+				"max_connection_filter_bytes": 262144,
+				"max_p_tags": 100,
+				"rate_limits": {
+					"human_messages_per_min": 60,
+					"human_api_calls_per_min": 300,
+					"ws_events_per_sec": 10,
+					"agent_messages_per_min": 120,
+					"agent_api_calls_per_min": 600,
+					"channel_creates_per_hour": 20
+				},
+				"max_reads_per_pubkey": `+strconv.Itoa(config.DefaultReadsPerPubkey())+`,
+				"max_reads_per_connection": 4,
+				"read_time_per_second_ms": 100,
+				"read_time_burst_ms": 1000
 			},
 			"read_state_snapshot": {
 				"version": 1,
