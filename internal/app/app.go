@@ -155,12 +155,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	}
 	closers = append(closers, lim.Close)
 	pipeline := ingest.New(ingest.Config{
-		Pool: db.Pool, Broadcaster: fan, Metrics: m, Logger: log,
-		ForgetAccessFunc: fan.forget,
-		RelayKey:         relayKey, SignFunc: h.SignFunc, EvictFunc: fan.evict,
+		Pool: db.Pool, Live: fan, Metrics: m, Logger: log,
+		RelayKey: relayKey, SignFunc: h.SignFunc,
 		AuditEnabled: aud != nil, AuditWakeFunc: auditWake,
-		InterruptFunc: fan.interrupt, ResolveTimeout: cfg.AmbiguousCommitTimeout,
-		Admission: lim, MaxPTags: cfg.Admission.MaxPTags,
+		ResolveTimeout: cfg.AmbiguousCommitTimeout,
+		Admission:      lim, MaxPTags: cfg.Admission.MaxPTags,
 		MaxEventBytes: cfg.Bytes.MaxEventBytes,
 	})
 	ws := wsapi.New(wsapi.Config{

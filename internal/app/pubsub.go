@@ -68,8 +68,8 @@ func replicaStatus(cfg config.Config, rep *replica.Replica) func() string {
 	return rep.State
 }
 
-// fanout is the live side of the relay: the pipeline's dispatch after
-// commit (local fan-out, then the one PUBLISH to the other processes,
+// fanout is the live side of the relay, the pipeline's ingest.Live: its
+// dispatch after commit (local fan-out, then the one PUBLISH to the other processes,
 // before the OK is sent, docs/PROTOCOL.md §16.2), and what the Bus brings
 // from the other processes. It also breaks the construction cycle between
 // the pipeline (which broadcasts) and the WebSocket server (which
@@ -119,9 +119,9 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	}
 }
 
-// evict is the pipeline's EvictFunc: the eviction runs here, then on every
-// other process through a control message (docs/PROTOCOL.md §16.4).
-func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
+// Evict runs the pipeline's eviction here, then on every other process
+// through a control message (docs/PROTOCOL.md §16.4).
+func (f *fanout) Evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
 	if f.ws == nil {
 		return
 	}
@@ -138,11 +138,11 @@ func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(
 	f.control(c)
 }
 
-// interrupt is the pipeline's InterruptFunc: the community's live
-// subscriptions are closed with the live-interrupted reason here, then on
-// the other processes through a gap control message, so every client that
+// Interrupt follows an ambiguous commit: the community's live subscriptions
+// are closed with the live-interrupted reason here, then on the other
+// processes through a gap control message, so every client that
 // may have missed an event re-reads its history.
-func (f *fanout) interrupt(communityID string) {
+func (f *fanout) Interrupt(communityID string) {
 	now := time.Now()
 	if f.ws != nil {
 		f.ws.InterruptCommunity(communityID, now)
@@ -150,9 +150,9 @@ func (f *fanout) interrupt(communityID string) {
 	f.control(pubsub.Control{Community: communityID, Op: pubsub.OpGap, UntilMS: now.UnixMilli()})
 }
 
-// forget is the pipeline's ForgetAccessFunc: cached access of reader in
-// the community (every reader when ""), here and on the other processes.
-func (f *fanout) forget(communityID, channel, reader string) {
+// Forget drops the cached access of reader in the community (every reader
+// when ""), here and on the other processes.
+func (f *fanout) Forget(communityID, channel, reader string) {
 	f.reader.Forget(communityID, reader)
 	c := pubsub.Control{Community: communityID, Op: pubsub.OpAccessibleAll}
 	if reader != "" && channel != "" {

@@ -110,13 +110,22 @@ func communityByHost(st *store.Store) tenant.LookupFunc {
 	}
 }
 
-// deliveries is the pipeline's fan-out target, standing where the relay
-// server stands in production; it remembers every committed event offered
-// to live subscriptions.
+// deliveries is the pipeline's live side, standing where the relay's
+// fan-out stands in production: it remembers every committed event offered
+// to live subscriptions and drops the reader's cached access as the
+// pipeline asks. No door here holds live subscriptions to evict or
+// interrupt.
 type deliveries struct {
-	mu  sync.Mutex
-	got []ingest.Delivery
+	mu     sync.Mutex
+	got    []ingest.Delivery
+	reader *read.Engine
 }
+
+func (d *deliveries) Forget(cid, _, reader string) { d.reader.Forget(cid, reader) }
+
+func (d *deliveries) Evict(string, string, string, func(string) bool) {}
+
+func (d *deliveries) Interrupt(string) {}
 
 func (d *deliveries) Broadcast(x ingest.Delivery) {
 	d.mu.Lock()
@@ -215,6 +224,7 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 
 	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
 	b.reader = read.New(read.Config{Pool: d.pool, Metrics: b.metrics, Logger: b.log, QueryHookFunc: b.reads.before})
+	b.fan.reader = b.reader
 	b.pipeline = b.newPipeline(d.pool)
 	t.Cleanup(b.pipeline.Close)
 	b.cfg = httpapi.Config{
@@ -237,8 +247,7 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 // composition root wires it, fanning out to b.fan.
 func (b *testBundle) newPipeline(pool *pgxpool.Pool) *ingest.Pipeline {
 	return ingest.New(ingest.Config{
-		Pool: pool, Broadcaster: b.fan, Metrics: b.metrics, Logger: b.log,
-		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(),
+		Pool: pool, Live: b.fan, Metrics: b.metrics, Logger: b.log, RelayKey: event.GenerateKey(),
 	})
 }
 

@@ -17,7 +17,7 @@ func admissionSetup(t *testing.T, q admission.Quotas, maxPTags int) *testBundle 
 	b := setup(t)
 	l, err := admission.New(admission.Config{Quotas: q})
 	require.NoError(t, err)
-	b.p = New(Config{Pool: b.pool, Broadcaster: b.fanout, RelayKey: b.relay.SK, Admission: l, MaxPTags: maxPTags})
+	b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK, Admission: l, MaxPTags: maxPTags})
 	return b
 }
 

@@ -23,7 +23,7 @@ import (
 //     access change): the event is fanned out as if the commit had
 //     answered;
 //   - stored, by any other change: the community's live subscriptions are
-//     interrupted (InterruptFunc), so their clients re-read the history,
+//     interrupted (Live.Interrupt), so their clients re-read the history,
 //     follow-ups and access included;
 //   - not stored: nothing committed; the client's retry stores it;
 //   - still unknown after DefaultResolveTimeout (the database unreachable):
@@ -172,8 +172,8 @@ func (p *Pipeline) settle(u unresolved, outcome string) {
 		p.broadcast(u.communityID, u.channel, &u.ev)
 		log.Warn("ambiguous commit: event found stored, fanned out")
 	case outcomeInterrupted:
-		if f := p.cfg.InterruptFunc; f != nil {
-			f(u.communityID)
+		if live := p.cfg.Live; live != nil {
+			live.Interrupt(u.communityID)
 		}
 		log.Warn("ambiguous commit: live subscriptions of the community interrupted")
 	default:

@@ -33,7 +33,7 @@ func TestCreatedAtFloor(t *testing.T) {
 	c, err := s.CommunityEnsure(context.Background(), "floor.test")
 	require.NoError(t, err)
 	b.pool, b.store, b.tenant.CommunityID, b.tenant.Host = armed, s, c.ID, "floor.test"
-	b.p = New(Config{Pool: armed, Broadcaster: b.fanout, RelayKey: b.relay.SK,
+	b.p = New(Config{Pool: armed, Live: b.fanout, RelayKey: b.relay.SK,
 		NowFunc: func() time.Time { return time.Now().Add(-150 * time.Second) }})
 	t.Cleanup(b.p.Close)
 	owner := eventtest.NewKey()

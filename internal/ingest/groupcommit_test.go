@@ -67,7 +67,7 @@ func TestGroupCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	m := metrics.New(prometheus.NewRegistry())
-	b.p = New(Config{Pool: b.pool, Broadcaster: b.fanout, RelayKey: b.relay.SK,
+	b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK,
 		AuditEnabled: true, Metrics: m})
 	t.Cleanup(b.p.Close)
 	owner, mentioned := eventtest.NewKey(), eventtest.NewKey()
@@ -122,7 +122,7 @@ func TestGroupCommitOneBadEvent(t *testing.T) {
 	// The pipeline's clock runs 150 s behind the database's (see
 	// TestCreatedAtFloor): an event 1000 s old passes the drift check and
 	// fails the floor at COMMIT.
-	b.p = New(Config{Pool: armed, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m,
+	b.p = New(Config{Pool: armed, Live: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m,
 		NowFunc: func() time.Time { return time.Now().Add(-150 * time.Second) }})
 	t.Cleanup(b.p.Close)
 	owner := eventtest.NewKey()

@@ -26,10 +26,6 @@ type testBundle struct {
 	tenant tenant.Tenant
 	relay  eventtest.Key
 	fanout *recorder
-	// evicted records the evictions the pipeline asked for, as
-	// "channel pubkey" ("*" for every holder, "non-members").
-	evictMu sync.Mutex
-	evicted []string
 }
 
 func setup(t *testing.T) *testBundle {
@@ -40,28 +36,18 @@ func setup(t *testing.T) *testBundle {
 	require.NoError(t, err)
 	b := &testBundle{pool: pool, store: s, tenant: tenant.Tenant{CommunityID: c.ID, Host: "relay.test"},
 		relay: eventtest.NewKey(), fanout: &recorder{}}
-	b.p = New(Config{Pool: pool, Broadcaster: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true,
-		EvictFunc: func(_, channel, pubkey string, nonMembersOnly func(string) bool) {
-			switch {
-			case nonMembersOnly != nil:
-				pubkey = "non-members"
-			case pubkey == "":
-				pubkey = "*"
-			}
-			b.evictMu.Lock()
-			defer b.evictMu.Unlock()
-			b.evicted = append(b.evicted, channel+" "+pubkey)
-		}})
+	b.p = New(Config{Pool: pool, Live: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true})
 	t.Cleanup(b.p.Close)
 	return b
 }
 
 // evictions returns the evictions asked for on channel.
 func (b *testBundle) evictions(channel string) []string {
-	b.evictMu.Lock()
-	defer b.evictMu.Unlock()
+	r := b.fanout
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	out := []string{}
-	for _, e := range b.evicted {
+	for _, e := range r.evicted {
 		if strings.HasPrefix(e, channel+" ") {
 			out = append(out, strings.TrimPrefix(e, channel+" "))
 		}
@@ -69,11 +55,31 @@ func (b *testBundle) evictions(channel string) []string {
 	return out
 }
 
-// recorder keeps what the pipeline fanned out.
+// recorder is the pipeline's live side in these tests: it keeps what the
+// pipeline fanned out and the evictions it asked for, as "channel pubkey"
+// ("*" for every holder, "non-members"). Access caches and interruptions
+// are the relay's (tested over real sockets in package e2e).
 type recorder struct {
-	mu  sync.Mutex
-	got []Delivery
+	mu      sync.Mutex
+	got     []Delivery
+	evicted []string
 }
+
+func (r *recorder) Forget(_, _, _ string) {}
+
+func (r *recorder) Evict(_, channel, pubkey string, nonMembersOnly func(string) bool) {
+	switch {
+	case nonMembersOnly != nil:
+		pubkey = "non-members"
+	case pubkey == "":
+		pubkey = "*"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evicted = append(r.evicted, channel+" "+pubkey)
+}
+
+func (r *recorder) Interrupt(string) {}
 
 func (r *recorder) Broadcast(d Delivery) {
 	r.mu.Lock()

@@ -33,15 +33,13 @@ type Config struct {
 	// Pool is the writer: every statement of the pipeline runs on it or in
 	// a transaction it begins. Required.
 	Pool *pgxpool.Pool
-	// Broadcaster receives every committed and ephemeral event. Required.
-	Broadcaster Broadcaster
+	// Live receives every committed and ephemeral event, the access
+	// changes and evictions of each commit, and the interruptions of
+	// ambiguous commits. Nil: nothing is live (a pipeline used alone).
+	Live Live
 	// Metrics receives the ingest metrics. Default metrics.Disabled().
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// ForgetAccessFunc drops cached accessible-channel sets after a commit
-	// that changed access (reader "" = the whole community); channel is the
-	// event's channel, for the other processes' caches. Optional.
-	ForgetAccessFunc func(communityID, channel, reader string)
 	// NowFunc returns the current time. Default time.Now.
 	NowFunc func() time.Time
 	// RelayKey signs the relay's follow-up events (group state, notices).
@@ -50,9 +48,6 @@ type Config struct {
 	// through it. Default: sign with RelayKey. Tests replace it to make
 	// signing fail, which takes the same path.
 	SignFunc func(ev *event.Event) error
-	// EvictFunc removes a channel from live subscriptions (pubkey "" = every
-	// holder; nonMembersOnly, when set, picks whom). Wired to the relay.
-	EvictFunc func(communityID, channel, pubkey string, nonMembersOnly func(pubkey string) bool)
 	// AuditEnabled writes the audit intents of docs/PROTOCOL.md §13.3 in each event's
 	// transaction (BUZZ_AUDIT_ENABLED). Default false.
 	AuditEnabled bool
@@ -74,13 +69,8 @@ type Config struct {
 	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
 	// alone.
 	GroupCommitMax int
-	// InterruptFunc closes, with the live-interrupted reason, the live
-	// subscriptions of a community on every process: called when an
-	// ambiguous commit (ambiguous.go) may have stored an event that was not
-	// fanned out. Optional.
-	InterruptFunc func(communityID string)
 	// ResolveTimeout bounds how long an ambiguous commit is looked into
-	// before InterruptFunc is called. Default DefaultResolveTimeout.
+	// before Live.Interrupt is called. Default DefaultResolveTimeout.
 	ResolveTimeout time.Duration
 }
 
@@ -222,12 +212,12 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 // after the answer (step 23).
 func (p *Pipeline) afterCommit(req *Request, out *outcome) func() {
 	cid := req.Tenant.CommunityID
-	if forget := p.cfg.ForgetAccessFunc; forget != nil {
+	if live := p.cfg.Live; live != nil {
 		if out.forgetAll {
-			forget(cid, out.channel, "")
+			live.Forget(cid, out.channel, "")
 		} else {
 			for _, who := range out.forget {
-				forget(cid, out.channel, who)
+				live.Forget(cid, out.channel, who)
 			}
 		}
 	}
@@ -346,7 +336,7 @@ func (p *Pipeline) ephemeral(ctx context.Context, req *Request) error {
 // broadcast hands a committed (or ephemeral) event to local fan-out. It
 // never fails the request.
 func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
-	if p.cfg.Broadcaster == nil {
+	if p.cfg.Live == nil {
 		return
 	}
 	defer func() {
@@ -355,29 +345,29 @@ func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
 			p.cfg.Metrics.PostCommitDispatchErrors.Inc()
 		}
 	}()
-	p.cfg.Broadcaster.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
+	p.cfg.Live.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
 }
 
 // evictions returns the dispatch that runs after the answer (step 23):
 // live subscriptions that lost access to the channel stop at once.
 func (p *Pipeline) evictions(cid, ch string, e eviction) func() {
-	evict := p.cfg.EvictFunc
-	if evict == nil || e.none() {
+	live := p.cfg.Live
+	if live == nil || e.none() {
 		return nil
 	}
 	return func() {
 		switch {
 		case e.all:
-			evict(cid, ch, "", nil)
+			live.Evict(cid, ch, "", nil)
 		case e.nonMembers:
-			evict(cid, ch, "", func(pubkey string) bool {
+			live.Evict(cid, ch, "", func(pubkey string) bool {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				defer cancel()
 				st, err := p.st.ChannelStateGet(ctx, cid, ch, pubkey)
 				return err != nil || !st.ActiveMember()
 			})
 		default:
-			evict(cid, ch, e.pubkey, nil)
+			live.Evict(cid, ch, e.pubkey, nil)
 		}
 	}
 }

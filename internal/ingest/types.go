@@ -83,8 +83,25 @@ type Delivery struct {
 	JSON []byte
 }
 
-// Broadcaster receives every committed or ephemeral event for fan-out. It
-// must not block: it places frames on bounded per-connection queues.
-type Broadcaster interface {
+// Live is the relay's live side as the pipeline sees it: in the relay,
+// the composition root's fan-out, which acts on this process and then on
+// the other processes over Redis (docs/PROTOCOL.md §16). No method may
+// block: each places frames on bounded queues or drops cached state.
+type Live interface {
+	// Broadcast offers a committed or ephemeral event to live
+	// subscriptions (step 21).
 	Broadcast(d Delivery)
+	// Forget drops cached accessible-channel sets after a commit that
+	// changed access; reader "" is every reader of the community, channel
+	// is the event's channel.
+	Forget(communityID, channel, reader string)
+	// Evict removes channel from live subscriptions (step 23): pubkey's,
+	// or every holder's when pubkey is "", or, when nonMembersOnly is set,
+	// those of the holders it picks.
+	Evict(communityID, channel, pubkey string, nonMembersOnly func(pubkey string) bool)
+	// Interrupt closes the community's live subscriptions with the
+	// live-interrupted reason: an ambiguous commit (ambiguous.go) may have
+	// stored an event that was not fanned out, so their clients re-read
+	// the history.
+	Interrupt(communityID string)
 }

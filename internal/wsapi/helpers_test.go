@@ -114,10 +114,9 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b.reader = read.New(read.Config{Pool: db.pool, Metrics: b.metrics, Logger: log, QueryHookFunc: o.queryHook})
-	fan := &fanout{}
+	fan := &fanout{reader: b.reader}
 	b.pipeline = ingest.New(ingest.Config{
-		Pool: db.pool, Broadcaster: fan, Metrics: b.metrics, Logger: log,
-		ForgetAccessFunc: func(cid, _, reader string) { b.reader.Forget(cid, reader) }, RelayKey: event.GenerateKey(), EvictFunc: fan.evict,
+		Pool: db.pool, Live: fan, Metrics: b.metrics, Logger: log, RelayKey: event.GenerateKey(),
 	})
 	t.Cleanup(b.pipeline.Close)
 	members := db.store
@@ -168,15 +167,24 @@ func (db *testDB) communityByHost(ctx context.Context, h string) (string, error)
 	return c.ID, nil
 }
 
-// fanout forwards the pipeline's deliveries and evictions to the Server,
-// which is built after the pipeline (as in package app).
-type fanout struct{ srv *Server }
+// fanout is the pipeline's live side on one process, as package app wires
+// it without Redis: deliveries, evictions and interruptions go to the
+// Server, which is built after the pipeline, and access changes to the
+// reader's cache.
+type fanout struct {
+	srv    *Server
+	reader *read.Engine
+}
 
 func (f *fanout) Broadcast(d ingest.Delivery) { f.srv.Broadcast(d) }
 
-func (f *fanout) evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
+func (f *fanout) Forget(communityID, _, reader string) { f.reader.Forget(communityID, reader) }
+
+func (f *fanout) Evict(communityID, channel, pubkey string, nonMembersOnly func(string) bool) {
 	f.srv.Evict(communityID, channel, pubkey, nonMembersOnly)
 }
+
+func (f *fanout) Interrupt(communityID string) { f.srv.InterruptCommunity(communityID, time.Now()) }
 
 // setRelayMember adds pubkey to, or removes it from, community A's relay
 // members.
