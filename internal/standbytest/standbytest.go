@@ -185,7 +185,8 @@ func StartWith(t testing.TB, opts Options) *Pair {
 // KillPrimary sends the primary's postmaster SIGKILL, as a crashed host
 // would stop it: no shutdown checkpoint, no goodbye to the standby or to
 // clients; its backends notice the postmaster's death and exit. It returns
-// once the postmaster is gone. Its System V shared memory segment is
+// once the postmaster is gone, its postmaster.pid removed (so nothing
+// signals the pid once it is reused). Its System V shared memory segment is
 // marked for removal (it goes when the last backend exits), so nothing
 // outlives the test.
 func (p *Pair) KillPrimary(t testing.TB) {
@@ -218,6 +219,11 @@ func (p *Pair) KillPrimary(t testing.TB) {
 			t.Fatalf("standbytest: primary %d still alive %s after SIGKILL", pid, waitTimeout)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	// The pid is free for reuse now: neither the cleanup nor the watchdog
+	// may signal it.
+	if err := os.Remove(pidFile); err != nil {
+		t.Fatalf("standbytest: remove %s: %v", pidFile, err)
 	}
 }
 

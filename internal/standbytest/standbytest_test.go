@@ -118,6 +118,8 @@ func TestFailover(t *testing.T) {
 
 	shm := shmID(t, p)
 	p.KillPrimary(t)
+	_, err = os.Stat(filepath.Join(p.primary.DataDir(), "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing will signal the dead postmaster's pid")
 	_, err = count(t, p.WriterURL)
 	require.Error(t, err, "the primary is dead")
 	_, err = count(t, p.FailoverURL)
