@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	})
 	ws := wsapi.New(wsapi.Config{
 		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st, Metrics: m, Logger: log,
-		Audit: observer, Bus: fan.bus, Admission: lim, Settings: cfg,
+		Audit: observer, Bus: fan.crossProcess(), Admission: lim, Settings: cfg,
 	})
 	fan.ws = ws // the pipeline fans out to the server that submits to it
 	services.Membership = wsapi.NewMembershipService(ws)

@@ -86,6 +86,16 @@ type fanout struct {
 	ws *wsapi.Server
 }
 
+// crossProcess is the WebSocket server's link to the other processes: the
+// Bus, or a nil interface without Redis (a nil *pubsub.Bus in a non-nil
+// interface would pass the server's nil checks).
+func (f *fanout) crossProcess() wsapi.CrossProcess {
+	if f.bus == nil {
+		return nil
+	}
+	return f.bus
+}
+
 // deliverRemote is the Bus's DeliverFunc: an event another process
 // committed, fanned out here.
 func (f *fanout) deliverRemote(m pubsub.Message) { f.ws.DeliverRemote(m) }

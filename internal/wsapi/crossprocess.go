@@ -16,6 +16,22 @@ import (
 // the subscriptions a gap in that delivery may have cost events. Every
 // function here is a no-op when Config.Bus is nil (a single process).
 
+// CrossProcess is what the server asks of the link to the other relay
+// processes; *pubsub.Bus implements it. Events the other processes commit
+// come back the other way, through DeliverRemote and LinkChanged.
+type CrossProcess interface {
+	// Retain takes a reference on topic t and returns a channel closed
+	// once Redis has confirmed the SUBSCRIBE (at once when it already had).
+	Retain(t pubsub.Topic) <-chan struct{}
+	// Release gives back a reference taken by Retain.
+	Release(t pubsub.Topic)
+	// Barrier returns once every event published before the call has been
+	// delivered here, or with an error after its own bound.
+	Barrier(ctx context.Context) error
+	// ClearPresence deletes the pubkey's presence key in the community.
+	ClearPresence(ctx context.Context, community, pubkey string)
+}
+
 // interruptSpread is the time over which interrupted subscriptions are
 // closed once the link is back, so clients do not all re-query at once.
 const interruptSpread = 5 * time.Second

@@ -17,7 +17,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
-	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/read"
 	"github.com/buzz-relay/buzz/internal/tenant"
 	"github.com/buzz-relay/buzz/internal/wire"
@@ -61,7 +60,7 @@ type Config struct {
 	// Bus carries live traffic to and from the other relay processes
 	// (REDIS_URL, docs/PROTOCOL.md §16): subscriptions retain its topics, REQs wait for
 	// them and for its barrier. Nil for a single process.
-	Bus *pubsub.Bus
+	Bus CrossProcess
 	// Settings are the relay's settings, whole (config.Load, or
 	// config.Defaults where a part is built directly). The server reads
 	// RELAY_URL's scheme, BUZZ_REQUIRE_RELAY_MEMBERSHIP, the connection
