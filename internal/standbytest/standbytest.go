@@ -1,17 +1,21 @@
 // Package standbytest runs a real PostgreSQL primary and a streaming hot
 // standby made from it with pg_basebackup -R, for tests of the read
-// replica. TEST ONLY: import it from _test.go files, never from production
-// code.
+// replica and of writer failover. TEST ONLY: import it from _test.go
+// files, never from production code.
 //
 // It owns one pair per Start: a fresh primary (a pgcluster under a
 // temporary directory, migrated), a replication slot, and a standby
 // cloned from it, each on its own unix socket directory and port (5432 and
 // 5433; no TCP port is opened), run from the machine's PostgreSQL binaries
-// found as pgcluster finds them. Tests get a writer URL and a replica URL
-// and can pause and resume replay (pg_wal_replay_pause) and stop and start
-// the standby. When the test ends both servers stop and the directory is
-// removed; a detached watchdog does the same if the test process dies
-// first. Missing binaries fail the test with install steps.
+// found as pgcluster finds them. Tests get a writer URL, a replica URL and
+// a failover URL naming both (target_session_attrs=read-write, as an
+// operator configures DATABASE_URL for a primary and its standby), and can
+// pause and resume replay (pg_wal_replay_pause), stop and start the
+// standby, make it synchronous (StartWith), kill the primary's postmaster
+// with SIGKILL and promote the standby. When the test ends both servers
+// stop and the directory is removed; a detached watchdog does the same if
+// the test process dies first. Missing binaries fail the test with install
+// steps.
 //
 // It does NOT share pairs between tests (a paused or stopped standby is
 // one test's business), it does NOT use dbtest's cluster or
@@ -37,6 +41,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/pgcluster"
@@ -66,13 +71,29 @@ var settings = map[string]string{
 	"hot_standby":          "on",
 }
 
+// Options choose how StartWith builds a pair.
+type Options struct {
+	// Synchronous makes the standby synchronous: once it streams, the
+	// primary sets synchronous_standby_names = '*' (ALTER SYSTEM, after
+	// pg_basebackup, so the standby does not inherit it), and a COMMIT
+	// returns only once the standby has flushed its WAL. Otherwise the
+	// standby is asynchronous: a COMMIT does not wait for it.
+	Synchronous bool
+}
+
 // Pair is a running primary and its streaming standby.
 type Pair struct {
 	// WriterURL is the migrated "buzz" database on the primary.
 	WriterURL string
-	// ReplicaURL is the same database on the standby.
+	// ReplicaURL is the same database on the standby (the writer once
+	// Promote returned).
 	ReplicaURL string
+	// FailoverURL names both servers, primary first, with
+	// target_session_attrs=read-write: a connection goes to whichever of
+	// them accepts writes.
+	FailoverURL string
 
+	primary     *pgcluster.Cluster
 	root        string
 	binDir      string
 	owner       *syscall.Credential // nil: the current user
@@ -82,10 +103,17 @@ type Pair struct {
 	mu sync.Mutex // serialises stop and start of the standby
 }
 
-// Start runs a fresh primary with every migration applied and a standby
-// streaming from it, and returns once the standby accepts connections. Both
-// stop, and every file goes, when the test ends.
+// Start runs a fresh primary with every migration applied and an
+// asynchronous standby streaming from it, and returns once the standby
+// accepts connections. Both stop, and every file goes, when the test ends.
 func Start(t testing.TB) *Pair {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with opts; with opts.Synchronous it returns once the
+// primary reports the standby as synchronous.
+func StartWith(t testing.TB, opts Options) *Pair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
@@ -110,7 +138,7 @@ func Start(t testing.TB) *Pair {
 			t.Errorf("standbytest: stop primary: %v", err)
 		}
 	})
-	p := &Pair{WriterURL: primary.URL(), root: root, binDir: binDir}
+	p := &Pair{WriterURL: primary.URL(), primary: primary, root: root, binDir: binDir}
 	if p.owner, err = clusterOwner(); err != nil {
 		t.Fatalf("standbytest: %v", err)
 	}
@@ -145,7 +173,85 @@ func Start(t testing.TB) *Pair {
 		t.Fatalf("standbytest: start standby: %v", err)
 	}
 	p.ReplicaURL = socketURL(sock, StandbyPort)
+	p.FailoverURL = failoverURL([]string{primary.SocketDir(), sock}, []int{pgcluster.Port, StandbyPort})
+	if opts.Synchronous {
+		p.exec(t, p.WriterURL, "ALTER SYSTEM SET synchronous_standby_names = '*'")
+		p.exec(t, p.WriterURL, "SELECT pg_reload_conf()")
+		p.waitFor(t, "standby synchronous", p.WriterURL, "SELECT EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync')")
+	}
 	return p
+}
+
+// KillPrimary sends the primary's postmaster SIGKILL, as a crashed host
+// would stop it: no shutdown checkpoint, no goodbye to the standby or to
+// clients; its backends notice the postmaster's death and exit. It returns
+// once the postmaster is gone, its postmaster.pid removed (so nothing
+// signals the pid once it is reused). Its System V shared memory segment is
+// marked for removal (it goes when the last backend exits), so nothing
+// outlives the test.
+func (p *Pair) KillPrimary(t testing.TB) {
+	t.Helper()
+	pidFile := filepath.Join(p.primary.DataDir(), "postmaster.pid")
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("standbytest: kill primary: %v", err)
+	}
+	// Lines: pid, data dir, start time, port, socket dir, listen addr,
+	// "shmem key  shmem id", status.
+	lines := strings.Split(string(data), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid <= 0 {
+		t.Fatalf("standbytest: kill primary: bad %s: %q", pidFile, lines[0])
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("standbytest: kill primary %d: %v", pid, err)
+	}
+	if len(lines) > 6 {
+		if f := strings.Fields(lines[6]); len(f) == 2 {
+			if id, err := strconv.Atoi(f[1]); err == nil {
+				_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+			}
+		}
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("standbytest: primary %d still alive %s after SIGKILL", pid, waitTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The pid is free for reuse now: neither the cleanup nor the watchdog
+	// may signal it.
+	if err := os.Remove(pidFile); err != nil {
+		t.Fatalf("standbytest: remove %s: %v", pidFile, err)
+	}
+}
+
+// Promote ends recovery on the standby (pg_ctl promote) and returns once it
+// accepts writes: it is then the primary of ReplicaURL and FailoverURL.
+func (p *Pair) Promote(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if out, err := p.run(ctx, filepath.Dir(p.standbyData), "pg_ctl", "promote", "-D", p.standbyData,
+		"-w", "-t", strconv.Itoa(int(waitTimeout/time.Second))); err != nil {
+		t.Fatalf("standbytest: pg_ctl promote: %v: %s", err, out)
+	}
+	p.waitFor(t, "standby promoted", p.ReplicaURL, "SELECT NOT pg_is_in_recovery()")
+}
+
+// alive reports whether pid is a live, not zombie, process.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	s := string(stat)
+	end := strings.LastIndexByte(s, ')')
+	return end < 0 || end+2 >= len(s) || (s[end+2] != 'Z' && s[end+2] != 'X')
 }
 
 // PauseReplay pauses WAL replay on the standby and returns once it is
@@ -409,6 +515,18 @@ func hasAll(dir string) bool {
 
 func socketURL(sockDir string, port int) string {
 	q := url.Values{"host": {sockDir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}
+	return (&url.URL{Scheme: "postgres", User: url.User(pgcluster.Role), Path: "/" + pgcluster.Database, RawQuery: q.Encode()}).String()
+}
+
+// failoverURL is the multi-host form of socketURL: hosts and ports
+// comma-separated in order, and target_session_attrs=read-write.
+func failoverURL(sockDirs []string, ports []int) string {
+	ps := make([]string, len(ports))
+	for i, port := range ports {
+		ps[i] = strconv.Itoa(port)
+	}
+	q := url.Values{"host": {strings.Join(sockDirs, ",")}, "port": {strings.Join(ps, ",")}, "sslmode": {"disable"},
+		"target_session_attrs": {"read-write"}}
 	return (&url.URL{Scheme: "postgres", User: url.User(pgcluster.Role), Path: "/" + pgcluster.Database, RawQuery: q.Encode()}).String()
 }
 
