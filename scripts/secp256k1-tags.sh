@@ -4,7 +4,8 @@
 # nothing otherwise (the default build uses the pure-Go verifier and needs no
 # C library). "Can build with it" means what cgo will need: cgo is not off
 # (CGO_ENABLED), a C compiler ($CC, else cc) is installed, and a test program
-# that includes secp256k1_schnorrsig.h links with -lsecp256k1 (Debian
+# that includes secp256k1_schnorrsig.h and uses its verify and sign32
+# functions (release 0.2.0 on) links with -lsecp256k1 (Debian
 # libsecp256k1-dev). Used by scripts/run.sh, the bench and soak scripts and
 # the Makefile:
 #
@@ -34,7 +35,10 @@ cat >"$dir/probe.c" <<'C'
 #include <secp256k1.h>
 #include <secp256k1_extrakeys.h>
 #include <secp256k1_schnorrsig.h>
-int main(void) { return secp256k1_schnorrsig_verify == 0; }
+int main(void) {
+  return secp256k1_schnorrsig_verify == 0 || secp256k1_schnorrsig_sign32 == 0 ||
+    secp256k1_keypair_create == 0;
+}
 C
 if "$cc" -o "$dir/probe" "$dir/probe.c" -lsecp256k1 >/dev/null 2>&1; then
   echo "-tags=libsecp256k1"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ import (
 type readStateOptions struct {
 	report, text bool
 	community    string
+	timeout      time.Duration
 }
 
 func readStateCmd() *cobra.Command {
@@ -68,6 +70,7 @@ database unreachable, migrations pending).`,
 	f.BoolVar(&o.report, "report", false, "print the report (required)")
 	f.StringVar(&o.community, "community", "", "only the community of this host or alias")
 	f.BoolVar(&o.text, "text", false, "print aligned tables instead of JSON lines")
+	f.DurationVar(&o.timeout, "statement-timeout", maintenance.ReadStateStatementTimeout, "bound on each statement of the report")
 	return c
 }
 
@@ -84,12 +87,15 @@ func readState(c *cobra.Command, o readStateOptions) error {
 			return cli.Usagef("%s: --community: %v (see: %s --help)", name, errInvalidHost, c.CommandPath())
 		}
 	}
+	if o.timeout < time.Millisecond {
+		return cli.Usagef("%s: --statement-timeout: must be at least 1ms (see: %s --help)", name, c.CommandPath())
+	}
 	_, db, err := openDatabase(c, pg.MigrateCheck, false)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer db.Close()
-	rep, err := maintenance.ReadStateReport(c.Context(), db.Pool, maintenance.ReadStateReportParams{Host: host})
+	rep, err := maintenance.ReadStateReport(c.Context(), db.Pool, maintenance.ReadStateReportParams{Host: host}, o.timeout)
 	if errors.Is(err, pg.ErrNotFound) {
 		return fmt.Errorf("%s: %w", name, noCommunity(host))
 	}

@@ -174,6 +174,7 @@ func TestReadStateCommand(t *testing.T) {
 			{"maintenance", "read-state", "--report", "extra"},
 			{"maintenance", "read-state", "--report", "--community", " "},
 			{"maintenance", "read-state", "--report", "--bogus"},
+			{"maintenance", "read-state", "--report", "--statement-timeout", "0s"},
 		} {
 			res := b.run(t, args...)
 			require.Equal(t, 2, res.Code, "buzz-relay %v", args)
@@ -183,6 +184,8 @@ func TestReadStateCommand(t *testing.T) {
 		}
 		res := b.run(t, "maintenance", "read-state")
 		require.Contains(t, res.Stderr, "missing --report")
+		res = b.run(t, "maintenance", "read-state", "--report", "--statement-timeout", "500us")
+		require.Contains(t, res.Stderr, "--statement-timeout: must be at least 1ms")
 	})
 
 	t.Run("DatabaseUnreachable", func(t *testing.T) {

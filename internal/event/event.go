@@ -4,12 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 )
 
 // Tag is one tag of an event: a name followed by values.
@@ -133,21 +129,22 @@ func (e *Event) Sign(sk []byte) error {
 	if len(sk) != 32 {
 		return errors.New("sign event: secret key must be 32 bytes")
 	}
-	priv, _ := btcec.PrivKeyFromBytes(sk)
-	e.PubKey = hex.EncodeToString(schnorr.SerializePubKey(priv.PubKey()))
+	key := [32]byte(sk)
+	pk, ok := schnorrPubKey(&key)
+	if !ok {
+		return errors.New("sign event: invalid secret key")
+	}
+	e.PubKey = hex.EncodeToString(pk[:])
 	if e.Tags == nil {
 		e.Tags = Tags{}
 	}
-	e.ID = e.ComputeID()
-	id, err := hex.DecodeString(e.ID)
-	if err != nil {
-		return fmt.Errorf("sign event: decode id: %w", err)
+	id := sha256.Sum256(e.Serialize())
+	e.ID = hex.EncodeToString(id[:])
+	sig, ok := signSchnorr(&key, &id, nil)
+	if !ok {
+		return errors.New("sign event: invalid secret key")
 	}
-	sig, err := schnorr.Sign(priv, id)
-	if err != nil {
-		return fmt.Errorf("sign event: %w", err)
-	}
-	e.Sig = hex.EncodeToString(sig.Serialize())
+	e.Sig = hex.EncodeToString(sig[:])
 	return nil
 }
 

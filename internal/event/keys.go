@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 )
 
 // GenerateKey returns a new random 32-byte secret key.
@@ -25,9 +24,17 @@ func GenerateKey() []byte {
 }
 
 // PubKey returns the lowercase hex x-only public key of the secret key sk.
+// It panics when sk is not a valid secret key (ParseSecretKey and
+// GenerateKey return only valid ones).
 func PubKey(sk []byte) string {
-	priv, _ := btcec.PrivKeyFromBytes(sk)
-	return hex.EncodeToString(schnorr.SerializePubKey(priv.PubKey()))
+	if len(sk) != 32 {
+		panic("event: secret key must be 32 bytes")
+	}
+	pk, ok := schnorrPubKey((*[32]byte)(sk))
+	if !ok {
+		panic("event: invalid secret key")
+	}
+	return hex.EncodeToString(pk[:])
 }
 
 // ParseSecretKey decodes a 64-hex secret key.
@@ -39,9 +46,8 @@ func ParseSecretKey(s string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	priv, _ := btcec.PrivKeyFromBytes(sk)
-	if priv.Key.IsZero() {
-		return nil, errors.New("secret key is zero")
+	if _, ok := privBtcec((*[32]byte)(sk)); !ok {
+		return nil, errors.New("secret key is zero or not below the curve order")
 	}
 	return sk, nil
 }

@@ -9,3 +9,7 @@ const SignatureVerifier = "btcec (pure Go)"
 func verifySchnorr(pk *[32]byte, msg *[32]byte, sig *[64]byte) bool {
 	return verifyBtcec(pk, msg, sig)
 }
+
+func schnorrPubKey(sk *[32]byte) ([32]byte, bool) { return pubKeyBtcec(sk) }
+
+func signSchnorr(sk, msg, aux *[32]byte) ([64]byte, bool) { return signBtcec(sk, msg, aux) }

@@ -2,6 +2,7 @@ package event
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -107,6 +108,95 @@ func TestBIP340Vectors(t *testing.T) {
 			require.Equal(t, v.valid, verifyBtcec(&pk, &msg, &sig), "btcec, row %d (%s)", v.index, v.comment)
 		}
 	}
+}
+
+// bip340SignVectors are the signing rows (0-3) of the BIP's
+// test-vectors.csv: secret key, public key, auxiliary randomness, message
+// and signature.
+var bip340SignVectors = []struct{ sk, pk, aux, msg, sig string }{
+	{"0000000000000000000000000000000000000000000000000000000000000003",
+		"F9308A019258C31049344F85F89D5229B531C845836F99B08601F113BCE036F9",
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"E907831F80848D1069A5371B402410364BDF1C5F8307B0084C55F1CE2DCA821525F66A4A85EA8B71E482A74F382D2CE5EBEEE8FDB2172F477DF4900D310536C0"},
+	{"B7E151628AED2A6ABF7158809CF4F3C762E7160F38B4DA56A784D9045190CFEF",
+		"DFF1D77F2A671C5F36183726DB2341BE58FEAE1DA2DECED843240F7B502BA659",
+		"0000000000000000000000000000000000000000000000000000000000000001",
+		"243F6A8885A308D313198A2E03707344A4093822299F31D0082EFA98EC4E6C89",
+		"6896BD60EEAE296DB48A229FF71DFE071BDE413E6D43F917DC8DCF8C78DE33418906D11AC976ABCCB20B091292BFF4EA897EFCB639EA871CFA95F6DE339E4B0A"},
+	{"C90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B14E5C9",
+		"DD308AFEC5777E13121FA72B9CC1B7CC0139715309B086C960E18FD969774EB8",
+		"C87AA53824B4D7AE2EB035A2B5BBBCCC080E76CDC6D1692C4B0B62D798E6D906",
+		"7E2D58D8B3BCDF1ABADEC7829054F90DDA9805AAB56C77333024B9D0A508B75C",
+		"5831AAEED7B44BB74E5EAB94BA9D4294C49BCF2A60728D8B4C200F50DD313C1BAB745879A5AD954A72C45A91C3A51D3C7ADEA98D82F8481E0E1E03674A6F3FB7"},
+	{"0B432B2677937381AEF05BB02A66ECD012773062CF3FA2549E44F58ED2401710",
+		"25D1DFF95105F5253C4022F628A996AD3A0D95FBF21D468A1B33F8C160D8F517",
+		"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF",
+		"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF",
+		"7EB0509757E246F19449885651611CB965ECC1A187DD51B64FDA1EDC9637D5EC97582B9CB13DB3933705B32BA982AF5AF25FD78881EBB32771FC5922EFC66EA3"},
+}
+
+// TestBIP340Signing runs the BIP's signing rows through the signer this
+// build selected and through the pure-Go reference: the derived public key
+// and, with the row's auxiliary randomness, the signature are the BIP's.
+// Without auxiliary randomness each signs a valid signature of its own.
+func TestBIP340Signing(t *testing.T) {
+	t.Parallel()
+	hex32 := func(s string) *[32]byte {
+		var b [32]byte
+		require.True(t, decodeHexInto(b[:], s), s)
+		return &b
+	}
+	for i, v := range bip340SignVectors {
+		sk, aux, msg := hex32(v.sk), hex32(v.aux), hex32(v.msg)
+		for _, impl := range []struct {
+			name string
+			pub  func(*[32]byte) ([32]byte, bool)
+			sign func(sk, msg, aux *[32]byte) ([64]byte, bool)
+		}{{SignatureVerifier, schnorrPubKey, signSchnorr}, {"btcec", pubKeyBtcec, signBtcec}} {
+			pk, ok := impl.pub(sk)
+			require.True(t, ok, "%s row %d", impl.name, i)
+			require.Equal(t, v.pk, strings.ToUpper(hex.EncodeToString(pk[:])), "%s row %d: public key", impl.name, i)
+			sig, ok := impl.sign(sk, msg, aux)
+			require.True(t, ok, "%s row %d", impl.name, i)
+			require.Equal(t, v.sig, strings.ToUpper(hex.EncodeToString(sig[:])), "%s row %d: signature", impl.name, i)
+			sig, ok = impl.sign(sk, msg, nil)
+			require.True(t, ok, "%s row %d", impl.name, i)
+			require.True(t, verifyBtcec(&pk, msg, &sig), "%s row %d: own nonce", impl.name, i)
+			require.True(t, verifySchnorr(&pk, msg, &sig), "%s row %d: own nonce", impl.name, i)
+		}
+	}
+}
+
+// TestInvalidSecretKeys: zero and keys not below the curve order are
+// refused by both signers, by Sign and by ParseSecretKey, never reduced to
+// another key.
+func TestInvalidSecretKeys(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141", // the order
+		"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364142",
+		"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF",
+	} {
+		var sk, msg [32]byte
+		require.True(t, decodeHexInto(sk[:], k))
+		_, ok := schnorrPubKey(&sk)
+		require.False(t, ok, k)
+		_, ok = pubKeyBtcec(&sk)
+		require.False(t, ok, k)
+		_, ok = signSchnorr(&sk, &msg, nil)
+		require.False(t, ok, k)
+		_, ok = signBtcec(&sk, &msg, nil)
+		require.False(t, ok, k)
+		ev := Event{Kind: 1}
+		require.EqualError(t, ev.Sign(sk[:]), "sign event: invalid secret key")
+		_, err := ParseSecretKey(k)
+		require.Error(t, err, k)
+	}
+	// One below the order is the largest valid key.
+	_, err := ParseSecretKey("FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364140")
+	require.NoError(t, err)
 }
 
 // randomSigned returns an event of random content signed by a new key.
@@ -237,4 +327,17 @@ func BenchmarkVerifySignatureParallel(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkSign signs an event with the signer this build selected
+// (SignatureVerifier): the relay's follow-ups and the bench tools' load.
+func BenchmarkSign(b *testing.B) {
+	sk := GenerateKey()
+	ev := Event{CreatedAt: 1700000000, Kind: 9, Content: "hello", Tags: Tags{{"h", "x"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ev.Sign(sk); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,8 +13,8 @@ import (
 )
 
 // ReadStateStatementTimeout bounds every statement of ReadStateReport
-// (docs/PROTOCOL.md §14.7).
-const ReadStateStatementTimeout = "60s"
+// unless its caller gives another bound (docs/PROTOCOL.md §14.7).
+const ReadStateStatementTimeout = 60 * time.Second
 
 // The report's lines and arguments are the store's.
 type (
@@ -45,16 +46,19 @@ const (
 // It changes nothing: one READ ONLY, REPEATABLE READ transaction (every
 // line comes from one snapshot) that takes only ACCESS SHARE locks, so it
 // runs beside relay traffic and beside a migration's SHARE ROW EXCLUSIVE
-// lock, with statement_timeout ReadStateStatementTimeout on every
-// statement. A Host that no community has returns an error matching
+// lock, with statement_timeout on every statement: timeout, or
+// ReadStateStatementTimeout when timeout is 0. A Host that no community has returns an error matching
 // pg.ErrNotFound. Safe to call at any time, any number of times.
-func ReadStateReport(ctx context.Context, pool *pgxpool.Pool, p ReadStateReportParams) (*ReadStateReportResult, error) {
+func ReadStateReport(ctx context.Context, pool *pgxpool.Pool, p ReadStateReportParams, timeout time.Duration) (*ReadStateReportResult, error) {
+	if timeout <= 0 {
+		timeout = ReadStateStatementTimeout
+	}
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("read-state report: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '"+ReadStateStatementTimeout+"'"); err != nil {
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds())); err != nil {
 		return nil, fmt.Errorf("read-state report: set statement_timeout: %w", err)
 	}
 	return store.New(tx).ReadStateReport(ctx, p)

@@ -111,7 +111,7 @@ func payloadBytes(t *testing.T, pool *pgxpool.Pool, ids ...[]byte) int64 {
 
 func report(t *testing.T, pool *pgxpool.Pool, host string) *ReadStateReportResult {
 	t.Helper()
-	rep, err := ReadStateReport(context.Background(), pool, ReadStateReportParams{Host: host})
+	rep, err := ReadStateReport(context.Background(), pool, ReadStateReportParams{Host: host}, 0)
 	require.NoError(t, err)
 	return rep
 }
@@ -278,7 +278,7 @@ func TestReadStateReportCommunities(t *testing.T) {
 	}
 	require.Equal(t, []ReadStateCommunity{lineB}, report(t, b.pool, "b.test").Communities)
 
-	_, err := ReadStateReport(ctx, b.pool, ReadStateReportParams{Host: "nowhere.test"})
+	_, err := ReadStateReport(ctx, b.pool, ReadStateReportParams{Host: "nowhere.test"}, 0)
 	require.ErrorIs(t, err, pg.ErrNotFound)
 
 	purges, err := ReadStatePurges(ctx, b.pool)
@@ -298,16 +298,19 @@ func TestReadStateReportBesideMigrationLock(t *testing.T) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(ctx, `LOCK TABLE events, parameterized_event_watermarks, read_state_retention_purges IN SHARE ROW EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	rep, err := ReadStateReport(ctx, b.pool, ReadStateReportParams{})
+	rep, err := ReadStateReport(ctx, b.pool, ReadStateReportParams{}, 0)
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Storage)
 }
 
-// Every statement runs under the 60 s statement_timeout: a report stuck
-// behind an ACCESS EXCLUSIVE lock is canceled by the server, not left
-// waiting (the context, which would cancel it otherwise, allows 90 s).
+// Every statement runs under the statement_timeout it is given: a report
+// stuck behind an ACCESS EXCLUSIVE lock is canceled by the server after
+// that bound, not left waiting (the context, which would cancel it
+// otherwise, allows 90 s). The default bound is the same statement with
+// ReadStateStatementTimeout.
 func TestReadStateReportStatementTimeout(t *testing.T) {
 	t.Parallel()
+	require.Equal(t, 60*time.Second, ReadStateStatementTimeout, "docs/PROTOCOL.md §14.7 says 60 s")
 	b := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -316,12 +319,16 @@ func TestReadStateReportStatementTimeout(t *testing.T) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(ctx, `LOCK TABLE read_state_retention_purges IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	_, err = ReadStateReport(ctx, b.pool, ReadStateReportParams{})
+	start := time.Now()
+	_, err = ReadStateReport(ctx, b.pool, ReadStateReportParams{}, time.Second)
+	took := time.Since(start)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "57014", pgErr.Code)
 	require.Equal(t, "canceling statement due to statement timeout", pgErr.Message)
 	require.NoError(t, ctx.Err())
+	require.GreaterOrEqual(t, took, time.Second)
+	require.Less(t, took, 30*time.Second, "canceled at the bound given, not at the default")
 }
 
 // storageLine returns the report's line for partition.
