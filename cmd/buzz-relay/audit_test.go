@@ -147,7 +147,7 @@ func byteaLit(b []byte) string {
 func TestAuditCommand(t *testing.T) {
 	t.Parallel()
 
-	t.Run("FullRewriteCaughtByCheckpoint", func(t *testing.T) { // check 31
+	t.Run("FullRewriteCaughtByCheckpoint", func(t *testing.T) {
 		t.Parallel()
 		b := setupAudit(t)
 		cid := b.community(t, "a.test", 50)
@@ -164,7 +164,7 @@ func TestAuditCommand(t *testing.T) {
 		require.Equal(t, "FAILED a.test: checkpoint mismatch at seq 50: the chain was rewritten after the checkpoint was taken\n", res.Stdout)
 	})
 
-	t.Run("CheckpointStillMatches", func(t *testing.T) { // check 32, 36 (--json, piped)
+	t.Run("CheckpointStillMatches", func(t *testing.T) {
 		t.Parallel()
 		b := setupAudit(t)
 		cid := b.community(t, "a.test", 50)
@@ -202,7 +202,7 @@ func TestAuditCommand(t *testing.T) {
 		require.EqualValues(t, 150, out["entries"])
 	})
 
-	t.Run("TailRemoved", func(t *testing.T) { // check 33
+	t.Run("TailRemoved", func(t *testing.T) {
 		t.Parallel()
 		b := setupAudit(t)
 		cid := b.community(t, "a.test", 60)
@@ -219,7 +219,7 @@ func TestAuditCommand(t *testing.T) {
 		require.Equal(t, "FAILED a.test: chain ends at seq 40, before checkpoint seq 60: entries were removed\n", res.Stdout)
 	})
 
-	t.Run("BadCheckpoints", func(t *testing.T) { // check 34
+	t.Run("BadCheckpoints", func(t *testing.T) {
 		t.Parallel()
 		b := setupAudit(t)
 		b.community(t, "a.test", 5)
@@ -313,7 +313,7 @@ func TestAuditCommand(t *testing.T) {
 		require.Equal(t, 3, res.Code)
 	})
 
-	t.Run("ProgressOnTerminal", func(t *testing.T) { // check 36
+	t.Run("ProgressOnTerminal", func(t *testing.T) {
 		t.Parallel()
 		if _, err := exec.LookPath("script"); err != nil {
 			t.Fatalf("script (util-linux) is needed for the pseudo-terminal test: %v", err)
@@ -406,7 +406,7 @@ func auditDrained(t *testing.T, pool *pgxpool.Pool, d time.Duration) map[string]
 	}
 }
 
-// The crash test and check 26: kill -9 while 8 connections publish; after
+// The crash test: kill -9 while 8 connections publish; after
 // restart every OK-true event has exactly one event_created entry, seq is
 // contiguous and verify passes.
 func TestAuditSurvivesKill(t *testing.T) {
@@ -450,7 +450,7 @@ func TestAuditSurvivesKill(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stdout)
 }
 
-// Check 29: two relay processes on one database append to the same
+// Two relay processes on one database append to the same
 // communities; every chain is 1..n, one entry per event, and verifies.
 func TestAuditTwoProcesses(t *testing.T) {
 	t.Parallel()

@@ -45,7 +45,7 @@ func (b *cliBundle) mustRun(t *testing.T, args ...string) result {
 	return res
 }
 
-// Check 14 and the output of docs/PROTOCOL.md §2.4.
+// The output of docs/PROTOCOL.md §2.4.
 func TestCommunityCommand(t *testing.T) {
 	t.Parallel()
 

@@ -36,7 +36,7 @@ func tryDial(t *testing.T, p *relayProc, hostHeader string) (*wsClient, int) {
 	return w, http.StatusSwitchingProtocols
 }
 
-// Check 15: a community added with the CLI while the relay runs is served
+// A community added with the CLI while the relay runs is served
 // within 5 s, without a restart. The relay caches a miss for 5 s, so the
 // test first makes it cache one for the new host.
 func TestCommunityAddedWhileRunning(t *testing.T) {

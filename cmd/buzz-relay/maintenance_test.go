@@ -81,7 +81,7 @@ func mtFiles(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 func TestSearchKindsCommand(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ShowFresh", func(t *testing.T) { // check 1
+	t.Run("ShowFresh", func(t *testing.T) {
 		t.Parallel()
 		b := setupCLI(t)
 		res := b.mustRun(t, "maintenance", "search-kinds", "--show")
@@ -133,7 +133,7 @@ func TestSearchKindsCommand(t *testing.T) {
 		require.Contains(t, res.Stdout, "nothing to do")
 	})
 
-	t.Run("RefusesPrivacyKinds", func(t *testing.T) { // check 7
+	t.Run("RefusesPrivacyKinds", func(t *testing.T) {
 		t.Parallel()
 		b := setupCLI(t)
 		pool, err := pgxpool.New(context.Background(), b.env["DATABASE_URL"])

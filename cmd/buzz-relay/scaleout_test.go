@@ -33,7 +33,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-// Check 1: an event published on A reaches a subscriber on B within 1 s,
+// An event published on A reaches a subscriber on B within 1 s,
 // exactly once, and a subscriber on A exactly once too: the local-echo set
 // keeps A from delivering its own event again when Redis hands it back.
 func TestScaleOutCrossProcessDelivery(t *testing.T) {
@@ -72,7 +72,7 @@ func TestScaleOutCrossProcessDelivery(t *testing.T) {
 	}
 }
 
-// Check 2: a subscriber on B to {"kinds":[44100],"#p":[T]} receives the
+// A subscriber on B to {"kinds":[44100],"#p":[T]} receives the
 // 44100 of T being added to a channel via A, within 1 s.
 func TestScaleOutGlobalTopic(t *testing.T) {
 	t.Parallel()
@@ -173,7 +173,7 @@ func TestScaleOutRedisOutage(t *testing.T) {
 	require.Empty(t, before)
 }
 
-// Check 5: Redis holds exactly the topics the processes need, by exact
+// Redis holds exactly the topics the processes need, by exact
 // name: the control topic, one barrier topic per process, and the channel
 // and global topics of live subscriptions, named by community id; never a
 // pattern subscription.
@@ -232,7 +232,7 @@ func TestScaleOutExactTopics(t *testing.T) {
 	}
 }
 
-// Check 6: topics are reference counted and released late. With two
+// Topics are reference counted and released late. With two
 // subscriptions on C, closing one keeps C's topic; closing the other
 // leaves it subscribed for a moment, then gone within 2 s; a CLOSE and a
 // new REQ on C in quick succession send no UNSUBSCRIBE at all.
@@ -288,7 +288,7 @@ func TestScaleOutTopicRefcounts(t *testing.T) {
 	}
 }
 
-// Check 7: REQs on B for fresh channels while A publishes into them lose
+// REQs on B for fresh channels while A publishes into them lose
 // nothing: B subscribes a channel's topic before it reads its history, so
 // every event is in B's history or arrives live. 30 rounds, each with
 // several channels registering at once while two connections on A keep
@@ -366,7 +366,7 @@ func TestScaleOutNoGapAtRegistration(t *testing.T) {
 	}
 }
 
-// Check 7, made deterministic with a frozen Redis: a REQ that subscribes
+// Made deterministic with a frozen Redis: a REQ that subscribes
 // a new topic reads its history only once Redis confirmed the SUBSCRIBE,
 // or after 1 s. While Redis does not answer, the EOSE is held; it follows
 // the confirmation at once, and comes by itself within the bound.
@@ -396,7 +396,7 @@ func TestScaleOutRegistrationWaitsForSubscribe(t *testing.T) {
 	require.Greater(t, waited, 900*time.Millisecond, "the history waited for the SUBSCRIBE")
 }
 
-// Check 8: a membership added via A reaches B's caches. B's cached
+// A membership added via A reaches B's caches. B's cached
 // accessible set of U, which left private C out, is dropped within 1 s
 // instead of living out its 10 s; and U, refused on B, is served on B at
 // once after being added via A even when no control message can arrive
@@ -444,7 +444,7 @@ func TestScaleOutCacheInvalidation(t *testing.T) {
 	require.Empty(t, closed, "V added via A is served on B at once")
 }
 
-// Check 9: U removed from C via A loses its subscription on C held on B:
+// U removed from C via A loses its subscription on C held on B:
 // B sends CLOSED "restricted: channel access revoked" within 1 s.
 func TestScaleOutEviction(t *testing.T) {
 	t.Parallel()
@@ -473,7 +473,7 @@ func TestScaleOutEviction(t *testing.T) {
 	}
 }
 
-// Check 9, with Redis stopped: the removal via A cannot reach B, so U's
+// With Redis stopped: the removal via A cannot reach B, so U's
 // subscription on B is not closed, but B's send-time access check stops
 // delivering C's events to U at the latest when its cached access expires,
 // 10 s after the removal.
@@ -523,7 +523,7 @@ func TestScaleOutEvictionWithoutRedis(t *testing.T) {
 	t.Logf("U received %d events of C on B after the removal, none more than %s after it", early, ttl)
 }
 
-// Check 10: a 9002 visibility=private via A closes, within 1 s, the
+// A 9002 visibility=private via A closes, within 1 s, the
 // subscriptions on C that non-members hold on B; a member's stays.
 func TestScaleOutOpenToPrivate(t *testing.T) {
 	t.Parallel()
@@ -553,7 +553,7 @@ func TestScaleOutOpenToPrivate(t *testing.T) {
 	require.Equal(t, wire.MsgNotChannelMember, closed)
 }
 
-// Check 11: a NIP-98 token used on A is refused on B with 401 "NIP-98:
+// A NIP-98 token used on A is refused on B with 401 "NIP-98:
 // replay detected", with Redis up and with Redis stopped: replay ids live
 // in PostgreSQL.
 func TestScaleOutReplay(t *testing.T) {
@@ -595,7 +595,7 @@ func postQuery(t *testing.T, p *relayProc, authorization string, body []byte) (i
 	return resp.StatusCode, string(b)
 }
 
-// Check 13: relay-signed events made by A and by B verify against the one
+// Relay-signed events made by A and by B verify against the one
 // NIP-11 self both processes advertise.
 func TestScaleOutSharedIdentity(t *testing.T) {
 	t.Parallel()
@@ -626,7 +626,7 @@ func TestScaleOutSharedIdentity(t *testing.T) {
 	}
 }
 
-// Check 13, the startup rules: REDIS_URL needs BUZZ_RELAY_PRIVATE_KEY and
+// The startup rules: REDIS_URL needs BUZZ_RELAY_PRIVATE_KEY and
 // DATABASE_URL, and each missing one stops startup with status 2.
 func TestScaleOutStartupErrors(t *testing.T) {
 	t.Parallel()
@@ -654,7 +654,7 @@ func TestScaleOutStartupErrors(t *testing.T) {
 	})
 }
 
-// Check 14: A and B started at the same instant on an empty database with
+// A and B started at the same instant on an empty database with
 // auto-migrate both become ready; the migrations ran once between them,
 // each with one ledger row, and the partitions were made once.
 func TestScaleOutConcurrentStart(t *testing.T) {
@@ -702,7 +702,7 @@ func TestScaleOutConcurrentStart(t *testing.T) {
 	}
 }
 
-// Check 15: what a stray client publishes on Redis is dropped: junk and an
+// What a stray client publishes on Redis is dropped: junk and an
 // event whose id does not match it on a topic both processes hold, and an
 // event on a topic that does not parse (which no process even subscribes,
 // holding no pattern). Nothing reaches a subscriber, both processes count
@@ -768,7 +768,7 @@ func TestScaleOutMalformedRedisTraffic(t *testing.T) {
 	}
 }
 
-// Check 16: a kind 20001 on A writes the presence key
+// A kind 20001 on A writes the presence key
 // buzz:{community}:presence:{hex} with a TTL of at most 180 s; "offline"
 // deletes it, and so does closing the pubkey's last connection on A.
 func TestScaleOutPresence(t *testing.T) {
@@ -826,7 +826,7 @@ func TestScaleOutPresence(t *testing.T) {
 	waitKey("after the last connection closed", gone)
 }
 
-// Check 19: the delivery barrier across processes. K on B holds a live
+// The delivery barrier across processes. K on B holds a live
 // subscription; X is published on A and acknowledged; K's next REQ ends
 // with EOSE only after X reached K's first subscription. 200 rounds, and no
 // barrier timed out, for a channel filter (docs/PROTOCOL.md §16.2) and for the NIP-RS

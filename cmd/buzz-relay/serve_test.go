@@ -90,7 +90,7 @@ func (w *wsClient) auth(key eventtest.Key, relayTag string) {
 	require.Equal(w.t, []any{"OK", ev.ID, true, ""}, w.next())
 }
 
-// Check 13: a zero-config first start (private cluster, default RELAY_URL).
+// A zero-config first start (private cluster, default RELAY_URL).
 func TestFirstStart(t *testing.T) {
 	t.Parallel()
 	env := privateEnv(t)
@@ -134,7 +134,6 @@ func TestFirstStart(t *testing.T) {
 	}
 }
 
-// Check 19.
 func TestOwnerBootstrap(t *testing.T) {
 	t.Parallel()
 
@@ -190,7 +189,7 @@ func TestOwnerBootstrap(t *testing.T) {
 	})
 }
 
-// Check 115: SIGTERM drains the relay.
+// SIGTERM drains the relay.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	p := startReady(t, externalEnv(t))
@@ -249,7 +248,7 @@ func requireNotListening(t *testing.T, addr string) {
 	require.Error(t, err, "something listens on %s", addr)
 }
 
-// Check 116: an invalid value stops startup with status 2 before any listener.
+// An invalid value stops startup with status 2 before any listener.
 func TestInvalidConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -291,7 +290,6 @@ func TestInvalidConfig(t *testing.T) {
 	}
 }
 
-// Check 117.
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
 
@@ -326,7 +324,7 @@ func TestConfigDefaults(t *testing.T) {
 	})
 }
 
-// Check 118: readiness follows PostgreSQL, liveness does not.
+// Readiness follows PostgreSQL, liveness does not.
 func TestReadinessFollowsPostgres(t *testing.T) {
 	t.Parallel()
 	env := privateEnv(t)

@@ -115,7 +115,7 @@ func where(cid string, seq int) string {
 func TestChain(t *testing.T) {
 	t.Parallel()
 
-	t.Run("FirstAndSecondEntry", func(t *testing.T) { // check 7
+	t.Run("FirstAndSecondEntry", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cid := b.community(t, "a.test")
@@ -140,7 +140,7 @@ func TestChain(t *testing.T) {
 		require.Zero(t, pending)
 	})
 
-	t.Run("CommunitiesNeverLink", func(t *testing.T) { // check 8
+	t.Run("CommunitiesNeverLink", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ca, cb := b.community(t, "a.test"), b.community(t, "b.test")
@@ -169,7 +169,7 @@ func TestChain(t *testing.T) {
 		}
 	})
 
-	t.Run("RowCopiedIntoAnotherCommunity", func(t *testing.T) { // check 9
+	t.Run("RowCopiedIntoAnotherCommunity", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ca, cb := b.community(t, "a.test"), b.community(t, "b.test")
@@ -236,7 +236,7 @@ func TestChain(t *testing.T) {
 		}
 	})
 
-	t.Run("ChainViolationTypes", func(t *testing.T) { // check 12, typed
+	t.Run("ChainViolationTypes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cid := b.community(t, "a.test")
@@ -255,7 +255,7 @@ func TestChain(t *testing.T) {
 		require.Equal(t, &audit.ChainViolation{Seq: 6}, err)
 	})
 
-	t.Run("EmptyRange", func(t *testing.T) { // check 13
+	t.Run("EmptyRange", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cid := b.community(t, "a.test")
@@ -264,7 +264,7 @@ func TestChain(t *testing.T) {
 		require.False(t, ok)
 	})
 
-	t.Run("AppendOnly", func(t *testing.T) { // check 16
+	t.Run("AppendOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cid, other := b.community(t, "a.test"), b.community(t, "b.test")
@@ -291,7 +291,7 @@ func TestChain(t *testing.T) {
 		require.ErrorContains(t, err, "audit_log is append-only", "the purge flag was transaction-local")
 	})
 
-	t.Run("EveryActionShapeRoundTrips", func(t *testing.T) { // check 17
+	t.Run("EveryActionShapeRoundTrips", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cid := b.community(t, "a.test")
@@ -354,7 +354,7 @@ func randomHex(t *testing.T) string {
 	return fmt.Sprintf("%x", b)
 }
 
-// requireSanitised is check 15: no community id (either form), constraint
+// requireSanitised checks that a report leaks no community id (either form), constraint
 // or table name in an audit error's text.
 func requireSanitised(t *testing.T, err error, cid string) {
 	t.Helper()
@@ -414,7 +414,7 @@ func TestChainerFailure(t *testing.T) {
 	require.True(t, ok)
 }
 
-// Check 30: while a connection holds community A's advisory lock, B's
+// While a connection holds community A's advisory lock, B's
 // entries keep being chained and the outbox lag grows; after the release A
 // catches up and the lag returns to 0.
 func TestChainerCommunitiesNeverContend(t *testing.T) {

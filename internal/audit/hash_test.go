@@ -78,7 +78,6 @@ func TestHashVectors(t *testing.T) {
 	require.NotEqual(t, hashHex(t, a1), hashHex(t, a2))
 }
 
-// Check 3.
 func TestFormatTime(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -99,7 +98,6 @@ func TestFormatTime(t *testing.T) {
 	require.Equal(t, hashHex(t, coarse), hashHex(t, fine))
 }
 
-// Check 4.
 func TestCanonical(t *testing.T) {
 	t.Parallel()
 	out, err := audit.Canonical([]byte(`{"z":1,"a":[true,null,"é/\"\n\u001f<>&\u2028"],"m":{"b":2,"a":1}}`))
@@ -131,7 +129,6 @@ func TestCanonical(t *testing.T) {
 	require.Equal(t, "\"\\b\\t\\f\\r\\u0001\u007f\"", string(out))
 }
 
-// Check 5.
 func TestHashSensitivity(t *testing.T) {
 	t.Parallel()
 	_, _, _, _, _, d := vectors(t)
@@ -157,7 +154,7 @@ func TestHashSensitivity(t *testing.T) {
 	require.NotEqual(t, hashHex(t, x), hashHex(t, y))
 }
 
-// Check 6 and the version dispatch of check 14.
+// The hash inputs and the version dispatch.
 func TestActionsAndVersions(t *testing.T) {
 	t.Parallel()
 	require.Len(t, audit.Actions, 11)

@@ -95,7 +95,7 @@ func entries(t *testing.T, ob *observerBundle, cid string) []entry {
 func TestObserver(t *testing.T) {
 	t.Parallel()
 
-	t.Run("AuthSuccessOncePerHour", func(t *testing.T) { // check 23
+	t.Run("AuthSuccessOncePerHour", func(t *testing.T) {
 		t.Parallel()
 		ob := setupObserver(t)
 		cid := ob.community(t, "a.test")
@@ -113,7 +113,7 @@ func TestObserver(t *testing.T) {
 		require.Equal(t, 4.0, testutil.ToFloat64(ob.suppressed.WithLabelValues("auth_success")))
 	})
 
-	t.Run("AuthFailureFlood", func(t *testing.T) { // check 24
+	t.Run("AuthFailureFlood", func(t *testing.T) {
 		t.Parallel()
 		ob := setupObserver(t)
 		ca, cb := ob.community(t, "a.test"), ob.community(t, "b.test")
@@ -187,7 +187,7 @@ func TestObserver(t *testing.T) {
 		}
 	})
 
-	t.Run("RateLimitOncePerPrincipal", func(t *testing.T) { // check 25
+	t.Run("RateLimitOncePerPrincipal", func(t *testing.T) {
 		t.Parallel()
 		ob := setupObserver(t)
 		cid := ob.community(t, "a.test")

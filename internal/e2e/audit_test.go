@@ -219,7 +219,7 @@ func TestAuditRecordsActions(t *testing.T) {
 	require.Len(t, creator, 1)
 	require.Equal(t, "owner", creator[0].Detail["role"])
 
-	// Check 38: R4 pivots from an entry to its event; R10 is empty, then
+	// R4 pivots from an entry to its event; R10 is empty, then
 	// lists an event inserted by manual SQL.
 	var kind int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT kind FROM events WHERE community_id = $1 AND id = decode($2, 'hex')`,
@@ -251,7 +251,7 @@ func r10(t *testing.T, pool *pgxpool.Pool, cid string) []string {
 	return ids
 }
 
-// Check 22: AUTH failures and successes, with no secret in any row.
+// AUTH failures and successes, with no secret in any row.
 func TestAuditAuthentication(t *testing.T) {
 	t.Parallel()
 	owner := eventtest.NewKey()
@@ -335,7 +335,7 @@ func TestAuditIntentFailure(t *testing.T) {
 	}
 }
 
-// Check 37: audit off writes no intent; the gauge says so.
+// Audit off writes no intent; the gauge says so.
 func TestAuditDisabled(t *testing.T) {
 	t.Parallel()
 	on := auSetup(t, map[string]string{"BUZZ_AUDIT_ENABLED": ""})

@@ -39,7 +39,7 @@ func TestBridge(t *testing.T) {
 	alice := eventtest.NewKey()
 	base := "http://" + r.Host
 
-	t.Run("ReplayDetected", func(t *testing.T) { // check 97
+	t.Run("ReplayDetected", func(t *testing.T) {
 		t.Parallel()
 		tok := relaytest.Token(t, alice, base+"/events", http.MethodPost)
 		ev := alice.Signed(t, 1, eventtest.Content("first"))
@@ -53,7 +53,7 @@ func TestBridge(t *testing.T) {
 		require.JSONEq(t, `{"error":"NIP-98: replay detected"}`, string(resp))
 	})
 
-	t.Run("QueryStringSigned", func(t *testing.T) { // check 99
+	t.Run("QueryStringSigned", func(t *testing.T) {
 		t.Parallel()
 		tok := relaytest.Token(t, alice, base+"/query", http.MethodPost)
 		status, resp := r.Do(t, relaytest.Request{Path: "/query?x=1", Authorization: tok, Body: []byte(`[{"kinds":[1]}]`)})
@@ -63,21 +63,21 @@ func TestBridge(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, string(resp))
 	})
 
-	t.Run("LoopbackAliasInURL", func(t *testing.T) { // check 100
+	t.Run("LoopbackAliasInURL", func(t *testing.T) {
 		t.Parallel()
 		tok := relaytest.Token(t, alice, "http://127.0.0.1:"+strconv.Itoa(r.Port)+"/query", http.MethodPost)
 		status, resp := r.Do(t, relaytest.Request{Path: "/query", Authorization: tok, Body: []byte(`[{"kinds":[1]}]`)})
 		require.Equal(t, http.StatusOK, status, string(resp))
 	})
 
-	t.Run("XPubkeyIgnoredByDefault", func(t *testing.T) { // check 101
+	t.Run("XPubkeyIgnoredByDefault", func(t *testing.T) {
 		t.Parallel()
 		status, resp := r.Do(t, relaytest.Request{Path: "/query", Header: map[string]string{"X-Pubkey": alice.PubKey}, Body: []byte(`[{"kinds":[1]}]`)})
 		require.Equal(t, http.StatusUnauthorized, status)
 		require.JSONEq(t, `{"error":"missing Nostr auth"}`, string(resp))
 	})
 
-	t.Run("BadFilters", func(t *testing.T) { // check 102
+	t.Run("BadFilters", func(t *testing.T) {
 		t.Parallel()
 		status, resp := brHTTP(t, r, "/query", alice, []byte(`{}`))
 		require.Equal(t, http.StatusBadRequest, status)
@@ -138,7 +138,7 @@ func TestBridge(t *testing.T) {
 		require.JSONEq(t, `{"count":2500}`, string(resp))
 	})
 
-	t.Run("PGated", func(t *testing.T) { // check 104
+	t.Run("PGated", func(t *testing.T) {
 		t.Parallel()
 		status, resp := brHTTP(t, r, "/query", alice, []byte(`[{"kinds":[1059]}]`))
 		require.Equal(t, http.StatusForbidden, status)
@@ -148,7 +148,7 @@ func TestBridge(t *testing.T) {
 		require.JSONEq(t, `[]`, string(resp))
 	})
 
-	t.Run("DuplicatesRemoved", func(t *testing.T) { // check 106
+	t.Run("DuplicatesRemoved", func(t *testing.T) {
 		t.Parallel()
 		author := eventtest.NewKey()
 		x := author.Signed(t, 1, eventtest.Content("x"))
@@ -157,7 +157,7 @@ func TestBridge(t *testing.T) {
 		require.Equal(t, []string{x.ID}, got)
 	})
 
-	t.Run("CountOpenChannel", func(t *testing.T) { // check 107
+	t.Run("CountOpenChannel", func(t *testing.T) {
 		t.Parallel()
 		poster := eventtest.NewKey()
 		ch := rpAddChannel(t, r, "", "open", poster)
@@ -177,7 +177,7 @@ func TestBridge(t *testing.T) {
 		require.JSONEq(t, `{"error":"search is not supported in COUNT"}`, string(resp))
 	})
 
-	t.Run("BodyTooLarge", func(t *testing.T) { // check 108
+	t.Run("BodyTooLarge", func(t *testing.T) {
 		t.Parallel()
 		status, resp := brHTTP(t, r, "/query", alice, bytes.Repeat([]byte("x"), 2<<20))
 		require.Equal(t, http.StatusRequestEntityTooLarge, status)
@@ -189,7 +189,7 @@ func TestBridge(t *testing.T) {
 	})
 }
 
-func TestBridgeXPubkeyShortcut(t *testing.T) { // check 101
+func TestBridgeXPubkeyShortcut(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, map[string]string{"BUZZ_REQUIRE_AUTH_TOKEN": "false"})
 	bob, eve := eventtest.NewKey(), eventtest.NewKey()
@@ -225,7 +225,7 @@ func mustJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-func TestBridgeInternalFailure(t *testing.T) { // check 110
+func TestBridgeInternalFailure(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil, rpFailingReads())
 	alice := eventtest.NewKey()

@@ -235,7 +235,7 @@ func TestChannelLiveSplit(t *testing.T) {
 	t.Parallel()
 	e := chSetup(t, nil)
 
-	t.Run("GlobalHistoryChannelLive", func(t *testing.T) { // check 86
+	t.Run("GlobalHistoryChannelLive", func(t *testing.T) {
 		t.Parallel()
 		author, reader := eventtest.NewKey(), eventtest.NewKey()
 		wa := e.dial(t, author)
@@ -258,7 +258,7 @@ func TestChannelLiveSplit(t *testing.T) {
 		cgProbe(t, wk)
 	})
 
-	t.Run("DeliveryBarrierOwnPublish", func(t *testing.T) { // check 87
+	t.Run("DeliveryBarrierOwnPublish", func(t *testing.T) {
 		t.Parallel()
 		k := eventtest.NewKey()
 		wk := e.dial(t, k)
@@ -276,7 +276,7 @@ func TestChannelLiveSplit(t *testing.T) {
 		}
 	})
 
-	t.Run("DeliveryBarrierOtherConnection", func(t *testing.T) { // check 87
+	t.Run("DeliveryBarrierOtherConnection", func(t *testing.T) {
 		t.Parallel()
 		k, l := eventtest.NewKey(), eventtest.NewKey()
 		wl := e.dial(t, l)

@@ -257,7 +257,7 @@ func chNoticeSub(key eventtest.Key) map[string]any {
 	return map[string]any{"kinds": []int{44100, 44101}, "#p": []string{key.PubKey}}
 }
 
-// TestChannelFollowUpSignFault is check 5: when the relay cannot sign a
+// TestChannelFollowUpSignFault: when the relay cannot sign a
 // follow-up of a 9000 the whole transaction rolls back.
 func TestChannelFollowUpSignFault(t *testing.T) {
 	t.Parallel()
@@ -327,7 +327,7 @@ func TestChannels(t *testing.T) {
 	t.Parallel()
 	e := chSetup(t, nil)
 
-	t.Run("CreateLayout", func(t *testing.T) { // check 40
+	t.Run("CreateLayout", func(t *testing.T) {
 		t.Parallel()
 		owner := eventtest.NewKey()
 		w := e.dial(t, owner)
@@ -398,7 +398,7 @@ func TestChannels(t *testing.T) {
 		})
 	})
 
-	t.Run("DuplicateID", func(t *testing.T) { // check 41
+	t.Run("DuplicateID", func(t *testing.T) {
 		t.Parallel()
 		owner, other := eventtest.NewKey(), eventtest.NewKey()
 		w := e.dial(t, owner)
@@ -413,7 +413,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, map[string]string{owner.PubKey: "owner"}, e.chActive(t, id))
 	})
 
-	t.Run("CreateRefusals", func(t *testing.T) { // check 42
+	t.Run("CreateRefusals", func(t *testing.T) {
 		t.Parallel()
 		owner := eventtest.NewKey()
 		w := e.dial(t, owner)
@@ -433,7 +433,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, map[string]string{owner.PubKey: "owner"}, e.chActive(t, id))
 	})
 
-	t.Run("PrivateNonMember", func(t *testing.T) { // check 43
+	t.Run("PrivateNonMember", func(t *testing.T) {
 		t.Parallel()
 		owner, outsider := eventtest.NewKey(), eventtest.NewKey()
 		ch := chCreate(t, e.dial(t, owner), owner, chPrivate)
@@ -446,7 +446,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, "restricted: not a channel member", closed)
 	})
 
-	t.Run("OpenNonMember", func(t *testing.T) { // check 44
+	t.Run("OpenNonMember", func(t *testing.T) {
 		t.Parallel()
 		owner, passer := eventtest.NewKey(), eventtest.NewKey()
 		ch := chCreate(t, e.dial(t, owner), owner)
@@ -459,7 +459,7 @@ func TestChannels(t *testing.T) {
 		require.NotContains(t, e.chActive(t, ch), passer.PubKey, "posting does not make a member")
 	})
 
-	t.Run("Join", func(t *testing.T) { // check 45
+	t.Run("Join", func(t *testing.T) {
 		t.Parallel()
 		owner, joiner := eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -488,7 +488,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, chNoticeContent("member_added", open, joiner.PubKey), notices[0].Content)
 	})
 
-	t.Run("PrivateMemberAdds", func(t *testing.T) { // check 46
+	t.Run("PrivateMemberAdds", func(t *testing.T) {
 		t.Parallel()
 		owner, member, guest, other := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -517,7 +517,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, want, chRoster(t, e.chLive(t, ch, 39002)))
 	})
 
-	t.Run("AddPolicy", func(t *testing.T) { // check 47
+	t.Run("AddPolicy", func(t *testing.T) {
 		t.Parallel()
 		owner, agent, agentOwner := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -540,7 +540,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, "member", e.chActive(t, ch2)[agent.PubKey])
 	})
 
-	t.Run("Remove", func(t *testing.T) { // check 48
+	t.Run("Remove", func(t *testing.T) {
 		t.Parallel()
 		owner, m1, m2, outsider := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -569,7 +569,7 @@ func TestChannels(t *testing.T) {
 			[]string{removed[0].Content, removed[1].Content})
 	})
 
-	t.Run("VisibilityFlip", func(t *testing.T) { // check 50
+	t.Run("VisibilityFlip", func(t *testing.T) {
 		t.Parallel()
 		owner, member, outsider := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -608,7 +608,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, "restricted: not a channel member", closed)
 	})
 
-	t.Run("Archive", func(t *testing.T) { // check 51
+	t.Run("Archive", func(t *testing.T) {
 		t.Parallel()
 		owner, member, outsider := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -652,7 +652,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, []any{"EOSE", "probe"}, wx.Next())
 	})
 
-	t.Run("Metadata", func(t *testing.T) { // check 52
+	t.Run("Metadata", func(t *testing.T) {
 		t.Parallel()
 		owner, member, outsider := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -683,7 +683,7 @@ func TestChannels(t *testing.T) {
 			e.chLive(t, ch, 39000).Tags)
 	})
 
-	t.Run("Delete", func(t *testing.T) { // check 53
+	t.Run("Delete", func(t *testing.T) {
 		t.Parallel()
 		owner, admin, member, passer := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -726,7 +726,7 @@ func TestChannels(t *testing.T) {
 		require.False(t, rpHas(frames, "CLOSED", "both"), "%v", frames)
 	})
 
-	t.Run("NoticeDelivery", func(t *testing.T) { // check 54
+	t.Run("NoticeDelivery", func(t *testing.T) {
 		t.Parallel()
 		owner, target := eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -748,7 +748,7 @@ func TestChannels(t *testing.T) {
 		require.Equal(t, []int{9000, 39000, 39001, 39002, 9}, chKinds(got), "a channel subscription never sees 44100")
 	})
 
-	t.Run("GlobalHistory", func(t *testing.T) { // check 55
+	t.Run("GlobalHistory", func(t *testing.T) {
 		t.Parallel()
 		owner, reader := eventtest.NewKey(), eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -769,7 +769,7 @@ func TestChannels(t *testing.T) {
 		require.ElementsMatch(t, want, ids(evs))
 	})
 
-	t.Run("SameSecondMetadata", func(t *testing.T) { // check 56
+	t.Run("SameSecondMetadata", func(t *testing.T) {
 		t.Parallel()
 		owner := eventtest.NewKey()
 		wo := e.dial(t, owner)
@@ -796,7 +796,7 @@ func chJoinEv(t testing.TB, key eventtest.Key, ch string) event.Event {
 	return key.Signed(t, 9021, chNonce(), eventtest.Channel(ch))
 }
 
-// TestChannelEviction is check 49: removing P from C closes P's
+// TestChannelEviction: removing P from C closes P's
 // subscriptions on C alone and narrows those that also cover D.
 func TestChannelEviction(t *testing.T) {
 	t.Parallel()

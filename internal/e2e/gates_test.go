@@ -41,7 +41,7 @@ func TestReadGates(t *testing.T) {
 	note := c.Signed(t, 1, eventtest.Content("a plain note"))
 	rpAuthed(t, r, "", c).MustPublish(note)
 
-	t.Run("PGate", func(t *testing.T) { // check 88
+	t.Run("PGate", func(t *testing.T) {
 		t.Parallel()
 		w := rpAuthed(t, r, "", a)
 		for _, tc := range []struct {
@@ -73,7 +73,7 @@ func TestReadGates(t *testing.T) {
 		require.True(t, eose, closed)
 	})
 
-	t.Run("EngramGate", func(t *testing.T) { // check 89
+	t.Run("EngramGate", func(t *testing.T) {
 		t.Parallel()
 		w := rpAuthed(t, r, "", a)
 		_, closed, eose := w.Req("e", map[string]any{"kinds": []int{30174}})
@@ -88,7 +88,7 @@ func TestReadGates(t *testing.T) {
 		require.True(t, eose, closed)
 	})
 
-	t.Run("AuthorOnlyGate", func(t *testing.T) { // check 90
+	t.Run("AuthorOnlyGate", func(t *testing.T) {
 		t.Parallel()
 		w := rpAuthed(t, r, "", a)
 		_, closed, eose := w.Req("d", map[string]any{"kinds": []int{30300}})
@@ -110,7 +110,7 @@ func TestReadGates(t *testing.T) {
 		require.Empty(t, evs)
 	})
 
-	t.Run("ResultGated", func(t *testing.T) { // check 91
+	t.Run("ResultGated", func(t *testing.T) {
 		t.Parallel()
 		evs, closed, eose := rpAuthed(t, r, "", a).Req("r", map[string]any{"ids": []string{result.ID}})
 		require.True(t, eose, closed)
@@ -123,7 +123,7 @@ func TestReadGates(t *testing.T) {
 		require.Equal(t, []string{result.ID}, rpIdsOf(evs))
 	})
 
-	t.Run("Count", func(t *testing.T) { // check 92
+	t.Run("Count", func(t *testing.T) {
 		t.Parallel()
 		x, y := eventtest.NewKey(), eventtest.NewKey()
 		wx, wy := rpAuthed(t, r, "", x), rpAuthed(t, r, "", y)
@@ -174,7 +174,7 @@ func TestReadGates(t *testing.T) {
 		require.EqualValues(t, 2, n)
 	})
 
-	t.Run("CountFallbackTooBroad", func(t *testing.T) { // check 92, 5000 candidates
+	t.Run("CountFallbackTooBroad", func(t *testing.T) {
 		t.Parallel()
 		bulk := eventtest.NewKey()
 		tag := "bulk-" + bulk.PubKey[:8]
@@ -209,7 +209,7 @@ func TestRelayMembership(t *testing.T) {
 	})
 	cid := rpCommunityID(t, r, "")
 
-	t.Run("OwnerBootstrapped", func(t *testing.T) { // check 19
+	t.Run("OwnerBootstrapped", func(t *testing.T) {
 		t.Parallel()
 		members, err := r.App.Store().RelayMemberList(context.Background(), cid)
 		require.NoError(t, err)
@@ -219,7 +219,7 @@ func TestRelayMembership(t *testing.T) {
 		rpAuthed(t, r, "", owner)
 	})
 
-	t.Run("GateWithoutOwnerStopsStartup", func(t *testing.T) { // check 19
+	t.Run("GateWithoutOwnerStopsStartup", func(t *testing.T) {
 		t.Parallel()
 		env := map[string]string{"BUZZ_REQUIRE_RELAY_MEMBERSHIP": "true", "DATABASE_URL": r.DBURL}
 		_, _, err := config.Load(func(k string) string { return env[k] }, nil)
@@ -227,7 +227,7 @@ func TestRelayMembership(t *testing.T) {
 		require.Contains(t, err.Error(), "invalid RELAY_OWNER_PUBKEY: required when BUZZ_REQUIRE_RELAY_MEMBERSHIP=true")
 	})
 
-	t.Run("NonMemberAuthRefused", func(t *testing.T) { // check 16
+	t.Run("NonMemberAuthRefused", func(t *testing.T) {
 		t.Parallel()
 		stranger := eventtest.NewKey()
 		w := r.Dial(t, "")
@@ -240,7 +240,7 @@ func TestRelayMembership(t *testing.T) {
 		require.Equal(t, []any{"CLOSED", "s", "auth-required: not authenticated"}, w.Next())
 	})
 
-	t.Run("NonMemberBridgeRefused", func(t *testing.T) { // check 17
+	t.Run("NonMemberBridgeRefused", func(t *testing.T) {
 		t.Parallel()
 		stranger := eventtest.NewKey()
 		status, body := brHTTP(t, r, "/query", stranger, []byte(`[{"kinds":[1]}]`))
@@ -250,7 +250,7 @@ func TestRelayMembership(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, string(body))
 	})
 
-	t.Run("MemberAddedThenRemoved", func(t *testing.T) { // check 18
+	t.Run("MemberAddedThenRemoved", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		m := eventtest.NewKey()

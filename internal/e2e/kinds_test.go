@@ -218,7 +218,7 @@ func TestKindsRefused(t *testing.T) {
 		{kind: 40099, ws: unknown, http: unknown},
 		{kind: 41010, ws: unknown, http: unknown},
 		{kind: 39000, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
-		// The NIP-CW overlays (docs/NIP-CW.md §2, check 22): thread summary,
+		// The NIP-CW overlays (docs/NIP-CW.md §2): thread summary,
 		// channel-window bounds, thread-window bounds.
 		{kind: 39005, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},
 		{kind: 39006, ws: "restricted: relay-only kind", http: "restricted: relay-only kind"},

@@ -15,7 +15,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/relaytest"
 )
 
-// TestLegacyThreadRead is check 105: {"#e":[R],"depth_limit":2,"limit":600}
+// TestLegacyThreadRead: {"#e":[R],"depth_limit":2,"limit":600}
 // returns replies of depth 1–2, oldest first, at most 500, and the last
 // row's cursor continues without gaps or repeats.
 func TestLegacyThreadRead(t *testing.T) {

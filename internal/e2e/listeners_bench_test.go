@@ -152,7 +152,7 @@ func BenchmarkListenerIngest(b *testing.B) {
 }
 
 // BenchmarkListenerDelivery measures the delivery lag of operator-listener
-// notifications (docs/PROTOCOL.md §15.5, the delivery half of check 27): one listener,
+// notifications (docs/PROTOCOL.md §15.5, the delivery half): one listener,
 // a real local HTTPS endpoint answering 204 at once, has registered 64
 // pubkeys; kind 9 events each mentioning one of them are published at
 // BUZZ_LISTENER_BENCH_RATE per second (default 100) for
@@ -168,7 +168,7 @@ func BenchmarkListenerIngest(b *testing.B) {
 //	go test -run '^$' -bench ListenerDelivery -benchtime 1x -count 3 ./internal/e2e
 //
 // BUZZ_LISTENER_BENCH_DELAY_MS makes the endpoint wait that long before it
-// answers (check 27's listener answers in 50 ms). The relay verifies the
+// answers (the listener answers in 50 ms). The relay verifies the
 // endpoint's certificate against the system roots; lbTrust makes it
 // trusted through SSL_CERT_FILE (see there).
 func BenchmarkListenerDelivery(b *testing.B) {

@@ -74,7 +74,7 @@ func opsMetric(t testing.TB, r *relaytest.Relay, series string) (float64, bool) 
 	return 0, false
 }
 
-func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay key
+func TestNIP11Limits(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, map[string]string{"BUZZ_CORS_ORIGINS": "https://app.example"})
 	resp, body := opsGet(t, "http://127.0.0.1:"+strconv.Itoa(r.Port)+"/", map[string]string{
@@ -226,7 +226,7 @@ func TestNIP11Limits(t *testing.T) { // check 95, and check 96 without a relay k
 	})
 }
 
-func TestNIP11WithRelayKey(t *testing.T) { // check 96
+func TestNIP11WithRelayKey(t *testing.T) {
 	t.Parallel()
 	sk := event.GenerateKey()
 	r := relaytest.Start(t, map[string]string{
@@ -252,7 +252,7 @@ func TestNIP11WithRelayKey(t *testing.T) { // check 96
 	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 }
 
-func TestHealth(t *testing.T) { // check 118
+func TestHealth(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
 	appURL := "http://127.0.0.1:" + strconv.Itoa(r.Port)
@@ -344,7 +344,7 @@ var metricNames = []string{
 	"http_requests_total", "http_request_latency_ms",
 }
 
-func TestMetrics(t *testing.T) { // check 119
+func TestMetrics(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)
 
@@ -381,7 +381,7 @@ func TestMetrics(t *testing.T) { // check 119
 	}, "buzz_ws_connections_active = %d after a close", n-1)
 }
 
-func TestLogsKeepSecrets(t *testing.T) { // check 120
+func TestLogsKeepSecrets(t *testing.T) {
 	t.Parallel()
 	logs := &logtest.Buffer{}
 	r := relaytest.StartWithLogger(t, map[string]string{"BUZZ_LOG_LEVEL": "debug"}, logs)

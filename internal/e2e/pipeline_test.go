@@ -153,7 +153,7 @@ func engramContent(first byte) string {
 
 func hex64(b byte) string { return strings.Repeat(hex.EncodeToString([]byte{b}), 32) }
 
-// refusalCase is one row of check 1: an invalid event and the answer both
+// refusalCase is one row of TestPipelineRefusals: an invalid event and the answer both
 // doors must give. build is called once per door.
 type refusalCase struct {
 	name string
@@ -167,7 +167,7 @@ type refusalCase struct {
 	status int
 }
 
-// TestPipelineRefusals is check 1: one invalid event per pipeline step that
+// TestPipelineRefusals: one invalid event per pipeline step that
 // exists today, sent as a WebSocket EVENT and as POST /events; the OK
 // message and the HTTP error body are the same string.
 func TestPipelineRefusals(t *testing.T) {
@@ -390,7 +390,7 @@ func (f *writeFaults) intents(t *testing.T, cid, id string) int {
 		+ (SELECT count(*) FROM audit_log WHERE community_id = $1 AND object_id = $2)`, cid, id)
 }
 
-// TestWriteFault is check 3: a failure injected at the event insert rolls
+// TestWriteFault: a failure injected at the event insert rolls
 // the whole write back, on the one-statement path every plain event takes
 // and on the transactional paths.
 func TestWriteFault(t *testing.T) {
@@ -565,8 +565,8 @@ func TestWriteFault(t *testing.T) {
 	})
 }
 
-// TestStorageRules covers resubmission (check 71) and concurrent
-// replaceable writes (check 70).
+// TestStorageRules covers resubmission and concurrent replaceable
+// writes.
 func TestStorageRules(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil)

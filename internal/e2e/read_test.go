@@ -218,7 +218,7 @@ func TestReadPath(t *testing.T) {
 	rpInsertEvents(t, r, "", "", stored)
 	newest := rpNewestFirst(stored)[:1000]
 
-	t.Run("LimitClampedAndLiveAfterLimitZero", func(t *testing.T) { // check 81
+	t.Run("LimitClampedAndLiveAfterLimitZero", func(t *testing.T) {
 		t.Parallel()
 		w := rpAuthed(t, r, "", eventtest.NewKey())
 		evs, closed, eose := w.Req("big", map[string]any{"kinds": []int{1}, "authors": []string{bulk.PubKey}, "limit": 5000})
@@ -239,7 +239,7 @@ func TestReadPath(t *testing.T) {
 		require.Equal(t, live.ID, rpEventFrame(frames[len(frames)-1], "zero"))
 	})
 
-	t.Run("EmptyKindsMatchesNothing", func(t *testing.T) { // check 82
+	t.Run("EmptyKindsMatchesNothing", func(t *testing.T) {
 		t.Parallel()
 		me := eventtest.NewKey()
 		w := rpAuthed(t, r, "", me)
@@ -263,7 +263,7 @@ func TestReadPath(t *testing.T) {
 		require.Equal(t, []any{"OK", ev.ID, true, ""}, frames[slices.IndexFunc(frames, func(f []any) bool { return f[0] == "OK" })])
 	})
 
-	t.Run("Ordering", func(t *testing.T) { // check 83
+	t.Run("Ordering", func(t *testing.T) {
 		t.Parallel()
 		same, diff := eventtest.NewKey(), eventtest.NewKey()
 		ws, wd := rpAuthed(t, r, "", same), rpAuthed(t, r, "", diff)
@@ -290,7 +290,7 @@ func TestReadPath(t *testing.T) {
 		require.Equal(t, []string{diffEvs[2].ID, diffEvs[0].ID, diffEvs[3].ID, diffEvs[1].ID}, rpIdsOf(evs))
 	})
 
-	t.Run("IDsAndAuthorFiltersEachOnce", func(t *testing.T) { // check 84
+	t.Run("IDsAndAuthorFiltersEachOnce", func(t *testing.T) {
 		t.Parallel()
 		a := eventtest.NewKey()
 		ch := rpAddChannel(t, r, "", "open", a)
@@ -310,7 +310,7 @@ func TestReadPath(t *testing.T) {
 		require.Equal(t, []string{x.ID, y.ID}, rpIdsOf(evs))
 	})
 
-	t.Run("MaxLimitClamps", func(t *testing.T) { // check 95, max_limit
+	t.Run("MaxLimitClamps", func(t *testing.T) {
 		t.Parallel()
 		w := rpAuthed(t, r, "", eventtest.NewKey())
 		evs, closed, eose := w.Req("clamp", map[string]any{"kinds": []int{1}, "authors": []string{bulk.PubKey}, "limit": 1001})
@@ -331,7 +331,7 @@ func rpFailingReads() app.Hooks {
 	}}
 }
 
-func TestHistoryDatabaseError(t *testing.T) { // check 85
+func TestHistoryDatabaseError(t *testing.T) {
 	t.Parallel()
 	r := relaytest.Start(t, nil, rpFailingReads())
 	w := rpAuthed(t, r, "", eventtest.NewKey())

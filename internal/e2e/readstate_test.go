@@ -141,13 +141,13 @@ func TestReadStateReplacement(t *testing.T) {
 	b.w.MustPublish(first)
 	second := rsEvent(t, b.user, d, now-9)
 	b.w.MustPublish(second)
-	require.Equal(t, []coordRow{{id: second.ID, ts: now - 9}}, b.rows(t, 30078, b.user.PubKey, d), "check 1: one row")
+	require.Equal(t, []coordRow{{id: second.ID, ts: now - 9}}, b.rows(t, 30078, b.user.PubKey, d), "one row")
 	id, ts, ok := b.watermark(t, b.user.PubKey, d)
 	require.True(t, ok)
 	require.Equal(t, [2]any{second.ID, now - 9}, [2]any{id, ts})
 	require.Equal(t, 1.0, b.r.Metric(t, "buzz_read_state_payloads_deleted_total"))
 
-	// Check 2: the same second; make one competitor with a lower and one
+	// The same second; make one competitor with a lower and one
 	// with a higher id than the head.
 	var lower, higher *event.Event
 	for lower == nil || higher == nil {
@@ -185,7 +185,7 @@ func TestReadStateReplacement(t *testing.T) {
 	require.Equal(t, []coordRow{{id: third.ID, ts: now - 5}}, b.rows(t, 30078, b.user.PubKey, d))
 }
 
-// Check 3: a NIP-09 deletion of the head removes the row and its mention
+// A NIP-09 deletion of the head removes the row and its mention
 // rows physically; the watermark stays, so neither the deleted version nor
 // an older one comes back.
 func TestReadStateDeletion(t *testing.T) {
@@ -266,7 +266,7 @@ func TestReadStateLookalikes(t *testing.T) {
 			ids = append(ids, ev.ID)
 		}
 		require.Equal(t, []coordRow{{id: ids[0], ts: now - 10, deleted: true}, {id: ids[1], ts: now - 9, deleted: true}, {id: ids[2], ts: now - 8}},
-			b.rows(t, 30023, b.user.PubKey, d), "check 9: superseded rows kept with deleted_at")
+			b.rows(t, 30023, b.user.PubKey, d), "superseded rows kept with deleted_at")
 	})
 
 	t.Run("ChannelOutsideTheCoordinate", func(t *testing.T) {
@@ -277,7 +277,7 @@ func TestReadStateLookalikes(t *testing.T) {
 		second := rsEvent(t, b.user, d, now-9, eventtest.Channel(chB))
 		b.w.MustPublish(first)
 		b.w.MustPublish(second)
-		require.Equal(t, []coordRow{{id: second.ID, ts: now - 9}}, b.rows(t, 30078, b.user.PubKey, d), "check 10: one coordinate")
+		require.Equal(t, []coordRow{{id: second.ID, ts: now - 9}}, b.rows(t, 30078, b.user.PubKey, d), "one coordinate")
 	})
 }
 
@@ -294,7 +294,7 @@ func insertRaw(ctx context.Context, q pg.Querier, cid string, ev event.Event) (i
 	return tag.RowsAffected(), err
 }
 
-// Check 11: the mixed-version sequence. A through this relay; B through a
+// The mixed-version sequence. A through this relay; B through a
 // simulated old writer (soft delete of A, then insert of B); a NIP-09
 // deletion of B; a late mention row for B from the old writer; replays of B
 // and of X (A < X < B).
@@ -352,7 +352,7 @@ func TestReadStateMixedVersions(t *testing.T) {
 	require.Equal(t, evB.ID, id)
 }
 
-// Check 20 (R1, R3): a capped query returns the newest events, ties by the
+// A capped query returns the newest events, ties by the
 // lowest id, with every predicate (#t included) applied before the cap.
 func TestReadStateCappedQuery(t *testing.T) {
 	t.Parallel()
@@ -387,7 +387,7 @@ func TestReadStateCappedQuery(t *testing.T) {
 	require.Len(t, brQuery(t, b.r, b.user, `[{"kinds":[30078],"authors":["`+b.user.PubKey+`"],"limit":2}]`), 2, "R3 on /query")
 }
 
-// Check 21, same-process half: S1 holds the read-state filter; E is
+// Same-process half: S1 holds the read-state filter; E is
 // published on another connection and acknowledged; S2 on S1's connection
 // ends with EOSE only after E reached S1. 200 rounds. The cross-process
 // half is TestScaleOutBarrier in cmd/buzz-relay.
@@ -422,7 +422,7 @@ func TestReadStateBarrier(t *testing.T) {
 	}
 }
 
-// Check 22: 50 clients publish to one coordinate with random created_at in
+// 50 clients publish to one coordinate with random created_at in
 // a 3-second span, half through POST /events and half over WebSocket:
 // afterwards exactly one row, equal to the watermark and to the greatest
 // tuple submitted.

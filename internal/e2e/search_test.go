@@ -78,7 +78,7 @@ func (b *srBundle) msgs(t *testing.T, channel string, contents ...string) []even
 func TestSearchREQ(t *testing.T) {
 	t.Parallel()
 
-	t.Run("RankOrderOneShot", func(t *testing.T) { // check 22
+	t.Run("RankOrderOneShot", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		evs := b.msgs(t, b.open, "tok", "tok tok tok", "tok tok", "unrelated words")
@@ -96,7 +96,7 @@ func TestSearchREQ(t *testing.T) {
 		require.True(t, rpHas(frames, "EVENT", "probe"))
 	})
 
-	t.Run("MixedFilters", func(t *testing.T) { // check 23
+	t.Run("MixedFilters", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		b.msgs(t, b.open, "mixed tok")
@@ -108,7 +108,7 @@ func TestSearchREQ(t *testing.T) {
 		require.True(t, eose, closed)
 	})
 
-	t.Run("EmptyText", func(t *testing.T) { // check 24
+	t.Run("EmptyText", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		evs := b.msgs(t, b.open, "realtext here")
@@ -125,7 +125,7 @@ func TestSearchREQ(t *testing.T) {
 		require.EqualValues(t, 1, b.c.fts.Load())
 	})
 
-	t.Run("Gates", func(t *testing.T) { // check 25
+	t.Run("Gates", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		w := rpAuthed(t, b.r, "", b.reader)
@@ -138,7 +138,7 @@ func TestSearchREQ(t *testing.T) {
 		require.Zero(t, b.c.fts.Load()-1, "only the allowed REQ searched")
 	})
 
-	t.Run("PrivateChannel", func(t *testing.T) { // check 26
+	t.Run("PrivateChannel", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		private := rpAddChannel(t, b.r, "", "private", b.author)
@@ -160,7 +160,7 @@ func TestSearchREQ(t *testing.T) {
 		require.ElementsMatch(t, append(rpIdsOf(secret), rpIdsOf(public)...), rpIdsOf(got))
 	})
 
-	t.Run("PostFilterP", func(t *testing.T) { // check 27
+	t.Run("PostFilterP", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		x := eventtest.NewKey()
@@ -173,7 +173,7 @@ func TestSearchREQ(t *testing.T) {
 		require.Equal(t, []string{with.ID}, rpIdsOf(got))
 	})
 
-	t.Run("PagingBudget", func(t *testing.T) { // check 28
+	t.Run("PagingBudget", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		base := time.Now().Unix()
@@ -195,7 +195,7 @@ func TestSearchREQ(t *testing.T) {
 		require.Equal(t, before, b.c.fts.Load())
 	})
 
-	t.Run("DedupeAfterAcceptance", func(t *testing.T) { // check 30
+	t.Run("DedupeAfterAcceptance", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		evs := b.msgs(t, b.open, "dup", "dup dup dup")
@@ -207,7 +207,7 @@ func TestSearchREQ(t *testing.T) {
 		require.Equal(t, []string{evs[1].ID, evs[0].ID}, rpIdsOf(got), "a sent id does not count towards a later filter's limit")
 	})
 
-	t.Run("Edits", func(t *testing.T) { // check 32
+	t.Run("Edits", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		pub := rpAuthed(t, b.r, "", b.author)
@@ -225,7 +225,7 @@ func TestSearchREQ(t *testing.T) {
 		require.Empty(t, got, "deleting a message hides its text in edits")
 	})
 
-	t.Run("Count", func(t *testing.T) { // check 33
+	t.Run("Count", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		w := rpAuthed(t, b.r, "", b.reader)
@@ -237,7 +237,7 @@ func TestSearchREQ(t *testing.T) {
 	})
 }
 
-func TestSearchBudgetFollowsMaxLimit(t *testing.T) { // check 29
+func TestSearchBudgetFollowsMaxLimit(t *testing.T) {
 	t.Parallel()
 	require.GreaterOrEqual(t, read.MaxSearchPages*read.SearchPageSize, read.MaxLimit)
 	require.Less(t, read.MaxSearchPages*read.SearchPageSize-read.SearchPageSize, read.MaxLimit)
@@ -253,7 +253,7 @@ func TestSearchBudgetFollowsMaxLimit(t *testing.T) { // check 29
 	require.Equal(t, read.MaxLimit, doc.Limitation.MaxLimit)
 }
 
-func TestSearchDegrades(t *testing.T) { // check 31
+func TestSearchDegrades(t *testing.T) {
 	t.Parallel()
 	for _, stage := range []string{"fts", "hydrate"} {
 		t.Run(stage, func(t *testing.T) {
@@ -281,7 +281,7 @@ func TestSearchDegrades(t *testing.T) { // check 31
 func TestSearchBridge(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ModesPagesLimits", func(t *testing.T) { // check 34
+	t.Run("ModesPagesLimits", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		evs := b.msgs(t, b.open, "project planning", "projectile")
@@ -307,7 +307,7 @@ func TestSearchBridge(t *testing.T) {
 		require.Equal(t, all[:10], brQuery(t, b.r, b.reader, `[{"search":"paged","page":4000000000,"limit":10}]`), "beyond 32 bits means 1")
 	})
 
-	t.Run("MixedEmptyAndReauthorised", func(t *testing.T) { // check 35
+	t.Run("MixedEmptyAndReauthorised", func(t *testing.T) {
 		t.Parallel()
 		b := srSetup(t)
 		status, body := brHTTP(t, b.r, "/query", b.reader, []byte(`[{"search":"x"},{"kinds":[9]}]`))

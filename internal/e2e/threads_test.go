@@ -68,7 +68,7 @@ func TestThreads(t *testing.T) {
 	t.Parallel()
 	e := chSetup(t, nil)
 
-	t.Run("Counters", func(t *testing.T) { // check 57
+	t.Run("Counters", func(t *testing.T) {
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		root := chMsg(t, owner, ch, "root")
@@ -104,7 +104,7 @@ func TestThreads(t *testing.T) {
 		require.Equal(t, thRow{depth: 0, replies: 1, descendants: 3}, e.thRow(t, root.ID))
 	})
 
-	t.Run("Refusals", func(t *testing.T) { // check 58
+	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		other := chCreate(t, w, owner)
@@ -132,7 +132,7 @@ func TestThreads(t *testing.T) {
 		require.Equal(t, thRow{depth: 0, replies: 1, descendants: 1}, e.thRow(t, root.ID))
 	})
 
-	t.Run("DepthLimit", func(t *testing.T) { // check 59
+	t.Run("DepthLimit", func(t *testing.T) {
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		root := chMsg(t, owner, ch, "deep")
@@ -148,7 +148,7 @@ func TestThreads(t *testing.T) {
 		require.Equal(t, thRow{depth: 0, replies: 1, descendants: 100}, e.thRow(t, root.ID))
 	})
 
-	t.Run("Broadcast", func(t *testing.T) { // check 60
+	t.Run("Broadcast", func(t *testing.T) {
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		root := chMsg(t, owner, ch, "root")
@@ -161,7 +161,7 @@ func TestThreads(t *testing.T) {
 		require.False(t, e.thRow(t, quiet.ID).broadcast)
 	})
 
-	t.Run("DeletionCounters", func(t *testing.T) { // check 61
+	t.Run("DeletionCounters", func(t *testing.T) {
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		root := chMsg(t, owner, ch, "root")
@@ -236,7 +236,7 @@ func TestThreads(t *testing.T) {
 		require.False(t, eventRow(t, e.r, e.cid, root.ID).live)
 	})
 
-	t.Run("EditsAndVotes", func(t *testing.T) { // check 64
+	t.Run("EditsAndVotes", func(t *testing.T) {
 		t.Parallel()
 		owner, w, ch := thSetup(t, e)
 		author, other := eventtest.NewKey(), eventtest.NewKey()

@@ -118,7 +118,7 @@ func New(cfg Config) *Pipeline {
 
 // outOfScopeEphemeral are kinds of the ephemeral range that the product
 // refuses as unknown instead of fanning them out: the NIP-43 leave request
-// (docs/PROTOCOL.md §2.5, §4.1, check 20).
+// (docs/PROTOCOL.md §2.5, §4.1).
 var outOfScopeEphemeral = event.KindSet{28936: {}}
 
 // refusal is a pipeline answer other than success, carried as an error

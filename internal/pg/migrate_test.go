@@ -119,7 +119,6 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, "0001_core.sql", status[0].Name)
 	})
 
-	// Check 22.
 	t.Run("ChecksumMismatch", func(t *testing.T) {
 		t.Parallel()
 		pool, _ := dbtest.NewDB(t)
@@ -130,7 +129,6 @@ func TestMigrate(t *testing.T) {
 		require.ErrorIs(t, err, pg.ErrChecksumMismatch)
 	})
 
-	// Check 23.
 	t.Run("SchemaNewerThanBinary", func(t *testing.T) {
 		t.Parallel()
 		pool, _ := dbtest.NewDB(t)
@@ -146,7 +144,6 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, 9999, status[len(status)-1].Version)
 	})
 
-	// Check 24.
 	t.Run("PendingWithCheckMode", func(t *testing.T) {
 		t.Parallel()
 		pool := openEmpty(t)
@@ -176,7 +173,6 @@ func TestMigrate(t *testing.T) {
 		require.False(t, exists)
 	})
 
-	// Check 25.
 	t.Run("ConcurrentRunsApplyOnce", func(t *testing.T) {
 		t.Parallel()
 		url := dbtest.NewEmptyDB(t)

@@ -284,7 +284,7 @@ func TestReadStateHardDeleteFence(t *testing.T) {
 		}
 	})
 
-	// Check 12: an older binary that hard-deletes the head while replacing it.
+	// An older binary that hard-deletes the head while replacing it.
 	t.Run("OldWriterReplacementRollsBackWhole", func(t *testing.T) {
 		t.Parallel()
 		pool, community := readStatePool(t)

@@ -124,7 +124,6 @@ WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 	require.Empty(t, unkeyed, "tables without a primary key")
 }
 
-// Check 27.
 func TestEnsurePartitions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -232,7 +231,6 @@ func TestEnsurePartitions(t *testing.T) {
 	})
 }
 
-// Check 28.
 func TestEventsKindCheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -249,7 +247,6 @@ func TestEventsKindCheck(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Check 29.
 func TestChannelCommunityImmutable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

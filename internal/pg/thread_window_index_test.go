@@ -22,7 +22,7 @@ func windowIndexState(t *testing.T, q pg.Querier) (def string, valid bool) {
 	return def, valid
 }
 
-// Check 27: the index 0009 builds has the exact definition, a second run
+// The index 0009 builds has the exact definition, a second run
 // is a no-op, and a prebuilt index is validated rather than trusted.
 func TestThreadWindowIndexMigration(t *testing.T) {
 	t.Parallel()

@@ -48,7 +48,7 @@ func privacyInvariant(privacy []int, neverIndexed event.KindSet, gated ...event.
 	return bad
 }
 
-func TestPrivacyInvariant(t *testing.T) { // check 4
+func TestPrivacyInvariant(t *testing.T) {
 	t.Parallel()
 	engram := event.KindSet{event.KindEngram: {}}
 	require.Empty(t, privacyInvariant(PrivacyKinds, event.NeverIndexed, event.PGated, event.AuthorOnly, event.ResultGated, engram))
@@ -67,7 +67,7 @@ func TestPrivacyInvariant(t *testing.T) { // check 4
 	require.Empty(t, privacyInvariant(PrivacyKinds, event.NeverIndexed, event.KindSet{24200: {}}))
 }
 
-func TestParseKinds(t *testing.T) { // check 7 (parsing)
+func TestParseKinds(t *testing.T) {
 	t.Parallel()
 	got, err := ParseKinds("45003, 9,0,9,40002")
 	require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestParseKinds(t *testing.T) { // check 7 (parsing)
 func TestPolicyFresh(t *testing.T) {
 	t.Parallel()
 
-	t.Run("Catalog", func(t *testing.T) { // check 1
+	t.Run("Catalog", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		expr, err := StoredExpression(context.Background(), b.pool)
@@ -99,7 +99,7 @@ func TestPolicyFresh(t *testing.T) {
 		require.Equal(t, PolicyFresh, Classify(kinds))
 	})
 
-	t.Run("SearchableKinds", func(t *testing.T) { // check 2
+	t.Run("SearchableKinds", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		kinds := []int{0, 1, 9, 40002, 40003, 45001, 45003, 1059, 30350}
@@ -115,7 +115,7 @@ func TestPolicyFresh(t *testing.T) {
 		require.Equal(t, FreshKinds, got)
 	})
 
-	t.Run("PrivacyKindsNeverMatch", func(t *testing.T) { // check 3
+	t.Run("PrivacyKindsNeverMatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		for _, k := range PrivacyKinds {
@@ -136,7 +136,7 @@ func TestPolicyFresh(t *testing.T) {
 		require.Empty(t, b.search(t, Query{Text: "privtoken", Scope: Any(), Kinds: PrivacyKinds}))
 	})
 
-	t.Run("WrapMigration", func(t *testing.T) { // check 10 (a)
+	t.Run("WrapMigration", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		applyWrap(t, b.pool, 31234)
@@ -151,7 +151,7 @@ func TestPolicyFresh(t *testing.T) {
 		require.Len(t, b.search(t, Query{Text: "wraptoken", Scope: Any()}), 1)
 	})
 
-	t.Run("Sizes", func(t *testing.T) { // check 11
+	t.Run("Sizes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()
@@ -272,7 +272,7 @@ func relfilenodes(t *testing.T, pool *pgxpool.Pool) map[string]uint32 {
 func TestPolicyUpgraded(t *testing.T) {
 	t.Parallel()
 
-	t.Run("PopulatedKeepsExpression", func(t *testing.T) { // check 5
+	t.Run("PopulatedKeepsExpression", func(t *testing.T) {
 		t.Parallel()
 		pool, community, before := upgradedDB(t)
 		ctx := context.Background()
@@ -294,7 +294,7 @@ func TestPolicyUpgraded(t *testing.T) {
 		require.Equal(t, PolicyUpgraded, Classify(kinds))
 	})
 
-	t.Run("RewriteConverges", func(t *testing.T) { // check 6 and check 10 (b)
+	t.Run("RewriteConverges", func(t *testing.T) {
 		t.Parallel()
 		pool, community, _ := upgradedDB(t)
 		ctx := context.Background()
@@ -335,7 +335,7 @@ func TestPolicyUpgraded(t *testing.T) {
 		require.Equal(t, []int{1, 9}, kinds)
 	})
 
-	t.Run("LockTimeout", func(t *testing.T) { // check 9
+	t.Run("LockTimeout", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestBuildStartsWithCommunity(t *testing.T) { // check 12 (unit)
+func TestBuildStartsWithCommunity(t *testing.T) {
 	t.Parallel()
 	scopes := []ChannelScope{Any(), Channels(nil), Channels([]string{"a"}), ChannelsOrChannelLess([]string{"a"}), ChannelsOrChannelLess(nil), ChannelLessOnly()}
 	for _, sc := range scopes {
@@ -59,7 +59,7 @@ func TestNormalizeText(t *testing.T) {
 func TestSearch(t *testing.T) {
 	t.Parallel()
 
-	t.Run("CommunityIsolation", func(t *testing.T) { // check 12
+	t.Run("CommunityIsolation", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		other := b.newCommunity(t)
@@ -78,7 +78,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, before, b.tr.count(), "a zero community issues no SQL")
 	})
 
-	t.Run("FullTextAndPrefix", func(t *testing.T) { // check 13
+	t.Run("FullTextAndPrefix", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ids := b.insert(t,
@@ -95,7 +95,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, ids[2:], b.search(t, Query{Text: `"projectile planning"`, Scope: Any()}))
 	})
 
-	t.Run("PunctuationAndInjection", func(t *testing.T) { // check 14
+	t.Run("PunctuationAndInjection", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ids := b.insert(t, row{kind: 9, content: "operators ' : & | ( ) ! alpha beta marker"})
@@ -108,7 +108,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, ids, b.search(t, Query{Text: "marker", Scope: Any()}), "events survived")
 	})
 
-	t.Run("EmptyNulAndLongText", func(t *testing.T) { // check 15
+	t.Run("EmptyNulAndLongText", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ids := b.insert(t, row{kind: 9, content: "foo bar search text"},
@@ -145,7 +145,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, ids[:1], b.search(t, Query{Text: strings.Repeat(" ", 4100) + "foo", Scope: Any()}), "leading space is trimmed before the cap")
 	})
 
-	t.Run("PagingClamps", func(t *testing.T) { // check 16
+	t.Run("PagingClamps", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		rows := make([]row, 520)
@@ -175,7 +175,7 @@ func TestSearch(t *testing.T) {
 		require.Len(t, res.Hits, 20, "the last page is short")
 	})
 
-	t.Run("Ordering", func(t *testing.T) { // check 17
+	t.Run("Ordering", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		filler := strings.Repeat("filler ", 60)
@@ -194,7 +194,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, []string{hex.EncodeToString(lo), hex.EncodeToString(hi)}, b.search(t, Query{Text: "tie break", Scope: Any()}))
 	})
 
-	t.Run("InclusiveBounds", func(t *testing.T) { // check 18
+	t.Run("InclusiveBounds", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ids := b.insert(t, row{kind: 9, content: "bound", at: baseTime - 10000},
@@ -203,7 +203,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, ids[1:2], b.search(t, Query{Text: "bound", Scope: Any(), Since: &mid, Until: &mid}))
 	})
 
-	t.Run("SoftDeleted", func(t *testing.T) { // check 19
+	t.Run("SoftDeleted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ids := b.insert(t, row{kind: 9, content: "tripwire"})
@@ -214,7 +214,7 @@ func TestSearch(t *testing.T) {
 		require.Empty(t, b.search(t, Query{Text: "tripwire", Scope: Any()}))
 	})
 
-	t.Run("ChannelScope", func(t *testing.T) { // check 20
+	t.Run("ChannelScope", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		a, c := randUUID(t, b.pool), randUUID(t, b.pool)
@@ -239,7 +239,7 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, ids[:1], b.search(t, Query{Text: "narrow", Scope: Any(), Authors: [][]byte{pub}}))
 	})
 
-	t.Run("ExactShortName", func(t *testing.T) { // check 21
+	t.Run("ExactShortName", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		jm := b.insert(t, row{kind: 0, content: `{"name":"jm"}`, at: baseTime - 100})

@@ -1,7 +1,7 @@
 package search_test
 
 // The one-community search figures (target P4 of docs/PERFORMANCE.md) and the concurrency
-// check 38, on their own dataset: 1,000,000 kind 9 events in ONE community,
+// on their own dataset: 1,000,000 kind 9 events in ONE community,
 // 12 words each drawn from a 5,000-word Zipf vocabulary. Not part of
 // `go test ./...` (a benchmark): run it with
 //
@@ -11,9 +11,9 @@ package search_test
 // between runs. It reports:
 //   - one FTS page (per_page 100, the WebSocket shape) for a term with at
 //     most 1,000 matches and one with at most 15,000, warm cache, p50/p95
-//     (check 37: never above 25 ms and 150 ms);
+//     (never above 25 ms and 150 ms);
 //   - WebSocket REQ→EOSE with limit 20 for the same terms;
-//   - check 38: 50 concurrent search REQs for the top word (in most rows),
+//   - 50 concurrent search REQs for the top word (in most rows),
 //     each timed to its EOSE (bound 16 s), and an `ids` REQ loop on another
 //     connection during the burst, against the same loop on a quiet relay.
 
@@ -207,7 +207,7 @@ func BenchmarkSearchZipf(b *testing.B) {
 	}
 }
 
-// burst is check 38: zipfBurst connections each send one search REQ for
+// burst: zipfBurst connections each send one search REQ for
 // the top word at the same moment; another connection runs `ids` REQs
 // until the last EOSE. The same `ids` loop on the quiet relay is the
 // baseline.
@@ -312,7 +312,7 @@ func burst(b *testing.B, d *zipfData, top string) {
 	for _, n := range sent {
 		total += n
 	}
-	fmt.Fprintf(os.Stderr, "check 38: %d concurrent searches for %s: every one ended with EOSE, slowest after %.2f s, median %.2f s; %d events sent in all\n",
+	fmt.Fprintf(os.Stderr, "burst: %d concurrent searches for %s: every one ended with EOSE, slowest after %.2f s, median %.2f s; %d events sent in all\n",
 		zipfBurst, top, took.at(1).Seconds(), took.at(0.5).Seconds(), total)
 	fmt.Fprintf(os.Stderr, "ids REQ during the burst: p50 %.2f ms, p99 %.2f ms over %d REQs\n",
 		ms(busy.at(0.5)), ms(busy.at(0.99)), len(busy))

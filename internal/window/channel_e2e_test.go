@@ -34,7 +34,7 @@ func TestChannelWindow(t *testing.T) {
 	t.Parallel()
 	b := setupRelay(t, nil)
 
-	t.Run("PagesWithBounds", func(t *testing.T) { // check 1
+	t.Run("PagesWithBounds", func(t *testing.T) {
 		t.Parallel()
 		owner := b.user(t)
 		ch := owner.channel(t)
@@ -90,7 +90,7 @@ func TestChannelWindow(t *testing.T) {
 		require.GreaterOrEqual(t, b.requests(t, "channel", "bad_request")-bad, 1.0)
 	})
 
-	t.Run("Refusals", func(t *testing.T) { // check 2
+	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
 		owner := b.user(t)
 		ch := owner.channel(t)
@@ -116,7 +116,7 @@ func TestChannelWindow(t *testing.T) {
 		}
 	})
 
-	t.Run("Access", func(t *testing.T) { // check 2
+	t.Run("Access", func(t *testing.T) {
 		t.Parallel()
 		owner, reader := b.user(t), b.user(t)
 		private := owner.channel(t, eventtest.Tag("visibility", "private"))
@@ -135,7 +135,7 @@ func TestChannelWindow(t *testing.T) {
 		require.Len(t, rows, 1)
 	})
 
-	t.Run("Summaries", func(t *testing.T) { // check 4
+	t.Run("Summaries", func(t *testing.T) {
 		t.Parallel()
 		alice, bob := b.user(t), b.user(t)
 		ch := alice.channel(t)
@@ -181,7 +181,7 @@ func TestChannelWindow(t *testing.T) {
 	})
 }
 
-// TestChannelWindowPaging is the channel half of check 3: 120 top-level
+// TestChannelWindowPaging is the channel half of the paging check: 120 top-level
 // rows over 3 seconds paged with limit 7, each row exactly once and in
 // the total order across the same-second boundaries, while edits,
 // deletions and new rows land between the pages.

@@ -24,7 +24,7 @@ func nip11Self(t *testing.T, r *relaytest.Relay) string {
 	return self
 }
 
-// TestOverlayKey is the 39005/39006 half of check 28: with
+// TestOverlayKey is the 39005/39006 half of the overlay-key check: with
 // BUZZ_RELAY_PRIVATE_KEY set, NIP-11 self is the pubkey of every overlay
 // and their signatures verify with an independent library; without it
 // NIP-11 has no self and the overlays still carry valid signatures.

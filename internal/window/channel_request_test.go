@@ -30,7 +30,7 @@ func requireChannelRefused(t *testing.T, err error, text string) {
 
 // TestParse covers docs/NIP-CW.md §3.1 field by field: the mode switch,
 // defaults and clamping, and each refusal with its exact text (the parse half
-// of check 2).
+// of the refusal checks).
 func TestParse(t *testing.T) {
 	t.Parallel()
 	id := strings.Repeat("ab", 32)
@@ -116,7 +116,7 @@ func TestParse(t *testing.T) {
 }
 
 // TestParseResolve covers the docs/NIP-CW.md §4 refusals in the order of its
-// table and the request-wide total (the parse half of check 5).
+// table and the request-wide total (the parse half of root resolution).
 func TestParseResolve(t *testing.T) {
 	t.Parallel()
 	ids := func(n int) string {

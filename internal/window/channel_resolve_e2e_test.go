@@ -18,7 +18,7 @@ func resolve(ch string, targets ...string) map[string]any {
 	return map[string]any{"resolve_thread_roots": true, "kinds": []int{39005}, "#h": []string{ch}, "ids": targets}
 }
 
-// TestResolveThreadRoots is check 5 over real HTTP with NIP-98: the
+// TestResolveThreadRoots checks root resolution over real HTTP with NIP-98: the
 // summary of a soft-deleted reply's root, the request-wide id total, the
 // kinds rule, and targets outside the requested channel.
 func TestResolveThreadRoots(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// Check 12: with include_aux, a reaction to a delivered reply is returned
+// With include_aux, a reaction to a delivered reply is returned
 // and one to the sentinel is not; a deleted reaction is not, its deletion
 // is; an edit of the root is. Aux comes after the rows, before the bounds,
 // each event once.
@@ -54,7 +54,7 @@ func TestThreadAuxClosure(t *testing.T) {
 	require.Empty(t, pages[0].aux)
 }
 
-// Check 13: only a tag whose element 0 is "e" and element 1 is X targets
+// Only a tag whose element 0 is "e" and element 1 is X targets
 // X; ["e",B,X] and ["x","e",X] do not, though the containment prefilter
 // lets them through. Aux from an inaccessible channel, or channel-less
 // aux other than deletions, is not returned either.

@@ -9,7 +9,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// Check 7, the unit half: both golden vectors of docs/NIP-CW.md §5.5, and
+// The unit half: both golden vectors of docs/NIP-CW.md §5.5, and
 // which changes move the binding.
 func TestBindingGoldenVectors(t *testing.T) {
 	t.Parallel()

@@ -81,7 +81,7 @@ func slicesChunk(evs []event.Event, n int) func(func([]event.Event) bool) {
 	}
 }
 
-// Check 15: the raw-row budget trips on 51 replies and 8,200 root edits;
+// The raw-row budget trips on 51 replies and 8,200 root edits;
 // 1,001 edits drain over two aux pages.
 func TestRawRowBudget(t *testing.T) {
 	t.Parallel()
@@ -115,7 +115,7 @@ func TestRawRowBudget(t *testing.T) {
 	require.True(t, pages[0].hasMore)
 }
 
-// Check 16: 80 edits of 60 KB fit one window; the same window twice in
+// 80 edits of 60 KB fit one window; the same window twice in
 // one batch shares the byte budget and fails.
 func TestSharedByteBudget(t *testing.T) {
 	t.Parallel()
@@ -228,7 +228,7 @@ func requireFails(t *testing.T, err error, status int, text string) {
 	require.Equal(t, &window.Error{Status: status, Text: text}, e)
 }
 
-// Check 17: 40 edits of exactly 256 KiB trip the payload byte budget
+// 40 edits of exactly 256 KiB trip the payload byte budget
 // before their page's load statement runs; without aux the same window is
 // served.
 func TestPayloadChargedBeforeLoad(t *testing.T) {
@@ -260,7 +260,7 @@ func TestPayloadChargedBeforeLoad(t *testing.T) {
 	require.Equal(t, []string{reply.ID}, ids(pages[0].rows))
 }
 
-// Check 18: 201 replies of 256 KiB, limit 200, exceed the payload budget
+// 201 replies of 256 KiB, limit 200, exceed the payload budget
 // in the reply scan; limit 20 is served with has_more.
 func TestReplyPayloadBudget(t *testing.T) {
 	t.Parallel()
@@ -293,7 +293,7 @@ func TestResponseByteBudget(t *testing.T) {
 	w.query(t, reader, filter(req(ch, root))).requireError(t, http.StatusServiceUnavailable, "thread window exceeds response byte budget")
 }
 
-// Check 19: a reply whose stored signature has 63 bytes is skipped but
+// A reply whose stored signature has 63 bytes is skipped but
 // keeps its slot, and can be next_cursor; a live aux row with one fails
 // the batch with 500.
 func TestUnreconstructableRows(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"github.com/buzz-relay/buzz/internal/window"
 )
 
-// Check 6: 51 depth-1 replies, limit 50: replies 50..1 newest first, ties
+// 51 depth-1 replies, limit 50: replies 50..1 newest first, ties
 // by id ascending, one 39007 whose next_cursor is the 50th row; the
-// continuation has reply 0 and next_cursor null. Check 28 (39007 half):
+// continuation has reply 0 and next_cursor null. The 39007 half:
 // every bounds event verifies against NIP-11 self.
 func TestPagesNewestFirst(t *testing.T) {
 	t.Parallel()
@@ -68,7 +68,7 @@ func TestPagesNewestFirst(t *testing.T) {
 	})
 }
 
-// Check 28 without BUZZ_RELAY_PRIVATE_KEY: NIP-11 has no self, and the
+// Without BUZZ_RELAY_PRIVATE_KEY: NIP-11 has no self, and the
 // bounds still carry valid signatures, all by the boot-time key.
 func TestBoundsWithBootKey(t *testing.T) {
 	t.Parallel()
@@ -87,10 +87,10 @@ func TestBoundsWithBootKey(t *testing.T) {
 	require.Equal(t, event.PubKey(w.r.App.RelayKey()), first[0].bounds.PubKey)
 }
 
-// Check 10: a root that is missing, in another channel, in another
+// A root that is missing, in another channel, in another
 // community under the same channel UUID, a 40008 with replies or a
 // private 30300 yields [] without bounds, with or without include_aux.
-// Check 11: a deleted root with live replies is served.
+// A deleted root with live replies is served.
 func TestRootCheck(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
@@ -154,7 +154,7 @@ func TestRootCheck(t *testing.T) {
 	})
 }
 
-// Check 9 over HTTP: five windows, a window next to a plain filter, and
+// Over HTTP: five windows, a window next to a plain filter, and
 // thread_window false served as plain filters. An inaccessible channel
 // contributes nothing; an accessible one with no replies gets its bounds.
 func TestBatchShape(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
-// Check 3 (thread half): 120 replies within 3 seconds paged with limit 7
+// Thread half: 120 replies within 3 seconds paged with limit 7
 // while a second client edits and deletes replies and posts new ones:
 // every reply that stays live is served exactly once, no row twice, and
 // the order holds across pages and same-second boundaries.

@@ -62,7 +62,7 @@ func requireRefused(t *testing.T, err error, text string) {
 	require.Equal(t, text, e.Text)
 }
 
-// Check 8: every docs/NIP-CW.md §5.1 row, a filter with exactly that fault.
+// Every docs/NIP-CW.md §5.1 row, a filter with exactly that fault.
 func TestParseRefusals(t *testing.T) {
 	t.Parallel()
 	hex64 := strings.Repeat("ef", 32)
@@ -179,7 +179,7 @@ func TestParseNormalises(t *testing.T) {
 	require.False(t, got.IncludeAux)
 }
 
-// Check 9, the parsing half: five windows are refused before any is
+// The parsing half: five windows are refused before any is
 // parsed; thread_window false is not an opt-in.
 func TestParseBatch(t *testing.T) {
 	t.Parallel()

@@ -41,7 +41,7 @@ func (w *world) thread(t *testing.T, ch string, replies, reactions int) window.T
 	return r
 }
 
-// Check 14: batches of two to four windows, over one or two private
+// Batches of two to four windows, over one or two private
 // channels and an open one, race a second client that removes the reader
 // from one channel and adds it back. Each answer is a clean 503 or a
 // complete 200: one 39007 per served window, and the revoked channel's
@@ -121,7 +121,7 @@ func channelOf(ev event.Event) string {
 	return ""
 }
 
-// Check 14, the grant half: a channel granted to the reader while a
+// The grant half: a channel granted to the reader while a
 // window's closure runs fails the batch with 503, though the granted
 // channel is not one of its windows. The grant is made by a second client
 // through ingest when the test's pool sees the first aux scan.

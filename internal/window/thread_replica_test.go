@@ -153,7 +153,7 @@ func (w *replicaWorld) freshProbe(t *testing.T) {
 	w.rep.TestSignals.Probed.WaitOrTimeout(t)
 }
 
-// Check 24: with replay paused while the frozen heartbeat is still fresh,
+// With replay paused while the frozen heartbeat is still fresh,
 // a cursor page whose until lies above the frozen beat_at − 965 s reads
 // from the writer (reason bound) and has rows written after the pause; an
 // older cursor page reads from the replica (proved); a head page always
@@ -243,7 +243,7 @@ func TestReplicaRouting(t *testing.T) {
 	})
 }
 
-// Check 25: the replica connection killed during hop 2 of a cursor page:
+// The replica connection killed during hop 2 of a cursor page:
 // the answer equals the writer-only answer (the closure restarts on the
 // writer from the original targets, nothing twice), the doubt is counted
 // once, and the budgets are not reset: a page that spends 60 % of the

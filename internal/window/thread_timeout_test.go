@@ -38,7 +38,7 @@ func (w *world) hold(t *testing.T, stmt string, args ...any) (release func()) {
 	return release
 }
 
-// Check 20: selection waits at most lock_timeout (1 s) for a lock and the
+// Selection waits at most lock_timeout (1 s) for a lock and the
 // batch fails with 503, never [] or empty bounds. A row lock alone does
 // not block a read: the page is served whole.
 func TestLockTimeout(t *testing.T) {
@@ -66,7 +66,7 @@ func TestLockTimeout(t *testing.T) {
 	require.Equal(t, 1.0, w.r.Metric(t, `buzz_thread_window_budget_exhausted_total{budget="db_timeout"}`))
 }
 
-// Check 21: with every connection of the writer pool held, the batch
+// With every connection of the writer pool held, the batch
 // fails after the pool's acquire timeout with 503; with its authorization
 // read blocked beyond the 8 s deadline (12 s, so a loaded machine's slower
 // start cannot let the lock go before the deadline) it fails at 8 s.
