@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		relayKey = event.GenerateKey() // single process only; never advertised
 	}
 	services.Listeners = newListenerWorker(cfg, db, st, relayKey, m, log)
-	resolver := tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
+	resolver := tenant.NewResolver(tenant.Config{LookupFunc: st.CommunityIDByHost})
 	services.Replica = openReplica(ctx, cfg, db, m, log)
 	reader := read.New(read.Config{Pool: db.Pool, Metrics: m, Logger: log,
 		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
@@ -352,21 +352,6 @@ func (a *Relay) Close() {
 	a.audit.close()
 	a.admission.Close()
 	a.db.Close()
-}
-
-// communityByHost is the tenant resolver's lookup: the community whose
-// host or alias is h, tenant.ErrUnknownHost when none is.
-func communityByHost(st *store.Store) func(ctx context.Context, h string) (string, error) {
-	return func(ctx context.Context, h string) (string, error) {
-		c, err := st.CommunityByHost(ctx, h)
-		if errors.Is(err, pg.ErrNotFound) {
-			return "", tenant.ErrUnknownHost
-		}
-		if err != nil {
-			return "", err
-		}
-		return c.ID, nil
-	}
 }
 
 // readCaps are the read engine's filter caps (BUZZ_FILTER_MAX_*).

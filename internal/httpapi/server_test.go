@@ -95,21 +95,6 @@ func (d *testDB) downPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-// communityByHost is the resolver's lookup, as the composition root wires
-// it: the community whose host or alias is h.
-func communityByHost(st *store.Store) tenant.LookupFunc {
-	return func(ctx context.Context, h string) (string, error) {
-		c, err := st.CommunityByHost(ctx, h)
-		if errors.Is(err, pg.ErrNotFound) {
-			return "", tenant.ErrUnknownHost
-		}
-		if err != nil {
-			return "", err
-		}
-		return c.ID, nil
-	}
-}
-
 // deliveries is the pipeline's live side, standing where the relay's
 // fan-out stands in production: it remembers every committed event offered
 // to live subscriptions and drops the reader's cached access as the
@@ -222,7 +207,7 @@ func setup(t *testing.T, d *testDB, change ...func(*httpapi.Config)) *testBundle
 	b.local = tenant.Tenant{CommunityID: cl.ID, Host: cl.Host}
 	b.general = fixture.Channel(t, d.pool, ca.ID, b.key, fixture.Named("general"))
 
-	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: communityByHost(st)})
+	b.resolver = tenant.NewResolver(tenant.Config{LookupFunc: st.CommunityIDByHost})
 	b.reader = read.New(read.Config{Pool: d.pool, Metrics: b.metrics, Logger: b.log, QueryHookFunc: b.reads.before})
 	b.fan.reader = b.reader
 	b.pipeline = b.newPipeline(d.pool)

@@ -38,6 +38,19 @@ func (s *Store) CommunityByHost(ctx context.Context, host string) (Community, er
 	return c, nil
 }
 
+// CommunityIDByHost returns the id of the community whose host or alias is
+// host, or "" when there is none: the lookup of tenant.Resolver.
+func (s *Store) CommunityIDByHost(ctx context.Context, host string) (string, error) {
+	c, err := s.CommunityByHost(ctx, host)
+	if errors.Is(err, pg.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.ID, nil
+}
+
 // CommunityGet returns the community whose id is id, without its aliases.
 // It returns pg.ErrNotFound when there is none.
 func (s *Store) CommunityGet(ctx context.Context, id string) (Community, error) {

@@ -25,8 +25,9 @@ const (
 )
 
 // LookupFunc returns the id of the community whose host or alias is the
-// normalised host h, ErrUnknownHost when there is none, or another error
-// when the lookup itself failed.
+// normalised host h, "" (or ErrUnknownHost) when there is none, or another
+// error when the lookup itself failed. The relay's is
+// store.CommunityIDByHost.
 type LookupFunc func(ctx context.Context, h string) (communityID string, err error)
 
 // Config configures a Resolver.

@@ -2,7 +2,6 @@ package tenant_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,14 +47,7 @@ func setup(t *testing.T) *testBundle {
 	b := &testBundle{st: store.New(pool), q: pool, clock: &clock{now: time.Unix(1_800_000_000, 0)}}
 	b.res = tenant.NewResolver(tenant.Config{NowFunc: b.clock.Now, LookupFunc: func(ctx context.Context, h string) (string, error) {
 		b.lookups.Add(1)
-		c, err := b.st.CommunityByHost(ctx, h)
-		if errors.Is(err, pg.ErrNotFound) {
-			return "", tenant.ErrUnknownHost
-		}
-		if err != nil {
-			return "", err
-		}
-		return c.ID, nil
+		return b.st.CommunityIDByHost(ctx, h)
 	}})
 	return b
 }

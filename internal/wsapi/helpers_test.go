@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -124,7 +123,7 @@ func (db *testDB) setupWith(t *testing.T, o options) *testBundle {
 		members = o.members
 	}
 	cfg := Config{
-		Resolver:  tenant.NewResolver(tenant.Config{LookupFunc: db.communityByHost}),
+		Resolver:  tenant.NewResolver(tenant.Config{LookupFunc: db.store.CommunityIDByHost}),
 		Submitter: b.pipeline,
 		Reader:    b.reader,
 		Members:   members,
@@ -152,19 +151,6 @@ func settings(change func(*config.Config)) config.Config {
 	s := config.Defaults()
 	change(&s)
 	return s
-}
-
-// communityByHost is the resolver's lookup, as the composition root wires
-// it: the community whose host or alias is h.
-func (db *testDB) communityByHost(ctx context.Context, h string) (string, error) {
-	c, err := db.store.CommunityByHost(ctx, h)
-	if errors.Is(err, pg.ErrNotFound) {
-		return "", tenant.ErrUnknownHost
-	}
-	if err != nil {
-		return "", err
-	}
-	return c.ID, nil
 }
 
 // fanout is the pipeline's live side on one process, as package app wires
