@@ -59,7 +59,7 @@ tags=$(scripts/secp256k1-tags.sh)
 mod=$(go list -m)
 soak="$mod/internal/soak"
 pkgs=()
-for p in cmd/buzz-relay internal/e2e internal/window cmd/buzz-bench internal/maintenance internal/replica; do
+for p in cmd/buzz-relay internal/e2e internal/window cmd/buzz-bench internal/app internal/replica; do
   pkgs+=("$mod/$p")
 done
 while read -r p; do
