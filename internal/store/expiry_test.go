@@ -119,6 +119,10 @@ func TestExpiredEventsAreNotRead(t *testing.T) {
 	exists, err := b.s.WindowThreadRootExists(ctx, w.cid, w.ch, unhex(t, w.topGone.ID))
 	require.NoError(t, err)
 	require.False(t, exists, "an expired root is absent, not a tombstone")
+	roots, err := b.s.WindowThreadRoots(ctx, w.cid, w.ch, [][]byte{unhex(t, w.replyGone.ID), unhex(t, w.replyLater.ID)})
+	require.NoError(t, err)
+	require.Len(t, roots, 1, "summary recovery skips an expired target")
+	require.Equal(t, w.replyLater.ID, hex.EncodeToString(roots[0].Target))
 
 	var snap int
 	require.NoError(t, b.s.ReadStateSnapshotRows(ctx, w.cid, unhex(t, w.alice.PubKey), 1<<20, 100,

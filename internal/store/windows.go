@@ -173,8 +173,9 @@ func (s *Store) WindowChannelRows(ctx context.Context, p WindowChannelRowsParams
 // windowRootsSQL finds the distinct roots of the target replies: each
 // target's retained thread_metadata row (a soft-deleted reply keeps its
 // row) names its root; a row without a root is not a reply. The target's
-// row and the root's event must both be in the channel. The root's own
-// row gives the counters; none means zero counts.
+// row and the root's event must both be in the channel, and neither may
+// have expired (docs/PROTOCOL.md §6.6). The root's own row gives the
+// counters; none means zero counts.
 const windowRootsSQL = `SELECT t.event_id, t.root_event_id, rm.reply_count, rm.descendant_count, rm.last_reply_at
 FROM thread_metadata t
 JOIN LATERAL (
@@ -187,7 +188,9 @@ LEFT JOIN LATERAL (
   WHERE m.community_id = t.community_id AND m.event_id = t.root_event_id AND m.channel_id = $3
   LIMIT 1) rm ON true
 WHERE t.community_id = $1 AND t.event_id = ANY($2::bytea[]) AND t.channel_id = $3
-  AND t.root_event_id IS NOT NULL`
+  AND t.root_event_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.community_id = t.community_id AND e.created_at = t.event_created_at
+                  AND e.id = t.event_id AND NOT ` + unexpired + `)`
 
 // WindowThreadRoot is a target reply's root and the root's counters (nil
 // without a thread_metadata row of its own).

@@ -19,6 +19,13 @@
 -- tag named "expiration" whose value is 1–12 ASCII digits. A row whose tags
 -- break the rule keeps NULL (it never expires), as the relay refuses such an
 -- event today and never stored it with that meaning.
+--
+-- search_day_matches (0010) returns expires_at too, so a search's rank
+-- window applies the same read predicate as every other read: its return
+-- type changes, which CREATE OR REPLACE cannot do, so it is dropped and
+-- created again in this transaction (no caller sees it missing). Callers
+-- name the columns they read, so a relay of the previous version keeps
+-- working against the new function.
 SET LOCAL lock_timeout = '5s';
 
 ALTER TABLE events ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
@@ -36,3 +43,19 @@ FROM (
 ) x
 WHERE x.n = 1 AND x.v ~ '^[0-9]{1,12}$'
   AND e.community_id = x.community_id AND e.created_at = x.created_at AND e.id = x.id;
+
+DROP FUNCTION search_day_matches(text[]);
+
+CREATE FUNCTION search_day_matches(keys text[])
+RETURNS TABLE (community_id uuid, id bytea, kind int, pubkey bytea, channel_id uuid,
+               created_at timestamptz, deleted_at timestamptz, expires_at timestamptz, search_tsv tsvector)
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT e.community_id, e.id, e.kind, e.pubkey, e.channel_id, e.created_at, e.deleted_at, e.expires_at, e.search_tsv
+    FROM events AS e
+    WHERE search_day_keys(e.community_id, e.created_at, e.search_tsv) && keys;
+END
+$$;
