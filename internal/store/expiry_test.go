@@ -190,3 +190,23 @@ func TestExpiredPurge(t *testing.T) {
 	require.Equal(t, 1, count(t, b.pool, `SELECT count(*) FROM parameterized_event_watermarks WHERE community_id = $1`, w.cid),
 		"the read-state watermark outlives the row")
 }
+
+// The one-event statement with an expiration and operator-listener targets
+// binds both (expires_at $17, targets $18).
+func TestEventInsertExpirationWithListeners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupPool(t)
+	cid := b.community(t)
+	target := pubkey()
+	require.NoError(t, b.s.ListenerRegister(ctx, pubkey(), []string{target}))
+	ev := eventtest.NewKey().Signed(t, 9, eventtest.Tag("p", target), expiresIn(600))
+	res, err := b.s.EventInsertCounted(ctx, store.EventInsertParams{CommunityID: cid, Event: &ev,
+		ListenerTargets: store.MentionTargets(&ev)})
+	require.NoError(t, err)
+	require.True(t, res.Inserted)
+	require.Equal(t, int64(1), res.ListenerRows)
+	at, _, _ := ev.Expiration()
+	require.Equal(t, 1, count(t, b.pool, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2 AND expires_at = to_timestamp($3)`,
+		cid, unhex(t, ev.ID), at))
+}
