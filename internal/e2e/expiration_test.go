@@ -118,6 +118,8 @@ func TestExpiration(t *testing.T) {
 	require.Equal(t, 1, countRows(t, r, `SELECT count(*) FROM events WHERE id = $1`, idBytes(t, soon.ID)),
 		"the row is still stored: the reads skip it on their own")
 
+	w.C.CloseNow() // no close handshake to wait for at shutdown
+	live.C.CloseNow()
 	pool := e.stop(t) // chains every pending intent
 	job := maintenance.NewExpiredPurge(maintenance.ExpiredPurgeConfig{Pool: pool, Interval: 10 * time.Millisecond})
 	job.TestSignals.Init()
