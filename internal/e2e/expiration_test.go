@@ -117,6 +117,12 @@ func TestExpiration(t *testing.T) {
 	require.Equal(t, int64(1), count, "COUNT agrees with REQ")
 	require.Equal(t, 1, countRows(t, r, `SELECT count(*) FROM events WHERE id = $1`, idBytes(t, soon.ID)),
 		"the row is still stored: the reads skip it on their own")
+	ok, msg := w.Publish(owner.Signed(t, 9, eventtest.Channel(ch), eventtest.Tag("e", soon.ID, "", "reply")))
+	require.False(t, ok)
+	require.Equal(t, "invalid: reply parent not found", msg, "a write does not find the expired event either")
+	ok, msg = w.Publish(owner.Signed(t, 7, eventtest.Channel(ch), eventtest.Tag("e", soon.ID), eventtest.Content("+")))
+	require.False(t, ok)
+	require.Equal(t, "invalid: reaction target event not found", msg)
 
 	w.C.CloseNow() // no close handshake to wait for at shutdown
 	live.C.CloseNow()

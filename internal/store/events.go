@@ -267,7 +267,9 @@ type EventRef struct {
 }
 
 // EventLookup finds an event of the community by id, deleted or not.
-// pg.ErrNotFound when there is none.
+// pg.ErrNotFound when there is none, or when its NIP-40 expiration has
+// passed: a write that names an expired event (a reply, a reaction, an
+// edit, a deletion) is judged as after the purge (docs/PROTOCOL.md §6.6).
 func (s *Store) EventLookup(ctx context.Context, communityID, id string) (EventRef, error) {
 	q := s.q
 	raw, err := hex.DecodeString(id)
@@ -282,7 +284,8 @@ func (s *Store) EventLookup(ctx context.Context, communityID, id string) (EventR
 		tags    []byte
 	)
 	err = q.QueryRow(ctx, `SELECT pubkey, kind, created_at, channel_id::text, deleted_at IS NOT NULL, tags
-		FROM events WHERE community_id = $1 AND id = $2 ORDER BY deleted_at NULLS FIRST LIMIT 1`, communityID, raw).
+		FROM events e WHERE e.community_id = $1 AND e.id = $2 AND `+unexpired+`
+		ORDER BY e.deleted_at NULLS FIRST LIMIT 1`, communityID, raw).
 		Scan(&pub, &ref.Kind, &ts, &channel, &ref.Deleted, &tags)
 	if err != nil {
 		return EventRef{}, fmt.Errorf("lookup event: %w", pg.MapError(err))

@@ -124,6 +124,11 @@ func TestExpiredEventsAreNotRead(t *testing.T) {
 	require.Len(t, roots, 1, "summary recovery skips an expired target")
 	require.Equal(t, w.replyLater.ID, hex.EncodeToString(roots[0].Target))
 
+	_, err = b.s.EventLookup(ctx, w.cid, w.topGone.ID)
+	require.ErrorIs(t, err, pg.ErrNotFound, "a write that names an expired event does not find it")
+	_, err = b.s.EventLookup(ctx, w.cid, w.replyLater.ID)
+	require.NoError(t, err)
+
 	var snap int
 	require.NoError(t, b.s.ReadStateSnapshotRows(ctx, w.cid, unhex(t, w.alice.PubKey), 1<<20, 100,
 		func(store.ReadStateSnapshotRow) bool { snap++; return true }))
