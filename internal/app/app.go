@@ -115,7 +115,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		slog.Bool("read_replica", cfg.ReadDatabaseURL != ""))
 	st := store.New(db.Pool)
 	registry, m := newMetrics(cfg, db)
-	services := newServices(db, st, m, log)
+	services := newServices(cfg, db, st, m, log)
 	if err := services.Partitions.Ensure(ctx); err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func TestStart(t *testing.T) {
 		a := b.start(t)
 		s := a.services
 		require.Nil(t, s.Listeners, "no delivery worker without configured listeners")
-		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership, s.ListenerReaper}, s.list(),
+		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.ExpiredPurge, s.Membership, s.ListenerReaper}, s.list(),
 			"the listener reaper runs on every process")
 		for _, svc := range s.list() {
 			require.NotNil(t, svc)
@@ -128,11 +128,12 @@ func TestRun(t *testing.T) {
 	t.Run("StartsAndStopsTheServices", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, map[string]string{"BUZZ_REQUIRE_RELAY_MEMBERSHIP": "true",
-			"RELAY_OWNER_PUBKEY": eventtest.NewKey().PubKey})
+			"RELAY_OWNER_PUBKEY": eventtest.NewKey().PubKey, "BUZZ_EXPIRED_PURGE_INTERVAL_MS": "1000"})
 		b.cfg.MembershipRecheck = 10 * time.Millisecond
 		a := b.start(t)
 		defer a.Close()
 		a.services.Membership.TestSignals.Init()
+		a.services.ExpiredPurge.TestSignals.Init()
 		listeners := make([]net.Listener, 3)
 		for i := range listeners {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -148,6 +149,8 @@ func TestRun(t *testing.T) {
 			JOIN communities c ON c.id = m.community_id WHERE c.host = 'localhost:3000' AND m.role = 'owner'`).Scan(&owners))
 		require.Equal(t, 1, owners, "Run bootstrapped the deployment community and its owner before serving")
 		require.True(t, a.services.Membership.Running())
+		require.Zero(t, a.services.ExpiredPurge.TestSignals.Purged.WaitOrTimeout(t),
+			"the expired purge runs every BUZZ_EXPIRED_PURGE_INTERVAL_MS")
 		cancel()
 		require.NoError(t, <-done)
 		for _, svc := range a.services.list() {

@@ -27,6 +27,9 @@ type Services struct {
 	Analyze *maintenance.Analyze
 	// ReplayPurge deletes used NIP-98 ids older than 180 s (every 60 s).
 	ReplayPurge *maintenance.ReplayPurge
+	// ExpiredPurge deletes events whose NIP-40 expiration has passed
+	// (every BUZZ_EXPIRED_PURGE_INTERVAL_MS, 60 s by default).
+	ExpiredPurge *maintenance.ExpiredPurge
 	// Membership revalidates relay membership of authenticated connections
 	// (every BUZZ_MEMBERSHIP_RECHECK, only with RequireRelayMembership).
 	Membership *wsapi.MembershipService
@@ -46,12 +49,14 @@ type Services struct {
 
 // newServices builds the database jobs; the other services are added as
 // Start builds their parts.
-func newServices(db *Database, st *store.Store, m *metrics.Metrics, log *slog.Logger) *Services {
+func newServices(cfg config.Config, db *Database, st *store.Store, m *metrics.Metrics, log *slog.Logger) *Services {
 	return &Services{
 		Partitions: maintenance.NewPartitions(maintenance.PartitionsConfig{Pool: db.Pool, Logger: log,
 			Errors: m.PartitionMaintenanceErrors}),
 		Analyze:     maintenance.NewAnalyze(maintenance.AnalyzeConfig{Pool: db.Pool, Logger: log}),
 		ReplayPurge: maintenance.NewReplayPurge(maintenance.ReplayPurgeConfig{Store: st, Logger: log}),
+		ExpiredPurge: maintenance.NewExpiredPurge(maintenance.ExpiredPurgeConfig{Pool: db.Pool, Logger: log,
+			Interval: cfg.ExpiredPurgeInterval}),
 		ListenerReaper: listener.NewReaper(listener.ReaperConfig{Pool: db.Pool, Logger: log,
 			Metrics: m}),
 	}
@@ -75,7 +80,7 @@ func newListenerWorker(cfg config.Config, db *Database, st *store.Store, relayKe
 
 // list is every service, in the order Run starts them.
 func (s *Services) list() []service.Service {
-	list := []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.Membership}
+	list := []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.ExpiredPurge, s.Membership}
 	if s.Replica != nil {
 		list = append(list, s.Replica)
 	}

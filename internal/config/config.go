@@ -28,6 +28,9 @@ const (
 	DefaultRedisPoolSize         = 16
 	DefaultLogFormat             = "auto"
 	DefaultSearchRankWindow      = 1000
+	// DefaultExpiredPurgeInterval is how often expired events are deleted
+	// (BUZZ_EXPIRED_PURGE_INTERVAL_MS, docs/OPERATIONS.md "Expired events").
+	DefaultExpiredPurgeInterval = 60 * time.Second
 
 	DefaultHeartbeatInterval      = 30 * time.Second
 	DefaultAuthTimeout            = 5 * time.Second
@@ -177,6 +180,12 @@ type Config struct {
 	// NIP-50 search statement ranks (BUZZ_SEARCH_RANK_WINDOW,
 	// docs/PROTOCOL.md §12.4), 100–10000. Default 1000.
 	SearchRankWindow int
+	// ExpiredPurgeInterval is how often the maintenance job deletes events
+	// whose NIP-40 expiration has passed (BUZZ_EXPIRED_PURGE_INTERVAL_MS,
+	// 1,000–86,400,000 ms). Default 60 s. Reads never return an expired
+	// event whatever it is (docs/PROTOCOL.md §6.6); it only bounds how long
+	// the rows stay on disk.
+	ExpiredPurgeInterval time.Duration
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -276,6 +285,8 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.Admission = l.admission()
 	c.Filters = l.filterLimits()
 	c.SearchRankWindow = l.integer("BUZZ_SEARCH_RANK_WINDOW", DefaultSearchRankWindow, 100, 10000)
+	c.ExpiredPurgeInterval = time.Duration(l.integer("BUZZ_EXPIRED_PURGE_INTERVAL_MS",
+		int(DefaultExpiredPurgeInterval/time.Millisecond), 1000, 86400000)) * time.Millisecond
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -365,6 +376,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("admission", c.Admission),
 		slog.Any("filters", c.Filters),
 		slog.Int("search_rank_window", c.SearchRankWindow),
+		slog.Int64("expired_purge_interval_ms", c.ExpiredPurgeInterval.Milliseconds()),
 		slog.Any("reads", c.Reads),
 	)
 }
@@ -418,7 +430,7 @@ var knownVariables = []string{
 	"BUZZ_READ_TIME_PER_SECOND_MS", "BUZZ_READ_TIME_BURST_MS",
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
-	"BUZZ_SEARCH_RANK_WINDOW",
+	"BUZZ_SEARCH_RANK_WINDOW", "BUZZ_EXPIRED_PURGE_INTERVAL_MS",
 }
 
 // reservedPrefixes are kept for variables of other parts of the relay

@@ -79,8 +79,9 @@ func TestLoad(t *testing.T) {
 			OperatorListenerTimeout: 5 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 60, HumanAPICallsPerMin: 300, HumanWSEventsPerSec: 10,
 				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
-			Filters:          defaultFilterLimits,
-			SearchRankWindow: 1000,
+			Filters:              defaultFilterLimits,
+			SearchRankWindow:     1000,
+			ExpiredPurgeInterval: 60 * time.Second,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
@@ -107,6 +108,7 @@ func TestLoad(t *testing.T) {
 			"DATABASE_URL", "postgres://buzz:pw@db.example:5432/buzz",
 			"BUZZ_DATA_DIR", "/var/lib/buzz",
 			"BUZZ_SEARCH_RANK_WINDOW", " 2500 ",
+			"BUZZ_EXPIRED_PURGE_INTERVAL_MS", "5000",
 			"RELAY_URL", "wss://Relay.Example.:443/",
 			"BUZZ_BIND_ADDR", "127.0.0.1:4000",
 			"BUZZ_HEALTH_PORT", "18080",
@@ -195,8 +197,9 @@ func TestLoad(t *testing.T) {
 			AmbiguousCommitTimeout:  30 * time.Second,
 			Admission: Admission{HumanMessagesPerMin: 1, HumanAPICallsPerMin: 2, HumanWSEventsPerSec: 3,
 				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
-			Filters:          defaultFilterLimits,
-			SearchRankWindow: 2500,
+			Filters:              defaultFilterLimits,
+			SearchRankWindow:     2500,
+			ExpiredPurgeInterval: 5 * time.Second,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
@@ -496,5 +499,22 @@ func TestSearchRankWindow(t *testing.T) {
 		var ce *Error
 		require.ErrorAs(t, err, &ce, v)
 		require.Equal(t, "BUZZ_SEARCH_RANK_WINDOW", ce.Variable, v)
+	}
+}
+
+// The expired-event purge interval (docs/OPERATIONS.md "Expired events"):
+// 1,000–86,400,000 ms, default 60 s; any other value stops the start.
+func TestExpiredPurgeInterval(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]time.Duration{"": time.Minute, "1000": time.Second, "86400000": 24 * time.Hour, " 2500 ": 2500 * time.Millisecond} {
+		c, _, err := load(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", v)
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.ExpiredPurgeInterval, v)
+	}
+	for _, v := range []string{"999", "86400001", "0", "-5", "1e3", "often", "1000.5"} {
+		_, _, err := load(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", v)
+		var ce *Error
+		require.ErrorAs(t, err, &ce, v)
+		require.Equal(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", ce.Variable, v)
 	}
 }

@@ -295,6 +295,11 @@ func (p *Pipeline) check(req *Request) error {
 	if hasNUL(ev) {
 		return invalid("event contains a NUL character")
 	}
+	if at, present, ok := ev.Expiration(); !ok { // NIP-40, docs/PROTOCOL.md §6.6
+		return &refusal{Result{Code: Rejected, Message: wire.MsgBadExpiration}}
+	} else if present && at <= now {
+		return &refusal{Result{Code: Rejected, Message: wire.MsgExpired}}
+	}
 	if ev.PubKey != req.Author && ev.Kind != event.KindGiftWrap { // 8
 		return &refusal{Result{Code: Forbidden, Message: wire.Reason(wire.Invalid, "event pubkey does not match authenticated identity")}}
 	}

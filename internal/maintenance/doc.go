@@ -8,6 +8,10 @@
 //	                          the current month stops the start)
 //	Analyze      every 10 s   ANALYZE of the tables with at least 1,000 changed rows
 //	ReplayPurge  every 60 s   NIP-98 replay ids older than 180 s deleted
+//	ExpiredPurge every BUZZ_EXPIRED_PURGE_INTERVAL_MS (60 s)
+//	                          events whose NIP-40 expiration has passed deleted,
+//	                          500 a transaction, at most 20 transactions a pass
+//	                          (docs/PROTOCOL.md §6.6)
 //
 // It also holds two read-only reports on read state: ReadStateReport, which
 // an operator runs by hand (buzz-relay maintenance read-state --report,

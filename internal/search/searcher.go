@@ -329,9 +329,10 @@ type Stored struct {
 	Channel string
 }
 
-// Hydrate loads the live (not deleted) events of hits in community, in one
-// statement, keyed by lowercase hex id. Hits missing from the result (deleted
-// or gone since the FTS statement) are absent from the map. Each hit is
+// Hydrate loads the live (not deleted, not expired: docs/PROTOCOL.md §6.6)
+// events of hits in community, in one statement, keyed by lowercase hex id.
+// Hits missing from the result (deleted, expired or gone since the FTS
+// statement) are absent from the map. Each hit is
 // looked up by its full primary key (community, created_at, id), so the
 // statement probes one partition per hit instead of every partition per id.
 func (s *Searcher) Hydrate(ctx context.Context, community string, hits []Hit) (map[string]Stored, error) {
@@ -358,7 +359,7 @@ func (s *Searcher) HydrateOn(ctx context.Context, q pg.Querier, community string
 		SELECT e.id, e.pubkey, EXTRACT(EPOCH FROM e.created_at)::bigint, e.kind, e.tags, e.content, e.sig, e.channel_id::text
 		  FROM unnest($2::timestamptz[], $3::bytea[]) AS h(created_at, id)
 		  JOIN events e ON e.community_id = $1 AND e.created_at = h.created_at AND e.id = h.id
-		 WHERE e.deleted_at IS NULL`, community, at, ids)
+		 WHERE e.deleted_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())`, community, at, ids)
 	if err != nil {
 		return nil, fmt.Errorf("database error: %w", err)
 	}
@@ -390,7 +391,7 @@ func (s *Searcher) HydrateOn(ctx context.Context, q pg.Querier, community string
 	return out, nil
 }
 
-// LiveIDs returns which of ids are live (stored and not deleted) in
+// LiveIDs returns which of ids are live (stored, not deleted, not expired) in
 // community, as lowercase hex. The read engine uses it for the edit-target
 // check of kind 40003.
 func (s *Searcher) LiveIDs(ctx context.Context, community string, ids [][]byte) (map[string]bool, error) {
@@ -408,7 +409,8 @@ func (s *Searcher) LiveIDsOn(ctx context.Context, q pg.Querier, community string
 		return out, nil
 	}
 	rows, err := q.Query(ctx, `
-		SELECT id FROM events WHERE community_id = $1 AND id = ANY($2::bytea[]) AND deleted_at IS NULL`, community, ids)
+		SELECT id FROM events WHERE community_id = $1 AND id = ANY($2::bytea[]) AND deleted_at IS NULL
+		  AND (expires_at IS NULL OR expires_at > now())`, community, ids)
 	if err != nil {
 		return nil, fmt.Errorf("database error: %w", err)
 	}

@@ -96,12 +96,14 @@ WHERE `)
 }
 
 // predicates returns the conditions every match of q meets, community_id
-// = $1 first (docs/PROTOCOL.md §12.4): not deleted, the tsquery, then the scope,
-// kinds, authors, since and until of the filter, binding values with arg.
+// = $1 first (docs/PROTOCOL.md §12.4): not deleted, not expired
+// (docs/PROTOCOL.md §6.6), the tsquery, then the scope, kinds, authors,
+// since and until of the filter, binding values with arg.
 func predicates(q *Query, arg func(any) string) string {
 	var b strings.Builder
 	b.WriteString(`community_id = $1
   AND deleted_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
   AND search_tsv @@ search_query.query`)
 	if frag := q.Scope.fragment(arg); frag != "" {
 		b.WriteString("\n  AND " + frag)

@@ -67,6 +67,7 @@ type batchArgs struct {
 	community, channel, dTag           []*string
 	id, pubkey, sig                    [][]byte
 	createdAt                          []int64
+	expires                            []*int64
 	kind                               []int32
 	tags, content                      []string
 	auditKey, auditAction, auditObject []*string
@@ -88,6 +89,7 @@ func (b *batchArgs) add(p EventInsertParams) error {
 	b.community = append(b.community, &cid)
 	b.id, b.pubkey, b.sig = append(b.id, r.id), append(b.pubkey, r.pub), append(b.sig, r.sig)
 	b.createdAt, b.kind = append(b.createdAt, ev.CreatedAt), append(b.kind, int32(ev.Kind))
+	b.expires = append(b.expires, r.expires)
 	b.tags, b.content = append(b.tags, string(r.tags)), append(b.content, ev.Content)
 	b.channel, b.dTag = append(b.channel, nullUUID(p.Channel)), append(b.dTag, p.DTag)
 	b.auditKey, b.auditAction = append(b.auditKey, r.auditKey), append(b.auditAction, r.auditAction)
@@ -104,7 +106,7 @@ func (b *batchArgs) add(p EventInsertParams) error {
 func (b *batchArgs) values() []any {
 	return []any{b.community, b.id, b.pubkey, b.createdAt, b.kind, b.tags, b.content, b.sig, b.channel, b.dTag,
 		b.auditKey, b.auditAction, b.auditActor, b.auditObject, b.auditDetail,
-		b.mCommunity, b.mID, b.mPubkey, b.lCommunity, b.lID, b.lTarget}
+		b.mCommunity, b.mID, b.mPubkey, b.lCommunity, b.lID, b.lTarget, b.expires}
 }
 
 // eventBatchSQL is EventInsert's statement for many events: each CTE
@@ -114,12 +116,13 @@ func (b *batchArgs) values() []any {
 const eventBatchSQL = `
 		WITH v AS (
 			SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[],
-				$8::bytea[], $9::uuid[], $10::text[], $11::text[], $12::text[], $13::bytea[], $14::text[], $15::text[])
+				$8::bytea[], $9::uuid[], $10::text[], $11::text[], $12::text[], $13::bytea[], $14::text[], $15::text[], $22::bigint[])
 				AS v(community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag,
-				     audit_key, audit_action, audit_actor, audit_object, audit_detail)
+				     audit_key, audit_action, audit_actor, audit_object, audit_detail, expires_at)
 		), ins AS (
-			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
-			SELECT community_id, id, pubkey, to_timestamp(created_at), kind, tags::jsonb, content, sig, channel_id, d_tag FROM v
+			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag, expires_at)
+			SELECT community_id, id, pubkey, to_timestamp(created_at), kind, tags::jsonb, content, sig, channel_id, d_tag,
+				to_timestamp(expires_at) FROM v
 			ON CONFLICT DO NOTHING
 			RETURNING community_id, id
 		), m AS (

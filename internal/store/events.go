@@ -93,10 +93,22 @@ func insertStatement(p EventInsertParams) (eventStatement, error) {
 	ev := p.Event
 	args := []any{p.CommunityID, r.id, r.pub, ev.CreatedAt, ev.Kind, r.tags, ev.Content, r.sig, nullUUID(p.Channel), p.DTag, r.mentions,
 		r.auditKey, r.auditAction, r.auditActor, r.auditObject, r.auditDetail}
-	if len(r.targets) == 0 {
-		return eventStatement{sql: eventInsertSQL, args: args}, nil
+	expires := r.expires != nil
+	if expires {
+		args = append(args, *r.expires)
 	}
-	return eventStatement{sql: eventInsertListenersSQL, args: append(args, r.targets), listeners: true}, nil
+	listeners := len(r.targets) > 0
+	if listeners {
+		args = append(args, r.targets)
+	}
+	return eventStatement{sql: eventInsertStatements[b2i(expires)][b2i(listeners)], args: args, listeners: listeners}, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // insertRow is an EventInsertParams decoded into column values: what the
@@ -106,6 +118,9 @@ type insertRow struct {
 	tags         []byte // JSON
 	mentions     []string
 	targets      [][]byte
+	// expires is the NIP-40 expiration in Unix seconds, nil without one
+	// (the events.expires_at column, docs/PROTOCOL.md §6.6).
+	expires *int64
 	// The audit intent's columns; all nil without an intent.
 	auditKey, auditAction, auditObject, auditDetail *string
 	auditActor                                      []byte
@@ -132,6 +147,9 @@ func decodeInsert(p EventInsertParams) (insertRow, error) {
 		}
 	}
 	r.mentions = Mentions(ev)
+	if at, present, ok := ev.Expiration(); present && ok {
+		r.expires = &at
+	}
 	if a := p.Audit; a != nil {
 		d := string(a.Detail)
 		r.auditKey, r.auditAction, r.auditActor, r.auditObject, r.auditDetail = &a.DedupeKey, &a.Action, a.Actor, a.ObjectID, &d
@@ -158,6 +176,14 @@ func (st eventStatement) scan(row pgx.Row) (EventInsertResult, error) {
 	return res, nil
 }
 
+// eventInsertStatements are EventInsert's statements, by [expiration][listener
+// targets]: an event without either runs exactly the statement from before
+// both features.
+var eventInsertStatements = [2][2]string{
+	{eventInsertHead + eventInsertTail, eventInsertHead + eventInsertListenersTail("$17")},
+	{eventInsertExpiresHead + eventInsertTail, eventInsertExpiresHead + eventInsertListenersTail("$18")},
+}
+
 // eventInsertHead is EventInsert's statement up to the end of its last
 // data-modifying CTE: the event row, its event_mentions rows and its audit
 // intent.
@@ -165,7 +191,19 @@ const eventInsertHead = `
 		WITH ins AS (
 			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
 			VALUES ($1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10)
-			ON CONFLICT DO NOTHING
+			ON CONFLICT DO NOTHING` + eventInsertSides
+
+// eventInsertExpiresHead is eventInsertHead for an event with a NIP-40
+// expiration ($17, Unix seconds): the row's expires_at (docs/PROTOCOL.md §6.6).
+const eventInsertExpiresHead = `
+		WITH ins AS (
+			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag, expires_at)
+			VALUES ($1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10, to_timestamp($17::bigint))
+			ON CONFLICT DO NOTHING` + eventInsertSides
+
+// eventInsertSides are the CTEs after the event row: its event_mentions
+// rows and its audit intent.
+const eventInsertSides = `
 			RETURNING 1
 		), m AS (
 			INSERT INTO event_mentions (community_id, pubkey_hex, event_id, event_created_at, channel_id, event_kind)
@@ -178,25 +216,27 @@ const eventInsertHead = `
 			WHERE $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM ins)
 			ON CONFLICT (community_id, dedupe_key) DO NOTHING`
 
-// eventInsertSQL is the statement of every event without listener targets.
-const eventInsertSQL = eventInsertHead + `
+// eventInsertTail ends the statement of every event without listener targets.
+const eventInsertTail = `
 		)
 		SELECT count(*) FROM ins`
 
-// eventInsertListenersSQL adds the operator-listener outbox rows
-// (docs/PROTOCOL.md §15.4): one per registration of a target ($17), only when the event row
-// was created.
-const eventInsertListenersSQL = eventInsertHead + `
+// eventInsertListenersTail adds the operator-listener outbox rows
+// (docs/PROTOCOL.md §15.4): one per registration of a target (the bytea[]
+// parameter targets), only when the event row was created.
+func eventInsertListenersTail(targets string) string {
+	return `
 		), l AS (
 			INSERT INTO operator_listener_outbox
 			  (listener_pubkey, target_pubkey, community_id, event_id, event_kind, event_created_at)
 			SELECT r.listener_pubkey, r.target_pubkey, $1, $2, $5, to_timestamp($4)
 			FROM operator_listener_pubkeys r
-			WHERE r.target_pubkey = ANY($17::bytea[]) AND EXISTS (SELECT 1 FROM ins)
+			WHERE r.target_pubkey = ANY(` + targets + `::bytea[]) AND EXISTS (SELECT 1 FROM ins)
 			ON CONFLICT DO NOTHING
 			RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM l)`
+}
 
 // Mentions returns the distinct p-tag values that are exactly 64 lowercase
 // hex characters, in first-seen order: the event_mentions rows of an event.
@@ -227,7 +267,9 @@ type EventRef struct {
 }
 
 // EventLookup finds an event of the community by id, deleted or not.
-// pg.ErrNotFound when there is none.
+// pg.ErrNotFound when there is none, or when its NIP-40 expiration has
+// passed: a write that names an expired event (a reply, a reaction, an
+// edit, a deletion) is judged as after the purge (docs/PROTOCOL.md §6.6).
 func (s *Store) EventLookup(ctx context.Context, communityID, id string) (EventRef, error) {
 	q := s.q
 	raw, err := hex.DecodeString(id)
@@ -242,7 +284,8 @@ func (s *Store) EventLookup(ctx context.Context, communityID, id string) (EventR
 		tags    []byte
 	)
 	err = q.QueryRow(ctx, `SELECT pubkey, kind, created_at, channel_id::text, deleted_at IS NOT NULL, tags
-		FROM events WHERE community_id = $1 AND id = $2 ORDER BY deleted_at NULLS FIRST LIMIT 1`, communityID, raw).
+		FROM events e WHERE e.community_id = $1 AND e.id = $2 AND `+unexpired+`
+		ORDER BY e.deleted_at NULLS FIRST LIMIT 1`, communityID, raw).
 		Scan(&pub, &ref.Kind, &ts, &channel, &ref.Deleted, &tags)
 	if err != nil {
 		return EventRef{}, fmt.Errorf("lookup event: %w", pg.MapError(err))

@@ -117,7 +117,7 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 	f := p.Filter
 	b := &queryBuilder{}
 	cid := b.arg(p.CommunityID)
-	b.where = append(b.where, "e.community_id = "+cid, "e.deleted_at IS NULL")
+	b.where = append(b.where, "e.community_id = "+cid, "e.deleted_at IS NULL", unexpired)
 
 	// Access scope.
 	switch {

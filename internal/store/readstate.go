@@ -142,7 +142,7 @@ func (s *Store) ReadStateSnapshotRows(ctx context.Context, communityID string, p
 		         COALESCE(sum(octet_length(e.content)) OVER (ORDER BY e.created_at DESC, e.id ASC
 		           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS content_before
 		  FROM events e
-		  WHERE e.community_id = $1 AND e.pubkey = $2 AND e.kind = 30078 AND e.deleted_at IS NULL
+		  WHERE e.community_id = $1 AND e.pubkey = $2 AND e.kind = 30078 AND e.deleted_at IS NULL AND `+unexpired+`
 		    AND e.d_tag LIKE 'read-state:%' AND nip_rs_read_state_row(e.kind, e.d_tag, e.tags)
 		) s
 		WHERE content_before <= $3

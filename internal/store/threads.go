@@ -168,7 +168,7 @@ func (s *Store) ThreadReplies(ctx context.Context, p ThreadRepliesParams) ([]Sto
 		FROM thread_metadata t
 		JOIN events e ON e.community_id = t.community_id AND e.id = t.event_id AND e.created_at = t.event_created_at
 		WHERE t.community_id = $1 AND t.root_event_id = $2 AND t.depth BETWEEN 1 AND $3
-		  AND t.channel_id = ANY($4::uuid[]) AND e.deleted_at IS NULL AND `+cursor+`
+		  AND t.channel_id = ANY($4::uuid[]) AND e.deleted_at IS NULL AND `+unexpired+` AND `+cursor+`
 		ORDER BY t.event_created_at ASC, t.event_id ASC LIMIT $5`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("thread replies: %w", err)

@@ -56,7 +56,8 @@ func afterSQL(n int) string {
 // windowLoadSQL loads stored events by primary key, for rows already charged.
 const windowLoadSQL = "SELECT " + windowEventColumns + `
 FROM unnest($2::timestamptz[], $3::bytea[]) AS k(created_at, id)
-JOIN events e ON e.community_id = $1 AND e.created_at = k.created_at AND e.id = k.id`
+JOIN events e ON e.community_id = $1 AND e.created_at = k.created_at AND e.id = k.id
+WHERE ` + unexpired
 
 // WindowLoadStatement is the load of docs/NIP-CW.md §5.3 and of every aux
 // page, and its arguments: the stored events of keys, by primary key, in
@@ -105,7 +106,7 @@ const windowRowsSQL = "SELECT " + windowEventColumns + `, tm.reply_count, tm.des
 FROM events e
 LEFT JOIN thread_metadata tm
   ON tm.community_id = e.community_id AND tm.event_created_at = e.created_at AND tm.event_id = e.id
-WHERE e.community_id = $1 AND e.channel_id = $2 AND e.deleted_at IS NULL
+WHERE e.community_id = $1 AND e.channel_id = $2 AND e.deleted_at IS NULL AND ` + unexpired + `
   AND (tm.depth IS NULL OR tm.depth = 0 OR (tm.depth = 1 AND tm.broadcast = true))`
 
 // WindowChannelRowsParams are the arguments of WindowChannelRows.
@@ -172,20 +173,24 @@ func (s *Store) WindowChannelRows(ctx context.Context, p WindowChannelRowsParams
 // windowRootsSQL finds the distinct roots of the target replies: each
 // target's retained thread_metadata row (a soft-deleted reply keeps its
 // row) names its root; a row without a root is not a reply. The target's
-// row and the root's event must both be in the channel. The root's own
-// row gives the counters; none means zero counts.
+// row and the root's event must both be in the channel, and neither may
+// have expired (docs/PROTOCOL.md §6.6). The root's own row gives the
+// counters; none means zero counts.
 const windowRootsSQL = `SELECT t.event_id, t.root_event_id, rm.reply_count, rm.descendant_count, rm.last_reply_at
 FROM thread_metadata t
 JOIN LATERAL (
   SELECT 1 FROM events r
   WHERE r.community_id = t.community_id AND r.id = t.root_event_id AND r.channel_id = $3
+    AND (r.expires_at IS NULL OR r.expires_at > now())
   LIMIT 1) r ON true
 LEFT JOIN LATERAL (
   SELECT m.reply_count, m.descendant_count, m.last_reply_at FROM thread_metadata m
   WHERE m.community_id = t.community_id AND m.event_id = t.root_event_id AND m.channel_id = $3
   LIMIT 1) rm ON true
 WHERE t.community_id = $1 AND t.event_id = ANY($2::bytea[]) AND t.channel_id = $3
-  AND t.root_event_id IS NOT NULL`
+  AND t.root_event_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.community_id = t.community_id AND e.created_at = t.event_created_at
+                  AND e.id = t.event_id AND NOT ` + unexpired + `)`
 
 // WindowThreadRoot is a target reply's root and the root's counters (nil
 // without a thread_metadata row of its own).
@@ -228,7 +233,7 @@ CROSS JOIN LATERAL (
   SELECT e.pubkey, max(e.created_at) AS latest
   FROM thread_metadata tm
   JOIN events e ON e.community_id = tm.community_id AND e.created_at = tm.event_created_at AND e.id = tm.event_id
-  WHERE tm.community_id = $1 AND tm.root_event_id = x.root AND e.deleted_at IS NULL
+  WHERE tm.community_id = $1 AND tm.root_event_id = x.root AND e.deleted_at IS NULL AND ` + unexpired + `
   GROUP BY e.pubkey
   ORDER BY latest DESC, e.pubkey ASC
   LIMIT $3) p
@@ -316,7 +321,7 @@ func WindowAuxStatement(p WindowAuxParams) (string, []any) {
        octet_length(e.content) + octet_length(e.tags::text) AS payload_bytes
 FROM events e
 WHERE e.community_id = $1 AND e.kind = ANY($2::int[])
-  AND ($3::bool OR e.deleted_at IS NULL)
+  AND ($3::bool OR e.deleted_at IS NULL) AND ` + unexpired + `
   AND ((e.channel_id IS NULL AND e.kind = ANY($4::int[])) OR $5::uuid[] IS NULL OR e.channel_id = ANY($5::uuid[]))
   AND (`)
 	for i, t := range p.Targets {
@@ -359,11 +364,11 @@ func (s *Store) WindowAuxPage(ctx context.Context, p WindowAuxParams) ([]WindowA
 
 // WindowThreadRootExists is the root check of docs/NIP-CW.md §5.3: a
 // stored event of a conversation kind in the channel and community.
-// Deleted roots count.
+// Deleted roots count; expired ones do not (docs/PROTOCOL.md §6.6).
 func (s *Store) WindowThreadRootExists(ctx context.Context, communityID, channel string, root []byte) (bool, error) {
 	var ok bool
-	if err := s.q.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM events WHERE community_id = $1 AND channel_id = $2 AND id = $3
-	AND kind = ANY('{9,40002,45001,45003}'))`, communityID, channel, root).Scan(&ok); err != nil {
+	if err := s.q.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM events e WHERE e.community_id = $1 AND e.channel_id = $2 AND e.id = $3
+	AND e.kind = ANY('{9,40002,45001,45003}') AND `+unexpired+`)`, communityID, channel, root).Scan(&ok); err != nil {
 		return false, fmt.Errorf("root check: %w", err)
 	}
 	return ok, nil
@@ -388,7 +393,7 @@ LEFT JOIN LATERAL (
       SELECT e.id, octet_length(e.content) + octet_length(e.tags::text) AS payload_bytes
       FROM events e
       WHERE e.community_id = tm.community_id AND e.created_at = tm.event_created_at
-        AND e.id = tm.event_id AND e.channel_id = $3 AND e.deleted_at IS NULL
+        AND e.id = tm.event_id AND e.channel_id = $3 AND e.deleted_at IS NULL AND ` + unexpired + `
         AND e.kind = ANY($5)
       LIMIT 1) e ON true
 ORDER BY tm.event_created_at DESC, tm.event_id ASC`

@@ -56,6 +56,13 @@ const (
 	// MsgPubkeyMismatch refuses an event whose pubkey is not the
 	// authenticated identity (W3, pipeline step 8); kind 1059 is exempt.
 	MsgPubkeyMismatch = "invalid: event pubkey does not match authenticated identity"
+	// MsgExpired refuses an event whose NIP-40 expiration is not after the
+	// server clock (docs/PROTOCOL.md §6.6), stored and ephemeral kinds alike.
+	MsgExpired = "invalid: event has expired"
+	// MsgBadExpiration refuses an event with more than one expiration tag
+	// or a value that is not a decimal Unix time in seconds
+	// (docs/PROTOCOL.md §6.6).
+	MsgBadExpiration = "invalid: malformed expiration tag"
 )
 
 // Read gate refusals (docs/PROTOCOL.md §7.7, §7.10). The p-gate is spelled twice:

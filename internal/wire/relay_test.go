@@ -35,6 +35,8 @@ func TestMessages(t *testing.T) {
 		{"MixedSearch", wire.MsgMixedSearch, "error: mixed search and non-search filters not supported"},
 		{"AuthViaEvent", wire.MsgAuthViaEvent, "invalid: AUTH events cannot be submitted via EVENT"},
 		{"PubkeyMismatch", wire.MsgPubkeyMismatch, "invalid: event pubkey does not match authenticated identity"},
+		{"Expired", wire.MsgExpired, "invalid: event has expired"},
+		{"BadExpiration", wire.MsgBadExpiration, "invalid: malformed expiration tag"},
 		{"PGateREQ", wire.MsgPGateREQ, "restricted: p-gated events require #p matching your pubkey"},
 		{"PGateCount", wire.MsgPGateCount, "restricted: p-gated kinds require #p tag matching your pubkey"},
 		{"Engram", wire.MsgEngram, "restricted: agent-engram reads require authors=[self] or #p=[self]"},
