@@ -414,6 +414,46 @@ func TestChainerFailure(t *testing.T) {
 	require.True(t, ok)
 }
 
+// Flush waits out a lock held for a moment: at shutdown the holder is the
+// process's own canceled batch, or another process's flush. With the lock
+// held for 300 ms, Flush chains A's intents once it is released; held for
+// longer than FlushLockWait, Flush gives up and leaves them pending.
+func TestFlushWaitsForAShortLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ca := b.community(t, "a.test")
+	for range 3 {
+		b.intent(t, ca, 9)
+	}
+	lock := func() pgx.Tx {
+		holder, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0))`, ca)
+		require.NoError(t, err)
+		return holder
+	}
+
+	holder := lock()
+	time.AfterFunc(300*time.Millisecond, func() { _ = holder.Rollback(ctx) })
+	start := time.Now()
+	b.flush(t)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	require.Len(t, rows(t, b.pool, ca), 3)
+
+	b.intent(t, ca, 9)
+	holder = lock()
+	defer func() { _ = holder.Rollback(ctx) }()
+	start = time.Now()
+	b.flush(t)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, audit.FlushLockWait)
+	require.Less(t, took, audit.FlushLockWait+5*time.Second)
+	n, err := audit.PendingCount(ctx, b.pool, ca)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "still locked: left for the holder")
+}
+
 // While a connection holds community A's advisory lock, B's
 // entries keep being chained and the outbox lag grows; after the release A
 // catches up and the lag returns to 0.

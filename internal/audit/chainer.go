@@ -25,6 +25,11 @@ const (
 	PollInterval = 250 * time.Millisecond
 	// ParallelCommunities is how many communities are chained at once.
 	ParallelCommunities = 4
+	// FlushLockRetry and FlushLockWait: how often, and for how long
+	// without progress, Flush tries again communities whose lock another
+	// transaction holds.
+	FlushLockRetry = 25 * time.Millisecond
+	FlushLockWait  = 2 * time.Second
 	// pendingScan is how many communities one pass considers.
 	pendingScan = 64
 	backoffMin  = time.Second
@@ -129,7 +134,16 @@ func (c *Chainer) Start(ctx context.Context) error {
 // Flush chains everything pending now, ignoring backoff, until the outbox
 // holds nothing chainable by this process or ctx ends. Shutdown calls it
 // after the doors closed; tests call it instead of waiting.
+//
+// A pass that chains nothing because other transactions hold the pending
+// communities' locks is tried again every FlushLockRetry, for up to
+// FlushLockWait without progress. At shutdown the holder is often this
+// process's own batch that Stop has just canceled (the server releases its
+// lock when it notices the dropped connection, a moment later) or another
+// process's flush; giving up at once left their intents in the outbox for
+// the next start.
 func (c *Chainer) Flush(ctx context.Context) error {
+	var stalled time.Time // when the passes stopped making progress
 	for ctx.Err() == nil {
 		ids, err := c.pending(ctx)
 		if err != nil {
@@ -146,8 +160,18 @@ func (c *Chainer) Flush(ctx context.Context) error {
 			}
 			progress = progress || n > 0
 		}
-		if !progress {
-			return nil // every pending community is locked by another process
+		switch {
+		case progress:
+			stalled = time.Time{}
+			continue
+		case stalled.IsZero():
+			stalled = time.Now()
+		case time.Since(stalled) >= FlushLockWait:
+			return nil // every pending community stays locked by another process
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(FlushLockRetry):
 		}
 	}
 	c.refreshGauges(context.WithoutCancel(ctx), true)
