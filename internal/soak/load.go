@@ -95,6 +95,7 @@ type load struct {
 	ledger  *ledger
 	ops     atomic.Int64
 	maxOps  int64
+	pace    time.Duration // least time between the starts of one connection's operations
 }
 
 // worker is one client connection's loop state.
@@ -179,6 +180,13 @@ func (w *worker) loop(ctx context.Context) {
 		if lost && w.conn != nil {
 			_ = w.conn.Close()
 			w.conn = nil
+		}
+		if wait := time.Until(began.Add(w.l.pace)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
 	}
 }

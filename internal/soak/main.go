@@ -47,6 +47,7 @@ type Config struct {
 	conns        int
 	duration     time.Duration
 	maxOps       int
+	pace         time.Duration // least time from the start of one connection's operation to its next
 	opWait       time.Duration // how long one operation may take before it counts as a hang
 	faults       []string
 	pgDown       time.Duration
@@ -77,6 +78,7 @@ func Flags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.IntVar(&c.conns, "conns", 12, "client connections, spread over the three communities and the relays")
 	fs.DurationVar(&c.duration, "duration", 30*time.Second, "how long the traffic runs")
 	fs.IntVar(&c.maxOps, "max-ops", 1_000_000, "cap on operations, all connections together")
+	fs.DurationVar(&c.pace, "pace", 0, "least time from the start of one connection's operation to the start of its next (0: the next starts when the last is answered)")
 	fs.DurationVar(&c.opWait, "op-timeout", 30*time.Second, "one operation's limit; a longer one counts as a hang")
 	faults := fs.String("faults", "", "comma-separated faults, spread over the run: "+strings.Join(faultNames, ", ")+", or all")
 	fs.DurationVar(&c.pgDown, "pg-down", 10*time.Second, "how long PostgreSQL stays down in pg-fast and pg-immediate")
@@ -103,6 +105,9 @@ func Flags(fs *pflag.FlagSet) func() (Config, error) {
 		}
 		if c.relays < 1 || c.conns < 3 || c.duration <= 0 || c.maxOps < 1 || c.opWait <= 0 || c.settle <= 0 {
 			return c, errors.New("--relays ≥ 1, --conns ≥ 3 (one per community), --duration, --max-ops, --op-timeout and --settle must be positive")
+		}
+		if c.pace < 0 {
+			return c, errors.New("--pace must not be negative")
 		}
 		if c.pgDown <= 0 || c.redisOff <= 0 || c.listenerDown <= 0 || c.stormConns < 1 || c.stormFor <= 0 || c.abuseFor <= 0 || c.abuseScale <= 0 {
 			return c, errors.New("--pg-down, --redis-down, --listener-down, --storm-conns, --storm-time, --abuse-time and --abuse-scale must be positive")

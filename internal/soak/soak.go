@@ -283,7 +283,7 @@ func (s *soakRun) drive(ctx context.Context, progress io.Writer) []faultReport {
 		lg.w = f
 	}
 	s.load = &load{relays: s.relays, comms: s.comms, targets: s.targets, opWait: s.cfg.opWait,
-		stats: newStats(), ledger: lg, maxOps: int64(s.cfg.maxOps)}
+		stats: newStats(), ledger: lg, maxOps: int64(s.cfg.maxOps), pace: s.cfg.pace}
 	s.rss.start = s.rss.sample(s.relays)
 	s.trafficStart = time.Now()
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.duration)

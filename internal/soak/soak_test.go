@@ -71,11 +71,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// smallArgs is a test-sized run: 6 connections, one relay unless extra
-// says otherwise.
+// testPace spaces each connection's operations in the test-sized runs: the
+// nine runs of this package go on four at a time beside the rest of the
+// test command, and unpaced each would take all the CPU it can get for
+// operations no check needs (docs/PERFORMANCE.md, "Test suite time").
+const testPace = 200 * time.Millisecond
+
+// smallArgs is a test-sized run: 6 connections, paced, one relay unless
+// extra says otherwise.
 func smallArgs(duration time.Duration, extra ...string) []string {
 	return append([]string{"--relay-bin", relayBin, "--conns", "6", "--duration", duration.String(),
-		"--settle", "60s", "--op-timeout", "20s"}, extra...)
+		"--pace", testPace.String(), "--settle", "60s", "--op-timeout", "20s"}, extra...)
 }
 
 // soakOf runs the soak with args as the command does and returns its
@@ -125,6 +131,10 @@ func TestSoak(t *testing.T) {
 	require.Empty(t, sum.Errors, "no failures without a fault: %v", sum.ErrorSample)
 	require.Equal(t, 3, sum.Communities)
 	require.Positive(t, sum.RSS.PeakMB)
+	// Paced: each connection starts at most one operation per pace, plus
+	// its one connect.
+	require.LessOrEqual(t, sum.Operations, 6*(int(15*time.Second/testPace)+1)+6, "the pace held")
+	require.Equal(t, float64(testPace.Milliseconds()), sum.PaceMS)
 }
 
 // Each fault, injected into its own test-sized soak. Every one must lose
@@ -329,6 +339,7 @@ func TestParseConfig(t *testing.T) {
 		{[]string{"--conns", "2"}, "--conns ≥ 3"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--relay-env", "NOEQUALS"}, `want KEY=value`},
+		{[]string{"--pace", "-1ms"}, "--pace must not be negative"},
 	} {
 		_, err := parseConfig(append([]string{"--relay-bin", relayBin}, c.args...), io.Discard)
 		require.ErrorContains(t, err, c.want, strings.Join(c.args, " "))

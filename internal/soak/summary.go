@@ -5,6 +5,7 @@ type summary struct {
 	DurationS   float64              `json:"duration_s"`
 	Relays      int                  `json:"relays"`
 	Conns       int                  `json:"conns"`
+	PaceMS      float64              `json:"pace_ms,omitempty"`
 	Communities int                  `json:"communities"`
 	Operations  int                  `json:"operations"`
 	Ops         map[string]opSummary `json:"ops"`
@@ -37,6 +38,7 @@ func (s *summary) Passed() bool {
 
 func (s *soakRun) summarize(faults []faultReport, rep *checkReport) *summary {
 	sum := &summary{DurationS: round1(s.cfg.duration.Seconds()), Relays: len(s.relays), Conns: s.cfg.conns,
+		PaceMS:      float64(s.cfg.pace.Milliseconds()),
 		Communities: len(s.comms), Faults: faults, Checks: rep, Lost: rep.Lost}
 	if sum.Faults == nil {
 		sum.Faults = []faultReport{}
