@@ -48,6 +48,7 @@ type stormResult struct {
 	Connections int64   `json:"connections"`
 	PerSecond   float64 `json:"per_second"`
 	AuthRefused int64   `json:"auth_refused"`
+	AuthTimeout int64   `json:"auth_timeout"`
 	Limit503    int64   `json:"connection_limit_503"`
 	RateLimited int64   `json:"rate_limited_429"`
 	Other       int64   `json:"other"`
@@ -170,7 +171,7 @@ func RunStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
 	sctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	var next, done, refusedAuth, refusedConn, limited, other atomic.Int64
+	var next, done, refusedAuth, timedOut, refusedConn, limited, other atomic.Int64
 	var firstOther atomic.Value
 	began := time.Now()
 	var wg sync.WaitGroup
@@ -185,6 +186,8 @@ func RunStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 					c.CloseNow()
 				case errors.Is(err, errAuthRefused):
 					refusedAuth.Add(1)
+				case errors.Is(err, errAuthTimeout):
+					timedOut.Add(1)
 				case strings.Contains(err.Error(), "HTTP 503"):
 					refusedConn.Add(1)
 				case strings.Contains(err.Error(), "HTTP 429"):
@@ -203,6 +206,7 @@ func RunStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		Connections: done.Load(),
 		PerSecond:   round1(float64(done.Load()) / time.Since(began).Seconds()),
 		AuthRefused: refusedAuth.Load(),
+		AuthTimeout: timedOut.Load(),
 		Limit503:    refusedConn.Load(),
 		RateLimited: limited.Load(),
 		Other:       other.Load(),
@@ -218,6 +222,12 @@ func RunStorm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // errAuthRefused is an AUTH the relay answered OK false.
 var errAuthRefused = errors.New("auth refused")
+
+// errAuthTimeout is a connection the relay closed for want of a valid AUTH
+// within its auth timeout (1008 "auth timeout"): a refusal too, seen when the
+// machine is so loaded that the storm's AUTH, or the relay's reading of it,
+// comes after the timer.
+var errAuthTimeout = errors.New("auth timeout")
 
 // rawAuth opens a WebSocket to url with Host host, reads the challenge and
 // answers it. With a key it signs a valid AUTH. Without one it forges the
@@ -268,6 +278,10 @@ func rawAuth(ctx context.Context, url, host string, hc *http.Client, sk []byte) 
 		_, b, err := c.Read(ctx)
 		if err != nil {
 			c.CloseNow()
+			var ce websocket.CloseError
+			if errors.As(err, &ce) && ce.Code == websocket.StatusPolicyViolation && ce.Reason == "auth timeout" {
+				return nil, errAuthTimeout
+			}
 			return nil, fmt.Errorf("read auth answer: %w", err)
 		}
 		var f []any
