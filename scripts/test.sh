@@ -26,6 +26,10 @@ scripts/lint.sh
 scripts/check-file-sizes.sh
 scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
+# Each step's end is printed with the seconds since the start (SECONDS), so a
+# slow run shows where its time went.
+step() { echo "test.sh: $1 done at ${SECONDS} s" >&2; }
+step "lint and setup"
 
 dir=$(mktemp -d /tmp/buzz-test.XXXXXX)
 go build -o "$dir/buzz-testdb" ./cmd/buzz-testdb
@@ -70,7 +74,9 @@ GOFLAGS=$tagged go test "${race[@]}" -count=1 -timeout 20m -parallel 4 "$soak" &
 soak_pid=$!
 tests_failed=0
 GOFLAGS=$tagged go test "${race[@]}" -count=1 -timeout 20m "${pkgs[@]}" || tests_failed=1
+step "go test (all packages but internal/soak)"
 wait "$soak_pid" || tests_failed=1
+step "go test internal/soak"
 [ "$tests_failed" = 0 ] || exit 1
 [ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event
 
@@ -131,6 +137,7 @@ done <<<"$fuzz_targets"
 fuzz_failed=0
 for pid in "${fuzz_pids[@]}"; do wait "$pid" || fuzz_failed=1; done
 [ "$fuzz_failed" = 0 ] || exit 1
+step "fuzz"
 
 left=$(comm -13 <(echo "$tmp_before") <(ours) | grep -vx "$(basename "$dir")" || true)
 if [ -n "$left" ]; then
