@@ -56,29 +56,40 @@ tags=$(scripts/secp256k1-tags.sh)
 # alone at the end of the run (docs/PERFORMANCE.md, "Test suite time"). A
 # name here that is no package fails the run, so the list stays true.
 #
-# internal/soak is apart: its tests are short soak runs (30 s each, a few
-# relay processes and their own cluster) that spend most of their time
-# waiting, so they run in a go test of their own, four at a time, beside
-# the others instead of holding one of the two package slots for minutes.
+# The packages whose tests run buzz-relay only as a process of its own
+# (the binary their TestMain builds, without the race detector) are apart:
+# their test processes hold clients, a load generator and process control,
+# not the relay, so they run without -race (docs/PERFORMANCE.md, "Test suite
+# time"), one after the other in a go test of their own beside the others.
+# internal/soak's tests are short soak runs (30 s each, a few relay
+# processes and their own cluster) that spend most of their time waiting:
+# four at a time.
 mod=$(go list -m)
-soak="$mod/internal/soak"
+apart=("$mod/internal/soak" "$mod/cmd/buzz-relay")
 pkgs=()
-for p in cmd/buzz-relay internal/e2e internal/window cmd/buzz-bench internal/app internal/replica; do
+for p in internal/e2e internal/window cmd/buzz-bench internal/app internal/replica; do
   pkgs+=("$mod/$p")
 done
 while read -r p; do
-  case " ${pkgs[*]} $soak " in *" $p "*) ;; *) pkgs+=("$p") ;; esac
+  case " ${pkgs[*]} ${apart[*]} " in *" $p "*) ;; *) pkgs+=("$p") ;; esac
 done < <(go list ./...)
 tagged="$GOFLAGS${tags:+ $tags}"
-GOFLAGS=$tagged go test "${race[@]}" -count=1 -timeout 20m -parallel 4 "$soak" &
-soak_pid=$!
+(
+  failed=0
+  GOFLAGS=$tagged go test -count=1 -timeout 20m -parallel 4 "${apart[0]}" || failed=1
+  GOFLAGS=$tagged go test -count=1 -timeout 20m "${apart[1]}" || failed=1
+  step "go test ${apart[*]#"$mod/"}"
+  exit "$failed"
+) &
+apart_pid=$!
 tests_failed=0
 GOFLAGS=$tagged go test "${race[@]}" -count=1 -timeout 20m "${pkgs[@]}" || tests_failed=1
-step "go test (all packages but internal/soak)"
-wait "$soak_pid" || tests_failed=1
-step "go test internal/soak"
-[ "$tests_failed" = 0 ] || exit 1
-[ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event
+[ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event || tests_failed=1
+step "go test (the other packages)"
+if [ "$tests_failed" != 0 ]; then
+  wait "$apart_pid" || true
+  exit 1
+fi
 
 # The fuzz targets: one "package target" a line.
 fuzz_targets='
@@ -136,8 +147,9 @@ while read -r pkg target; do
 done <<<"$fuzz_targets"
 fuzz_failed=0
 for pid in "${fuzz_pids[@]}"; do wait "$pid" || fuzz_failed=1; done
-[ "$fuzz_failed" = 0 ] || exit 1
 step "fuzz"
+wait "$apart_pid" || tests_failed=1
+[ "$fuzz_failed" = 0 ] && [ "$tests_failed" = 0 ] || exit 1
 
 left=$(comm -13 <(echo "$tmp_before") <(ours) | grep -vx "$(basename "$dir")" || true)
 if [ -n "$left" ]; then
