@@ -49,47 +49,6 @@ fi
 # relay), through GOFLAGS so the binaries tests build for themselves get it
 # too; then the default pure-Go build of the one package that differs.
 tags=$(scripts/secp256k1-tags.sh)
-#
-# go test runs two packages at a time (-p, the core count) and starts them in
-# the order given: the packages whose tests take longest go first, so they
-# run beside the many short ones instead of starting late and finishing
-# alone at the end of the run (docs/PERFORMANCE.md, "Test suite time"). A
-# name here that is no package fails the run, so the list stays true.
-#
-# The packages whose tests run buzz-relay only as a process of its own
-# (the binary their TestMain builds, without the race detector) are apart:
-# their test processes hold clients, a load generator and process control,
-# not the relay, so they run without -race (docs/PERFORMANCE.md, "Test suite
-# time"), one after the other in a go test of their own beside the others.
-# internal/soak's tests are short soak runs (30 s each, a few relay
-# processes and their own cluster) that spend most of their time waiting:
-# four at a time.
-mod=$(go list -m)
-apart=("$mod/internal/soak" "$mod/cmd/buzz-relay")
-pkgs=()
-for p in internal/e2e internal/window cmd/buzz-bench internal/app internal/replica; do
-  pkgs+=("$mod/$p")
-done
-while read -r p; do
-  case " ${pkgs[*]} ${apart[*]} " in *" $p "*) ;; *) pkgs+=("$p") ;; esac
-done < <(go list ./...)
-tagged="$GOFLAGS${tags:+ $tags}"
-(
-  failed=0
-  GOFLAGS=$tagged go test -count=1 -timeout 20m -parallel 4 "${apart[0]}" || failed=1
-  GOFLAGS=$tagged go test -count=1 -timeout 20m "${apart[1]}" || failed=1
-  step "go test ${apart[*]#"$mod/"}"
-  exit "$failed"
-) &
-apart_pid=$!
-tests_failed=0
-GOFLAGS=$tagged go test "${race[@]}" -count=1 -timeout 20m "${pkgs[@]}" || tests_failed=1
-[ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event || tests_failed=1
-step "go test (the other packages)"
-if [ "$tests_failed" != 0 ]; then
-  wait "$apart_pid" || true
-  exit 1
-fi
 
 # The fuzz targets: one "package target" a line.
 fuzz_targets='
@@ -138,18 +97,62 @@ fuzz_one() {
   printf 'fuzz %s (%s) for %s: FAILED twice\n%s\n%s\n' "$target" "$pkg" "$fuzztime" "$first" "$out"
   return 1
 }
-fuzz_pids=()
-while read -r pkg target; do
-  [ -n "$pkg" ] || continue
-  while [ "$(jobs -pr | wc -l)" -ge "$fuzz_jobs" ]; do wait -n || true; done
-  fuzz_one "$pkg" "$target" &
-  fuzz_pids+=($!)
-done <<<"$fuzz_targets"
-fuzz_failed=0
-for pid in "${fuzz_pids[@]}"; do wait "$pid" || fuzz_failed=1; done
-step "fuzz"
+# fuzz_all runs every target, FUZZ_JOBS at a time, and fails when one
+# failed.
+fuzz_all() {
+  local pids=() failed=0 pkg target pid
+  while read -r pkg target; do
+    [ -n "$pkg" ] || continue
+    while [ "$(jobs -pr | wc -l)" -ge "$fuzz_jobs" ]; do wait -n || true; done
+    fuzz_one "$pkg" "$target" &
+    pids+=($!)
+  done <<<"$fuzz_targets"
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  step "fuzz"
+  return "$failed"
+}
+
+# go test runs two packages at a time (-p, the core count) and starts them in
+# the order given: the packages whose tests take longest go first, so they
+# run beside the many short ones instead of starting late and finishing
+# alone at the end of the run (docs/PERFORMANCE.md, "Test suite time"). A
+# name here that is no package fails the run, so the list stays true.
+#
+# The packages whose tests run buzz-relay only as a process of its own
+# (the binary their TestMain builds, without the race detector) are apart:
+# their test processes hold clients, a load generator and process control,
+# not the relay, so they run without -race (docs/PERFORMANCE.md, "Test suite
+# time"), one after the other in a go test of their own beside the others.
+# internal/soak's tests are short soak runs (30 s each, a few relay
+# processes and their own cluster) that spend most of their time waiting:
+# four at a time. The fuzz step follows them there: it then runs beside the
+# last of the other packages, when go test's two slots no longer keep both
+# cores busy, instead of after everything.
+mod=$(go list -m)
+apart=("$mod/internal/soak" "$mod/cmd/buzz-relay")
+pkgs=()
+for p in internal/e2e internal/window cmd/buzz-bench internal/app internal/replica; do
+  pkgs+=("$mod/$p")
+done
+while read -r p; do
+  case " ${pkgs[*]} ${apart[*]} " in *" $p "*) ;; *) pkgs+=("$p") ;; esac
+done < <(go list ./...)
+tagged="$GOFLAGS${tags:+ $tags}"
+(
+  failed=0
+  GOFLAGS=$tagged go test -count=1 -timeout 20m -parallel 4 "${apart[0]}" || failed=1
+  GOFLAGS=$tagged go test -count=1 -timeout 20m "${apart[1]}" || failed=1
+  step "go test ${apart[*]#"$mod/"}"
+  fuzz_all || failed=1
+  exit "$failed"
+) &
+apart_pid=$!
+tests_failed=0
+GOFLAGS=$tagged go test "${race[@]}" -count=1 -timeout 20m "${pkgs[@]}" || tests_failed=1
+[ -z "$tags" ] || go test "${race[@]}" -count=1 ./internal/event || tests_failed=1
+step "go test (the other packages)"
 wait "$apart_pid" || tests_failed=1
-[ "$fuzz_failed" = 0 ] && [ "$tests_failed" = 0 ] || exit 1
+[ "$tests_failed" = 0 ] || exit 1
 
 left=$(comm -13 <(echo "$tmp_before") <(ours) | grep -vx "$(basename "$dir")" || true)
 if [ -n "$left" ]; then
