@@ -2,6 +2,7 @@ package window_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -297,12 +298,24 @@ func TestReplicaDoubtMidClosure(t *testing.T) {
 		items, err := w.run(t, writerOnly, r)
 		require.NoError(t, err, "on the writer alone the page fits")
 		require.Len(t, items, 1+len(edits)+1)
-		w.freshProbe(t)
-		w.kill.Store(true)
-		_, err = w.run(t, w.engine, r)
-		requireFails(t, err, http.StatusServiceUnavailable, "thread window raw row budget exceeded; reduce window work before retrying")
-		require.False(t, w.kill.Load())
-		require.Equal(t, 2.0, testutil.ToFloat64(w.m.Replica.Degraded))
+		// The batch has 8 s (batchDeadline) for about 10,000 rows read
+		// twice, replica then writer; on a loaded machine it can run out
+		// first, which says nothing of the budgets: try again, a few times.
+		for attempt := 1; ; attempt++ {
+			degraded := testutil.ToFloat64(w.m.Replica.Degraded)
+			w.freshProbe(t)
+			w.kill.Store(true)
+			_, err = w.run(t, w.engine, r)
+			var we *window.Error
+			if attempt < 3 && errors.As(err, &we) && we.Text == "thread window deadline exceeded" {
+				t.Logf("attempt %d ran out of the batch deadline; again", attempt)
+				continue
+			}
+			requireFails(t, err, http.StatusServiceUnavailable, "thread window raw row budget exceeded; reduce window work before retrying")
+			require.False(t, w.kill.Load())
+			require.Equal(t, degraded+1, testutil.ToFloat64(w.m.Replica.Degraded))
+			break
+		}
 	})
 }
 
