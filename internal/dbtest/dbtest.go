@@ -90,6 +90,12 @@ var (
 	sharedErr  error
 )
 
+// openTimeout bounds the first connection of a fixture's pool. The first
+// backend of a database just cloned builds its catalog caches, which on a
+// machine loaded by the whole test command took more than pg.Open's default
+// (3 s) once; a fixture waits longer than the relay would.
+const openTimeout = 30 * time.Second
+
 // sharedConns bounds the shared database's pool: one connection per open
 // Tx, so it is sized for every parallel test of a package at once.
 const sharedConns = 32
@@ -180,7 +186,7 @@ func NewDB(t testing.TB) (*pgxpool.Pool, string) {
 	dbURL := withDatabase(admin, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pg.Open(ctx, dbURL, pg.PoolConfig{MaxConns: 10})
+	pool, err := pg.Open(ctx, dbURL, pg.PoolConfig{MaxConns: 10, AcquireTimeout: openTimeout})
 	if err != nil {
 		t.Fatalf("dbtest: open %s: %v", name, err)
 	}
@@ -245,7 +251,7 @@ func createShared(admin string) (*pgxpool.Pool, string, error) {
 	if err := execAdmin(ctx, admin, "CREATE DATABASE "+name+" TEMPLATE "+templateName, true); err != nil {
 		return nil, "", fmt.Errorf("create %s: %w", name, err)
 	}
-	pool, err := pg.Open(ctx, withDatabase(admin, name), pg.PoolConfig{MaxConns: sharedConns})
+	pool, err := pg.Open(ctx, withDatabase(admin, name), pg.PoolConfig{MaxConns: sharedConns, AcquireTimeout: openTimeout})
 	if err != nil {
 		_ = execAdmin(ctx, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)", false)
 		return nil, "", fmt.Errorf("open %s: %w", name, err)
@@ -358,7 +364,7 @@ func ensureTemplate(admin string) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}
-	pool, err := pg.Open(ctx, withDatabase(admin, name), pg.PoolConfig{MaxConns: 2})
+	pool, err := pg.Open(ctx, withDatabase(admin, name), pg.PoolConfig{MaxConns: 2, AcquireTimeout: openTimeout})
 	if err != nil {
 		return "", err
 	}
