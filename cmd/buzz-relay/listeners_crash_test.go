@@ -290,7 +290,16 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(accepted), 300)
 
-	// The state the dead process left.
+	// The state the dead process left. The kill closes the relay's
+	// sockets, but a backend may still be finishing a COMMIT it had read
+	// before them: wait until none of this database's other sessions is
+	// inside a statement or a transaction.
+	require.Eventually(t, func() bool {
+		var busy int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`).Scan(&busy))
+		return busy == 0
+	}, 30*time.Second, 20*time.Millisecond, "the dead relay's sessions ended")
 	atKill := outboxRows(t, pool)
 	inFlight := map[mentionKey]bool{}
 	for k, state := range atKill {
