@@ -348,6 +348,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"CORSStar", []string{"BUZZ_CORS_ORIGINS", "*"}, "BUZZ_CORS_ORIGINS", ""},
 		{"CORSBareHost", []string{"BUZZ_CORS_ORIGINS", "app.example"}, "BUZZ_CORS_ORIGINS", ""},
 		{"CORSQuery", []string{"BUZZ_CORS_ORIGINS", "https://app.example?x"}, "BUZZ_CORS_ORIGINS", ""},
+		{"CORSStrayBracket", []string{"BUZZ_CORS_ORIGINS", "https://app]"}, "BUZZ_CORS_ORIGINS", ""},
 		{"LogLevelTrace", []string{"BUZZ_LOG_LEVEL", "trace"}, "BUZZ_LOG_LEVEL",
 			`invalid BUZZ_LOG_LEVEL: must be one of debug, info, warn, error (got "trace")`},
 		{"LogFormatYAML", []string{"BUZZ_LOG_FORMAT", "yaml"}, "BUZZ_LOG_FORMAT",

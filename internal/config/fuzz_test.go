@@ -69,6 +69,7 @@ func FuzzOperatorListeners(f *testing.F) {
 		listenerA + ":https://Bü.Example/x y",
 		listenerA + ":https://a.example/p%2Fq",
 		listenerA + ":http://a.example/",
+		listenerA + ":https://]:0", // net/url takes "]" for a host name
 		";;", "\xff", listenerA,
 	} {
 		f.Add(s)

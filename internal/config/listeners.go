@@ -101,6 +101,9 @@ func parseDeliveryURL(raw string) (string, error) {
 		}
 		return "", errors.New("endpoint is not a valid URL: " + err.Error())
 	}
+	if c, bad := strayBracket(u); bad {
+		return "", errors.New("endpoint is not a valid URL: invalid character " + strconv.Quote(c) + " in host name")
+	}
 	host, ok := normalizeAuthority(u.Host, "443")
 	if !ok {
 		return "", errors.New("endpoint is not a valid URL: invalid port " + strconv.Quote(u.Host[strings.LastIndex(u.Host, ":"):]) + " after host")
@@ -114,6 +117,16 @@ func parseDeliveryURL(raw string) (string, error) {
 		n.Path, n.RawPath = "/", ""
 	}
 	return n.String(), nil
+}
+
+// strayBracket reports a "[" or "]" in a parsed URL's host name. net/url
+// checks brackets only around an IPv6 literal at the start of the host, so
+// "https://]:0" parses with host "]", which is no host at all.
+func strayBracket(u *url.URL) (string, bool) {
+	if i := strings.IndexAny(u.Hostname(), "[]"); i >= 0 {
+		return u.Hostname()[i : i+1], true
+	}
+	return "", false
 }
 
 // normalizeAuthority lowercases host[:port] and drops an empty port or the
@@ -165,6 +178,10 @@ func (l *loader) operatorOrigin(name string) string {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" ||
 		u.Hostname() == "" || u.User != nil || (u.Path != "" && u.Path != "/") ||
 		u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "#") {
+		l.fail(name, "must be an http(s) origin without path, query, fragment, or credentials")
+		return ""
+	}
+	if _, bad := strayBracket(u); bad {
 		l.fail(name, "must be an http(s) origin without path, query, fragment, or credentials")
 		return ""
 	}

@@ -261,6 +261,9 @@ func parseOrigin(s string) (string, bool) {
 	if strings.HasSuffix(u.Host, ":") { // "https://a:" has an empty port
 		return "", false
 	}
+	if _, bad := strayBracket(u); bad {
+		return "", false
+	}
 	return u.Scheme + "://" + strings.ToLower(u.Host), true
 }
 
