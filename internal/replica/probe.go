@@ -70,14 +70,22 @@ func (r *Replica) runOnce(ctx context.Context) (time.Time, error) {
 // writer without waiting for a connection), and the position against the
 // writer's gives buzz_db_replica_lag_bytes. A server that reports no
 // replay position (not a standby, or a managed one that hides it) has no
-// lag to report; the heartbeat row is the proof either way.
+// lag to report; the heartbeat row is the proof either way. A standby
+// promoted since (a failover, docs/OPERATIONS.md "High availability") is no
+// longer in recovery: pg_last_wal_replay_lsn() still answers the last
+// position it replayed, which would read as a lag growing with every write,
+// so only a server in recovery reports one.
 func (r *Replica) checkReplica(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, StatementTimeout)
 	defer cancel()
 	var replayed *string
-	err := r.cfg.Pool.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&replayed)
+	err := r.cfg.Pool.QueryRow(ctx, "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()::text END").Scan(&replayed)
 	r.setReachable(err)
-	if err != nil || replayed == nil {
+	if err != nil {
+		return
+	}
+	if replayed == nil {
+		r.cfg.Metrics.Replica.LagBytes.Set(0)
 		return
 	}
 	var written string
