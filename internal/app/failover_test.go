@@ -44,11 +44,15 @@ type failoverWorld struct {
 	target  string
 }
 
-func startFailover(t *testing.T, opts standbytest.Options) *failoverWorld {
+func startFailover(t *testing.T, opts standbytest.Options, replica bool) *failoverWorld {
 	t.Helper()
 	ctx := context.Background()
 	pair := standbytest.StartWith(t, opts)
-	r := relaytest.Start(t, map[string]string{"DATABASE_URL": pair.FailoverURL, "BUZZ_AUDIT_ENABLED": "true"})
+	env := map[string]string{"DATABASE_URL": pair.FailoverURL, "BUZZ_AUDIT_ENABLED": "true"}
+	if replica {
+		env["READ_DATABASE_URL"] = pair.ReplicaURL
+	}
+	r := relaytest.Start(t, env)
 	c, err := r.App.Store().CommunityByHost(ctx, r.Host)
 	require.NoError(t, err)
 	w := &failoverWorld{pair: pair, r: r, cid: c.ID, author: eventtest.NewKey(), target: eventtest.NewKey().PubKey}
@@ -284,12 +288,14 @@ func chainHead(t *testing.T, dbURL, cid string) (seq int64, hash []byte) {
 
 // A synchronous standby loses nothing: publishers run through the kill of
 // the primary and the promotion of the standby; the relay reconnects by
-// itself, readiness is 503 while no writer answers and 200 after, and every
+// itself, readiness is 503 while no writer answers and 200 after, every
 // event answered OK true is on the new primary with its audit entry and its
-// listener outbox row, the audit chain verifying.
+// listener outbox row, the audit chain verifying, and the read replica's
+// fence (the armed writer pool and the floor trigger) holds there.
 func TestFailoverSynchronousStandby(t *testing.T) {
 	t.Parallel()
-	w := startFailover(t, standbytest.Options{Synchronous: true})
+	w := startFailover(t, standbytest.Options{Synchronous: true}, true)
+	require.NotNil(t, w.r.App.Replica(), "the fence check passed at start")
 	l := &ledger{}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -315,6 +321,10 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 	stop()
 	wg.Wait()
 	later := w.publishOne(t, "later", 5*time.Second)
+	// The read replica's fence holds on the new writer: the writer pool's
+	// connections there are armed with the created_at floor, whose trigger
+	// came across with the data (docs/PROTOCOL.md §16.6).
+	require.NoError(t, w.r.App.Replica().Verify(context.Background()), "the fence holds on the new primary")
 
 	l.mu.Lock()
 	acks := append([]ack(nil), l.acks...)
@@ -354,7 +364,7 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 // still verifies and no longer holds the old head.
 func TestFailoverAsynchronousStandbyLoss(t *testing.T) {
 	t.Parallel()
-	w := startFailover(t, standbytest.Options{})
+	w := startFailover(t, standbytest.Options{}, false)
 	var kept, cut []string
 	for i := range 10 {
 		kept = append(kept, w.publishOne(t, "kept-"+strconv.Itoa(i), 5*time.Second))
