@@ -535,6 +535,30 @@ func TestChainerService(t *testing.T) {
 		require.Len(t, rows(t, b.pool, cid), 2)
 	})
 
+	// A wake-up waits GatherDelay before its pass, and the pass chains the
+	// intents committed meanwhile in the same batch: under load batches grow
+	// with the rate instead of holding one intent each.
+	t.Run("WakeGathersTheCommitsThatFollow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cid := b.community(t, "a.test")
+		require.NoError(t, b.chainer.Start(context.Background()))
+		defer b.chainer.Stop()
+		b.intent(t, cid, 9)
+		woke := time.Now()
+		b.chainer.Wake()
+		b.intent(t, cid, 9)
+		committed := time.Since(woke)
+		got := waitChained(t, b.chainer, cid, 10*audit.PollInterval)
+		chained := time.Since(woke)
+		require.GreaterOrEqual(t, chained, audit.GatherDelay, "the pass waited for the commits that follow the wake-up")
+		if committed < audit.GatherDelay {
+			require.Equal(t, audit.ChainedBatch{CommunityID: cid, N: 2, Head: 2}, got, "the intent committed %s after the wake-up", committed)
+		} else { // a machine too busy to commit an intent within the delay
+			t.Logf("an intent took %s to commit, more than the gather delay; first batch %+v", committed, got)
+		}
+	})
+
 	t.Run("StopTwiceThenFlush", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
@@ -23,6 +24,10 @@ const (
 	BatchSize = 500
 	// PollInterval is how often the chainer looks for work without a wake-up.
 	PollInterval = 250 * time.Millisecond
+	// GatherDelay is how long a wake-up waits before its pass, so that the
+	// commits that follow it are chained in the same batch transaction
+	// instead of one each (docs/ARCHITECTURE.md "Audit chain").
+	GatherDelay = 50 * time.Millisecond
 	// ParallelCommunities is how many communities are chained at once.
 	ParallelCommunities = 4
 	// FlushLockRetry and FlushLockWait: how often, and for how long
@@ -117,18 +122,44 @@ func (c *Chainer) Wake() {
 	}
 }
 
-// Start chains pending intents on every wake-up and every PollInterval
-// until ctx ends or Stop. A batch in flight then commits or rolls back;
-// either way nothing is lost. Start and Stop are safe to call twice; Stop
-// returns once the loop ended. Shutdown calls Flush after Stop.
+// Start chains pending intents GatherDelay after a wake-up and every
+// PollInterval until ctx ends or Stop. A batch in flight then commits or
+// rolls back; either way nothing is lost. Start and Stop are safe to call
+// twice; Stop returns once the loop ended. Shutdown calls Flush after Stop.
 func (c *Chainer) Start(ctx context.Context) error {
-	return c.StartLoop(ctx, func(ctx context.Context) {
-		service.Tick(ctx, PollInterval, c.wake, func(ctx context.Context) {
-			if err := c.runOnce(ctx); err != nil && ctx.Err() == nil {
-				c.log.Error("Audit log failed: "+err.Error(), slog.Any("err", err))
+	return c.StartLoop(ctx, c.loop)
+}
+
+// loop is the chainer's service loop. Under load every commit wakes it:
+// each pass then takes what committed during the previous pass and the
+// gather delay, so batches grow with the rate instead of holding one
+// intent each.
+func (c *Chainer) loop(ctx context.Context) {
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	gather := time.NewTimer(GatherDelay)
+	gather.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-c.wake:
+			gather.Reset(GatherDelay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-gather.C:
 			}
-		})
-	})
+			select { // the wake-ups of the gathered commits
+			case <-c.wake:
+			default:
+			}
+		}
+		if err := c.runOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("Audit log failed: "+err.Error(), slog.Any("err", err))
+		}
+	}
 }
 
 // Flush chains everything pending now, ignoring backoff, until the outbox
@@ -275,62 +306,67 @@ type claimed struct {
 	occurredAt time.Time
 }
 
-// batch is the batch transaction of docs/PROTOCOL.md §13.5. It returns 0 when another
-// process holds the community's lock or nothing is pending. A panic is
-// recovered, the transaction rolled back and the connection returned clean.
+// The statements of a batch transaction. claimSQL takes the community's
+// advisory lock in a one-time subquery, evaluated before any row is
+// deleted: without the lock it deletes nothing. Its snapshot may predate
+// the commit of the lock's previous holder; the intents that holder
+// deleted are then skipped by the DELETE (READ COMMITTED re-checks a row
+// deleted by a committed transaction), and headSQL, a later statement,
+// sees the entries it appended.
+const (
+	claimSQL = `DELETE FROM audit_outbox
+		WHERE community_id = $1
+		  AND id IN (SELECT id FROM audit_outbox WHERE community_id = $1 ORDER BY id LIMIT $2)
+		  AND (SELECT pg_try_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0)))
+		RETURNING id, action, actor_pubkey, object_id, detail, occurred_at`
+	headSQL   = `SELECT seq, hash FROM audit_log WHERE community_id = $1 ORDER BY seq DESC LIMIT 1`
+	appendSQL = `INSERT INTO audit_log (community_id, seq, hash, prev_hash, action, actor_pubkey, object_id, detail, created_at, hash_version)
+		SELECT $1, s, h, p, a, ac, o, d::jsonb, t, 2
+		FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[])
+		  AS u(s, h, p, a, ac, o, d, t)`
+)
+
+// batch is the batch transaction of docs/PROTOCOL.md §13.5, in two round trips: BEGIN,
+// the lock and claim, and the head read are sent together; then the
+// append and COMMIT. It returns 0 when another process holds the
+// community's lock or nothing is pending. A panic is recovered and the
+// transaction rolled back; a connection left inside a transaction is
+// closed by the pool on release.
 func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 	start := time.Now()
-	tx, err := c.cfg.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := c.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return 0, dbError(err)
 	}
+	defer conn.Release()
+	open := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = &SerializationError{What: fmt.Sprintf("chainer panic: %v", r)}
 			n = 0
 		}
-		if err != nil || n == 0 {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+		if open && (err != nil || n == 0) {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
-	var locked bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0))`, id).Scan(&locked); err != nil {
-		return 0, dbError(err)
+
+	first := &pgx.Batch{}
+	first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	first.Queue(claimSQL, id, BatchSize)
+	first.Queue(headSQL, id)
+	br := conn.SendBatch(ctx, first)
+	open = true
+	batch, seq, prev, err := readClaim(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
 	}
-	if !locked {
-		return 0, nil
-	}
-	rows, err := tx.Query(ctx, `DELETE FROM audit_outbox
-		WHERE community_id = $1
-		  AND id IN (SELECT id FROM audit_outbox WHERE community_id = $1 ORDER BY id LIMIT $2)
-		RETURNING id, action, actor_pubkey, object_id, detail, occurred_at`, id, BatchSize)
 	if err != nil {
-		return 0, dbError(err)
-	}
-	var batch []claimed
-	for rows.Next() {
-		var r claimed
-		if err := rows.Scan(&r.id, &r.action, &r.actor, &r.objectID, &r.detail, &r.occurredAt); err != nil {
-			rows.Close()
-			return 0, dbError(err)
-		}
-		batch = append(batch, r)
-	}
-	if err := rows.Err(); err != nil {
 		return 0, dbError(err)
 	}
 	if len(batch) == 0 {
 		return 0, nil
 	}
 	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
-	var (
-		seq  int64
-		prev []byte
-	)
-	err = tx.QueryRow(ctx, `SELECT seq, hash FROM audit_log WHERE community_id = $1 ORDER BY seq DESC LIMIT 1`, id).Scan(&seq, &prev)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, dbError(err)
-	}
 	k := len(batch)
 	seqs, hashes, prevs := make([]int64, k), make([][]byte, k), make([][]byte, k)
 	actions, actors, objects, details := make([]string, k), make([][]byte, k), make([]*string, k), make([]string, k)
@@ -346,19 +382,58 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 		actions[i], actors[i], objects[i], details[i], times[i] = r.action, r.actor, r.objectID, string(r.detail), r.occurredAt
 		prev = hashes[i]
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO audit_log (community_id, seq, hash, prev_hash, action, actor_pubkey, object_id, detail, created_at, hash_version)
-		SELECT $1, s, h, p, a, ac, o, d::jsonb, t, 2
-		FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[])
-		  AS u(s, h, p, a, ac, o, d, t)`, id, seqs, hashes, prevs, actions, actors, objects, details, times)
+
+	second := &pgx.Batch{}
+	second.Queue(appendSQL, id, seqs, hashes, prevs, actions, actors, objects, details, times)
+	second.Queue("COMMIT")
+	br = conn.SendBatch(ctx, second)
+	_, err = br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
 	if err != nil {
 		return 0, dbError(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, dbError(err)
+	open = false
+	if tag.String() != "COMMIT" { // a transaction that had failed ends in ROLLBACK
+		return 0, dbError(fmt.Errorf("commit: the transaction was rolled back (%s)", tag))
 	}
 	c.cfg.Metrics.batchChained(time.Since(start), k)
 	c.TestSignals.Chained.Signal(ChainedBatch{CommunityID: id, N: k, Head: seq})
 	return k, nil
+}
+
+// readClaim reads the results of a batch's first round trip: BEGIN, the
+// claimed intents, and the chain head (seq 0 and no hash for a new chain).
+func readClaim(br pgx.BatchResults) (batch []claimed, seq int64, prev []byte, err error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, 0, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	for rows.Next() {
+		var r claimed
+		if err := rows.Scan(&r.id, &r.action, &r.actor, &r.objectID, &r.detail, &r.occurredAt); err != nil {
+			rows.Close()
+			return nil, 0, nil, err
+		}
+		batch = append(batch, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, nil, err
+	}
+	err = br.QueryRow().Scan(&seq, &prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	return batch, seq, prev, err
 }
 
 // refreshGauges sets the outbox gauges at most once a second (force: now).
