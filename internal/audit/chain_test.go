@@ -516,6 +516,36 @@ func waitChained(t *testing.T, c *audit.Chainer, cid string, d time.Duration) au
 	}
 }
 
+// The chainer's scan for work lists every community with pending intents
+// once, the one whose oldest intent is oldest first, whatever the order of
+// their ids, and none whose intents were all chained.
+func TestChainerPendingOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var ids []string
+	for _, h := range []string{"a.test", "b.test", "c.test", "d.test", "e.test", "f.test", "g.test"} {
+		ids = append(ids, b.community(t, h))
+	}
+	got, err := b.chainer.PendingCommunities(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	order := []string{ids[2], ids[0], ids[5], ids[3], ids[6], ids[1]} // ids[4] has none
+	for _, cid := range order {
+		b.intent(t, cid, 9)
+	}
+	for _, cid := range order { // later intents do not move a community
+		b.intent(t, cid, 9)
+	}
+	got, err = b.chainer.PendingCommunities(ctx)
+	require.NoError(t, err)
+	require.Equal(t, order, got)
+	b.flush(t)
+	got, err = b.chainer.PendingCommunities(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
 // The chainer as a service: it chains on its poll interval without a
 // wake-up, reports each batch, and Start and Stop are safe twice.
 func TestChainerService(t *testing.T) {

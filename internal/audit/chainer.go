@@ -235,9 +235,23 @@ func (c *Chainer) runOnce(ctx context.Context) error {
 	return g.Wait()
 }
 
+// pendingSQL lists the communities with pending intents, the oldest intent
+// first, without reading every pending row: a walk of the primary key's
+// distinct community_id values (one index probe each), then the oldest id
+// of each (one more). Its cost grows with the number of communities that
+// have intents, not with the number of intents or the dead rows a busy
+// queue leaves until vacuum.
+const pendingSQL = `WITH RECURSIVE c(community_id) AS (
+		(SELECT community_id FROM audit_outbox ORDER BY community_id LIMIT 1)
+		UNION ALL
+		SELECT (SELECT o.community_id FROM audit_outbox o WHERE o.community_id > c.community_id ORDER BY o.community_id LIMIT 1)
+		FROM c WHERE c.community_id IS NOT NULL)
+	SELECT community_id::text FROM c WHERE community_id IS NOT NULL
+	ORDER BY (SELECT min(o.id) FROM audit_outbox o WHERE o.community_id = c.community_id)
+	LIMIT $1`
+
 func (c *Chainer) pending(ctx context.Context) ([]string, error) {
-	rows, err := c.cfg.Pool.Query(ctx, `SELECT community_id::text FROM audit_outbox
-		GROUP BY community_id ORDER BY min(id) LIMIT $1`, pendingScan)
+	rows, err := c.cfg.Pool.Query(ctx, pendingSQL, pendingScan)
 	if err != nil {
 		return nil, dbError(err)
 	}

@@ -1,6 +1,9 @@
 package audit
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // ObservationShapes returns one intent of each observational detail shape,
 // summaries included, for the round-trip test.
@@ -21,3 +24,7 @@ func ObservationShapes(communityID, pubkey string) []Intent {
 	}
 	return out
 }
+
+// PendingCommunities is the chainer's list of communities with pending
+// intents, oldest intent first.
+func (c *Chainer) PendingCommunities(ctx context.Context) ([]string, error) { return c.pending(ctx) }
