@@ -21,11 +21,18 @@ import (
 // Each event keeps its own outcome (inserted or duplicate: from ON CONFLICT,
 // its own listener rows) and its own answer, given only after the commit.
 //
-// There is no timer: a batch is whatever queued while the previous batches
-// were on their way, so an idle relay commits a lone event at once and a
-// busy one commits in groups as large as its load. At most groupFlushers
-// batches are in flight; the flushers are goroutines that exist only while
-// the queue is not empty.
+// A batch is whatever queued while the previous batches were on their way,
+// so an idle relay commits a lone event at once (no flusher busy: one
+// starts) and a busy one commits in groups as large as its load. At most
+// groupFlushers batches are in flight; the flushers are goroutines that
+// exist only while the queue is not empty. An event queued while a batch is
+// on its way does not start the second flusher at once: that flusher would
+// take only the events queued so far, often this one alone. It starts
+// groupDelay later, or at once when a whole batch is queued, and by then
+// the first flusher has often come back for the queue itself. An event
+// waits for its batch at most groupDelay longer than before, and only when
+// another batch is on its way (docs/PERFORMANCE.md "Group commit: the
+// second flusher waits").
 //
 // When a batch fails, nothing of it is assumed stored and every element is
 // retried alone, as if there were no grouping: one bad event (a refused
@@ -42,6 +49,10 @@ const DefaultGroupCommitMax = 128
 // its commit's WAL flush while the next is sent.
 const groupFlushers = 2
 
+// groupDelay is the longest an event queued behind a batch in flight waits
+// before a second flusher starts for it.
+const groupDelay = time.Millisecond
+
 // groupTimeout bounds one batch; its elements' own contexts do not, so one
 // closed connection cannot abort the others' commit.
 const groupTimeout = 30 * time.Second
@@ -54,6 +65,8 @@ type groupCommit struct {
 	mu       sync.Mutex
 	queue    []*groupItem
 	flushers int
+	// delayed is set while a timer will start a flusher.
+	delayed bool
 }
 
 // groupItem is one queued insert and, once done is closed, its result.
@@ -69,9 +82,12 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 	it := &groupItem{params: p, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, it)
-	start := g.flushers < groupFlushers
+	start := g.flushers == 0 || (g.flushers < groupFlushers && len(g.queue) >= g.max)
 	if start {
 		g.flushers++
+	} else if g.flushers < groupFlushers && !g.delayed {
+		g.delayed = true
+		time.AfterFunc(groupDelay, g.delayedStart)
 	}
 	g.mu.Unlock()
 	if start {
@@ -81,6 +97,21 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 	// has gone: the event may already be in a batch on its way.
 	<-it.done
 	return it.res, it.err
+}
+
+// delayedStart starts a flusher groupDelay after an event queued behind a
+// batch in flight, if events still wait and a flusher may start.
+func (g *groupCommit) delayedStart() {
+	g.mu.Lock()
+	g.delayed = false
+	start := len(g.queue) > 0 && g.flushers < groupFlushers
+	if start {
+		g.flushers++
+	}
+	g.mu.Unlock()
+	if start {
+		g.flush()
+	}
 }
 
 // flush commits batches until the queue is empty.
