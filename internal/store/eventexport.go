@@ -18,12 +18,12 @@ import (
 const exportWhere = `e.community_id = $1 AND ` + unexpired
 
 // exportCursor is the export's cursor in the Store's transaction. Its
-// order is the order writes were committed in: received_at is now() of
-// the write transaction that stored the row, and a write that relied on an
-// earlier event (its channel, its parent, its target) began after that
-// event's commit was visible to it. Rows of one transaction share
-// received_at and are ordered by created_at, then id, so the order is
-// total and the same on every run over the same snapshot.
+// order is commit order as docs/OPERATIONS.md "Exporting a community"
+// defines it: received_at is now() of the write transaction that stored
+// the row, and a write checked against an earlier event (its channel, its
+// parent, its target) began after that event was committed. Rows of one
+// transaction share received_at and are ordered by created_at, then id, so
+// the order is total and the same on every run over the same snapshot.
 const exportCursor = "buzz_export"
 
 // EventExportCounts is what a community's export holds.
