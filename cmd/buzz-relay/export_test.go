@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -260,6 +261,12 @@ func TestCommunityExport(t *testing.T) {
 		}
 		require.Equal(t, float64(f.header.Events), last["done"])
 		require.Equal(t, float64(f.header.Events), last["total"])
+
+		// --progress bar draws the terminal's bar anywhere.
+		res = runExport(t, env, "--host", deploymentHost, "--output", filepath.Join(dir, "bar.jsonl"), "--progress", "bar")
+		require.Contains(t, res.Stderr, "\r[##############################] "+strconv.FormatInt(f.header.Events, 10)+"/"+
+			strconv.FormatInt(f.header.Events, 10)+" events")
+		require.Contains(t, res.Stderr, "ETA 0s")
 
 		// --gzip to stdout, --quiet: nothing on stderr.
 		res = runExport(t, env, "--host", deploymentHost, "--gzip", "--quiet")
