@@ -68,6 +68,9 @@ var may = map[string]string{
 	"windowbench": "app benchload benchstat client config event pg pgcluster store window",
 	"soak":        "abuse benchstat client event pgcluster",
 
+	// `buzz-relay community export`: one community as a JSON lines file
+	"export": "audit event store",
+
 	// NIP-CW windows (docs/NIP-CW.md), both modes, run by the read door
 	"window": "event metrics pg replica store",
 }

@@ -13,19 +13,22 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// communityCmd is the `community add | add-host | list` group (docs/PROTOCOL.md §2.4).
+// communityCmd is the `community add | add-host | list | export` group
+// (docs/PROTOCOL.md §2.4, docs/OPERATIONS.md "Exporting a community").
 func communityCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "community",
-		Short: "manage communities (tenants): add, add-host, list",
+		Short: "manage communities (tenants): add, add-host, list, export",
 		Long: `community manages the communities the relay serves. A community is a
 tenant, chosen by the Host a client connects to; hosts are normalised
 (lower case, no trailing dot, default ports dropped). The deployment
-community, the host of RELAY_URL, is created by serve at every start.`,
+community, the host of RELAY_URL, is created by serve at every start.
+export writes one community's events as a JSON lines file.`,
 		Example: `  buzz-relay community add --host team.example
   buzz-relay community add-host --host chat.team.example --to team.example
-  buzz-relay community list`,
-	}, communityAddCmd(), communityAddHostCmd(), communityListCmd())
+  buzz-relay community list
+  buzz-relay community export --host team.example --output team.jsonl.gz`,
+	}, communityAddCmd(), communityAddHostCmd(), communityListCmd(), communityExportCmd())
 }
 
 func communityAddCmd() *cobra.Command {

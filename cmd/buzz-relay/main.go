@@ -3,6 +3,7 @@
 //	buzz-relay [serve]                     run the relay (default)
 //	buzz-relay migrate [--status]          apply pending migrations, or list them
 //	buzz-relay community add|add-host|list manage communities (tenants)
+//	buzz-relay community export            write one community as JSON lines
 //	buzz-relay member add|remove|list      manage relay members
 //	buzz-relay audit head|verify           export a checkpoint, verify a chain
 //	buzz-relay maintenance search-kinds    show or change what is searchable
