@@ -110,6 +110,9 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	if f.ws == nil {
 		return
 	}
+	if f.bus != nil && d.JSON == nil {
+		d.JSON = d.Event.AppendJSON(nil) // once, for this process and the bus
+	}
 	f.ws.Broadcast(d)
 	if f.bus == nil {
 		return

@@ -350,7 +350,9 @@ func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
 			p.cfg.Metrics.PostCommitDispatchErrors.Inc()
 		}
 	}()
-	p.cfg.Live.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, JSON: ev.AppendJSON(nil)})
+	// Not encoded here: the live side encodes it once, and only when a
+	// subscriber or another process takes it (Delivery.JSON).
+	p.cfg.Live.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev})
 }
 
 // evictions returns the dispatch that runs after the answer (step 23):

@@ -79,7 +79,8 @@ type Delivery struct {
 	// Channel is the event's channel UUID, or "" for a global event.
 	Channel string
 	Event   *event.Event
-	// JSON is the event encoded once, shared by every recipient.
+	// JSON is the event encoded once, shared by every recipient; nil until
+	// the live side needs it (a local subscriber, the bus), which encodes it.
 	JSON []byte
 }
 

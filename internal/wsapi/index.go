@@ -169,21 +169,22 @@ func (s *Server) Broadcast(d ingest.Delivery) {
 	if d.Event == nil {
 		return
 	}
+	// The event is encoded once, for the first recipient: none when no
+	// subscription here takes it (d.JSON is set when it came encoded).
 	js := d.JSON
-	if js == nil {
-		js = d.Event.AppendJSON(nil)
-	}
 	ephemeral := event.IsEphemeral(d.Event.Kind)
 	sent := 0
 	for _, sub := range s.idx.candidates(d) {
-		if s.deliver(sub, d, js, ephemeral) {
+		if s.deliver(sub, d, &js, ephemeral) {
 			sent++
 		}
 	}
 	s.m.FanoutRecipients.Observe(float64(sent))
 }
 
-func (s *Server) deliver(sub *subscription, d ingest.Delivery, js []byte, ephemeral bool) bool {
+// deliver sends d to sub when it matches and its holder may see it; *js
+// is the event's encoding, made here on first use.
+func (s *Server) deliver(sub *subscription, d ingest.Delivery, js *[]byte, ephemeral bool) bool {
 	c := sub.conn
 	if c.tenant.CommunityID != d.CommunityID {
 		return false
@@ -202,7 +203,10 @@ func (s *Server) deliver(sub *subscription, d ingest.Delivery, js []byte, epheme
 	if !ok || !s.cfg.Reader.Visible(c.ctx, read.Scope{CommunityID: d.CommunityID, Reader: pubkey}, d.Event, d.Channel) {
 		return false
 	}
-	frame := wire.EventFrame(sub.id, js)
+	if *js == nil {
+		*js = d.Event.AppendJSON(nil)
+	}
+	frame := wire.EventFrame(sub.id, *js)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.currentLocked(sub) || !sub.registered {
