@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -451,4 +452,70 @@ func TestVerify(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualError(t, verify(writer), "read replica fence: table replica_heartbeat is missing; run buzz-relay migrate")
 	})
+}
+
+// A former primary that comes back as a replica of the promoted standby
+// (docs/OPERATIONS.md "High availability"): the replica pool names the
+// primary's address, the writer pool both servers. After the primary's
+// death and the standby's promotion the probe goes on on the new writer,
+// and every read is doubted while the replica's address does not answer.
+// Once the old primary runs again as a standby of the new one, the proof
+// holds on it and it serves reads again, which see what the new primary
+// wrote after the failover.
+func TestFormerPrimaryReturnsAsReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pair := standbytest.StartWith(t, standbytest.Options{Synchronous: true})
+	writer, err := pg.Open(ctx, pair.FailoverURL, pg.PoolConfig{MaxConns: 4, CreatedAtFloor: Floor})
+	require.NoError(t, err)
+	t.Cleanup(writer.Close)
+	pool, err := OpenPool(ctx, pair.WriterURL, 4, nil)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	r := New(Config{Writer: writer, Pool: pool, Interval: 100 * time.Millisecond})
+	r.TestSignals.Init()
+	require.NoError(t, r.Start(ctx))
+	t.Cleanup(r.Stop)
+	_, err = writer.Exec(ctx, `CREATE TABLE failover_marks (mark text PRIMARY KEY)`)
+	require.NoError(t, err)
+	mark := func(m string) {
+		t.Helper()
+		_, err := writer.Exec(ctx, `INSERT INTO failover_marks VALUES ($1)`, m)
+		require.NoError(t, err)
+	}
+	marks := func() (Route, []string) {
+		t.Helper()
+		var got []string
+		route, err := r.Read(ctx, historical, func(s *Session) error {
+			rows, err := s.Querier().Query(ctx, `SELECT mark FROM failover_marks ORDER BY mark`)
+			if err != nil {
+				return err
+			}
+			got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		require.NoError(t, err)
+		return route, got
+	}
+	mark("a-before")
+	r.TestSignals.Probed.WaitOrTimeout(t)
+	route, got := marks()
+	require.Equal(t, RouteReplica, route, "the primary serves as its own replica before the failover")
+	require.Equal(t, []string{"a-before"}, got)
+
+	pair.KillPrimary(t)
+	pair.Promote(t)
+	mark("b-after")
+	r.TestSignals.Probed.Init()
+	r.TestSignals.Probed.WaitOrTimeout(t)
+	route, _ = marks()
+	require.Equal(t, RouteDoubt, route, "no replica answers at the old primary's address")
+
+	pair.RejoinPrimary(t)
+	mark("c-rejoined")
+	require.Eventually(t, func() bool {
+		route, got = marks()
+		return route == RouteReplica && len(got) == 3
+	}, 30*time.Second, 50*time.Millisecond, "the rejoined server serves reads once it replays the new primary")
+	require.Equal(t, []string{"a-before", "b-after", "c-rejoined"}, got)
 }

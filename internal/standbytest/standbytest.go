@@ -99,6 +99,7 @@ type Pair struct {
 	owner       *syscall.Credential // nil: the current user
 	standbyData string
 	standbyLog  string
+	standbySock string
 
 	mu sync.Mutex // serialises stop and start of the standby
 }
@@ -159,7 +160,8 @@ func StartWith(t testing.TB, opts Options) *Pair {
 		"-C", "-S", slot, "-h", primary.SocketDir(), "-p", strconv.Itoa(pgcluster.Port), "-U", pgcluster.Role); err != nil {
 		t.Fatalf("standbytest: pg_basebackup: %v: %s", err, out)
 	}
-	if err := p.writeStandbySettings(sock); err != nil {
+	p.standbySock = sock
+	if err := p.writeSettings(p.standbyData, StandbyPort, sock); err != nil {
 		t.Fatalf("standbytest: %v", err)
 	}
 	t.Cleanup(func() {
@@ -238,6 +240,37 @@ func (p *Pair) Promote(t testing.TB) {
 		t.Fatalf("standbytest: pg_ctl promote: %v: %s", err, out)
 	}
 	p.waitFor(t, "standby promoted", p.ReplicaURL, "SELECT NOT pg_is_in_recovery()")
+}
+
+// RejoinPrimary brings the killed primary back as a standby of the
+// promoted one, as an operator returns a failed primary to service: its
+// data directory is replaced by a base backup of the new primary
+// (pg_basebackup with its own replication slot), from which it then
+// streams, asynchronously, on its old address (WriterURL). It returns once
+// the server accepts connections. Call it after KillPrimary and Promote.
+func (p *Pair) RejoinPrimary(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	data := p.primary.DataDir()
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatalf("standbytest: remove the old primary's data: %v", err)
+	}
+	dir := filepath.Dir(data)
+	if out, err := p.run(ctx, dir, "pg_basebackup", "-D", data, "-R", "-X", "stream", "-c", "fast",
+		"-C", "-S", "rejoined", "-h", p.standbySock, "-p", strconv.Itoa(StandbyPort), "-U", pgcluster.Role); err != nil {
+		t.Fatalf("standbytest: pg_basebackup of the new primary: %v: %s", err, out)
+	}
+	if err := p.writeSettings(data, pgcluster.Port, p.primary.SocketDir()); err != nil {
+		t.Fatalf("standbytest: %v", err)
+	}
+	logFile := filepath.Join(dir, "rejoined.log")
+	if out, err := p.run(ctx, dir, "pg_ctl", "start", "-D", data, "-l", logFile,
+		"-w", "-t", strconv.Itoa(int(waitTimeout/time.Second))); err != nil {
+		log, _ := os.ReadFile(logFile)
+		t.Fatalf("standbytest: start the rejoined primary: %v: %s\nlog:\n%s", err, out, log)
+	}
+	p.waitFor(t, "rejoined as a standby", p.WriterURL, "SELECT pg_is_in_recovery()")
 }
 
 // alive reports whether pid is a live, not zombie, process.
@@ -324,12 +357,13 @@ func (p *Pair) stop(ctx context.Context) error {
 	return nil
 }
 
-// writeStandbySettings replaces the buzz.conf pg_basebackup copied from
-// the primary (its port and socket directory) with the standby's own.
-func (p *Pair) writeStandbySettings(sock string) error {
+// writeSettings replaces the buzz.conf pg_basebackup copied into dataDir
+// from its source (the source's port and socket directory) with the
+// server's own.
+func (p *Pair) writeSettings(dataDir string, port int, sock string) error {
 	all := map[string]string{
 		"listen_addresses":        "''",
-		"port":                    strconv.Itoa(StandbyPort),
+		"port":                    strconv.Itoa(port),
 		"unix_socket_directories": "'" + strings.ReplaceAll(sock, "'", "''") + "'",
 	}
 	for k, v := range settings {
@@ -344,7 +378,7 @@ func (p *Pair) writeStandbySettings(sock string) error {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s = %s\n", k, all[k])
 	}
-	path := filepath.Join(p.standbyData, "buzz.conf")
+	path := filepath.Join(dataDir, "buzz.conf")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
