@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,18 @@ func writeFile(t *testing.T, data string) string {
 	path := filepath.Join(t.TempDir(), "team.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(data), 0o600))
 	return path
+}
+
+// gunzipExport parses the compressed export at path.
+func gunzipExport(t *testing.T, path string) exportFile {
+	t.Helper()
+	gz, err := os.ReadFile(path)
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	require.NoError(t, err)
+	data, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	return parseExport(t, string(data))
 }
 
 // importSummary is the JSON line community import prints.
@@ -103,6 +116,7 @@ func TestCommunityImport(t *testing.T) {
 	t.Parallel()
 	const (
 		restored = "restored.test"
+		piped    = "piped.test"
 		halved   = "halved.test"
 		refused  = "refused.test"
 	)
@@ -110,7 +124,7 @@ func TestCommunityImport(t *testing.T) {
 	relayKey := event.GenerateKey()
 	relayPub := event.PubKey(relayKey)
 	env["BUZZ_RELAY_PRIVATE_KEY"] = hex.EncodeToString(relayKey)
-	for _, h := range []string{restored, halved, refused} {
+	for _, h := range []string{restored, piped, halved, refused} {
 		require.Equal(t, 0, runBinary(t, env, "community", "add", "--host", h).Code)
 	}
 	p := startReady(t, env)
@@ -146,6 +160,7 @@ func TestCommunityImport(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "team.jsonl.gz")
 	runExport(t, env, "--host", deploymentHost, "--output", file)
+	fileHeader := gunzipExport(t, file).header // its own exported_at and checkpoint
 	relaySigned := int64(len(f.events) - len(clientLines(f, relayPub)))
 
 	s := runImport(t, env, "--host", restored, "--file", file)
@@ -209,6 +224,22 @@ func TestCommunityImport(t *testing.T) {
 		require.Equal(t, g.lines, h.lines)
 	})
 
+	t.Run("StdinGzip", func(t *testing.T) {
+		gz, err := os.ReadFile(file)
+		require.NoError(t, err)
+		res := runBinaryInput(t, env, bytes.NewReader(gz), "community", "import", "--host", piped, "--progress", "json")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		var s importSummary
+		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &s), res.Stdout)
+		require.Equal(t, f.header.Events-relaySigned, s.Imported)
+		lines := strings.Split(strings.TrimSpace(res.Stderr), "\n")
+		var last map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last), res.Stderr)
+		require.Equal(t, float64(f.header.Events), last["done"], "JSON progress on stderr")
+		h := parseExport(t, runExport(t, env, "--host", piped).Stdout)
+		require.Equal(t, clientLines(g, relayPub), clientLines(h, relayPub))
+	})
+
 	t.Run("InterruptedThenContinued", func(t *testing.T) {
 		half := writeExport(t, f.header, f.lines[:len(f.lines)/2])
 		first := runImport(t, env, "--host", halved, "--file", half)
@@ -239,12 +270,12 @@ func TestCommunityImport(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // polling interval
 		}
 		require.Equal(t, deploymentHost, detail["source_host"])
-		require.Equal(t, float64(f.header.Audit.Seq), detail["audit_seq"])
-		require.Equal(t, f.header.Audit.Hash, detail["audit_hash"])
+		require.Equal(t, float64(fileHeader.Audit.Seq), detail["audit_seq"])
+		require.Equal(t, fileHeader.Audit.Hash, detail["audit_hash"])
 		require.Equal(t, f.trailer.SHA256, detail["sha256"])
 		cp, err := json.Marshal(detail["checkpoint"])
 		require.NoError(t, err)
-		require.JSONEq(t, string(f.header.Checkpoint), string(cp))
+		require.JSONEq(t, string(fileHeader.Checkpoint), string(cp))
 		res := runBinary(t, env, "audit", "verify", "--community", restored)
 		require.Equal(t, 0, res.Code, "%s%s", res.Stdout, res.Stderr)
 	})
