@@ -151,8 +151,9 @@ func checkTrailer(l *lines, h export.Header, t export.Trailer, events int64, sum
 	case t.SHA256 != sum:
 		return lineErr(l.n, "the trailer's SHA-256 %s is not that of the event lines (%s): the file was altered", t.SHA256, sum)
 	}
+	after := l.n + 1
 	if _, err := l.next(); !errors.Is(err, io.EOF) {
-		return lineErr(l.n+1, "data after the trailer")
+		return lineErr(after, "data after the trailer")
 	}
 	return nil
 }
