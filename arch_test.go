@@ -71,6 +71,9 @@ var may = map[string]string{
 	// `buzz-relay community export`: one community as a JSON lines file
 	"export": "audit event store",
 
+	// `buzz-relay community import`: an export file replayed through ingest
+	"importer": "audit event export ingest store tenant wire",
+
 	// NIP-CW windows (docs/NIP-CW.md), both modes, run by the read door
 	"window": "event metrics pg replica store",
 }

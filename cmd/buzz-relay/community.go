@@ -13,22 +13,25 @@ import (
 	"github.com/buzz-relay/buzz/internal/tenant"
 )
 
-// communityCmd is the `community add | add-host | list | export` group
-// (docs/PROTOCOL.md §2.4, docs/OPERATIONS.md "Exporting a community").
+// communityCmd is the `community add | add-host | list | export | import`
+// group (docs/PROTOCOL.md §2.4, docs/OPERATIONS.md "Exporting a community",
+// "Importing a community").
 func communityCmd() *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "community",
-		Short: "manage communities (tenants): add, add-host, list, export",
+		Short: "manage communities (tenants): add, add-host, list, export, import",
 		Long: `community manages the communities the relay serves. A community is a
 tenant, chosen by the Host a client connects to; hosts are normalised
 (lower case, no trailing dot, default ports dropped). The deployment
 community, the host of RELAY_URL, is created by serve at every start.
-export writes one community's events as a JSON lines file.`,
+export writes one community's events as a JSON lines file; import loads
+such a file into a community.`,
 		Example: `  buzz-relay community add --host team.example
   buzz-relay community add-host --host chat.team.example --to team.example
   buzz-relay community list
-  buzz-relay community export --host team.example --output team.jsonl.gz`,
-	}, communityAddCmd(), communityAddHostCmd(), communityListCmd(), communityExportCmd())
+  buzz-relay community export --host team.example --output team.jsonl.gz
+  buzz-relay community import --host new.example --file team.jsonl.gz`,
+	}, communityAddCmd(), communityAddHostCmd(), communityListCmd(), communityExportCmd(), communityImportCmd())
 }
 
 func communityAddCmd() *cobra.Command {

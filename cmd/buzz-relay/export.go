@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/export"
 )
 
@@ -62,10 +61,8 @@ cannot be written, database).`,
 			if err := requireFlag(c, "host", "HOST"); err != nil {
 				return err
 			}
-			switch o.progress {
-			case "auto", "bar", "json", "none":
-			default:
-				return cli.Usagef("%s: --progress must be auto, bar, json or none, not %q", c.CommandPath(), o.progress)
+			if err := checkProgressFlag(c, o.progress); err != nil {
+				return err
 			}
 			if err := communityExport(c, o); err != nil {
 				return fmt.Errorf("community export: %w", err)
@@ -104,7 +101,7 @@ func communityExport(c *cobra.Command, o exportOptions) error {
 		RelayKey: cfg.RelayPrivateKey, Now: time.Now(),
 		Progress: func(done, total int64) {
 			if bar == nil {
-				bar = newProgressOf(stderr, total, "events", exportProgressMode(o, stderr))
+				bar = newProgressOf(stderr, total, "events", progressModeOf(o.quiet, o.progress, stderr))
 			}
 			bar.set(done)
 		}}, out.w)
@@ -122,19 +119,6 @@ func communityExport(c *cobra.Command, o exportOptions) error {
 			"events": t.Events, "deleted": h.Deleted, "sha256": t.SHA256})
 	}
 	return nil
-}
-
-// exportProgressMode is the progress display the flags and stderr ask for.
-func exportProgressMode(o exportOptions, stderr io.Writer) progressMode {
-	switch {
-	case o.quiet || o.progress == "none":
-		return progressOff
-	case o.progress == "json":
-		return progressJSON
-	case o.progress == "bar" || isTerminal(stderr):
-		return progressBar
-	}
-	return progressOff
 }
 
 // exportOutput is where an export goes: stdout, or a temporary file

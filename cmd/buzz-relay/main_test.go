@@ -106,10 +106,17 @@ func (r result) lines(t *testing.T) []map[string]any {
 // runBinary runs buzz-relay with args and env to completion (1 min at most).
 func runBinary(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return runBinaryInput(t, env, nil, args...)
+}
+
+// runBinaryInput is runBinary with stdin read from in (nil: no input).
+func runBinaryInput(t *testing.T, env map[string]string, in io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = environ(env)
+	cmd.Stdin = in
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

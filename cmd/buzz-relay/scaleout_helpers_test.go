@@ -198,6 +198,7 @@ func (p *relayProc) requireReady() {
 type peer struct {
 	t         *testing.T
 	name      string
+	relay     string // the relay tag of AUTH: ws:// and the host dialled
 	c         *websocket.Conn
 	challenge string
 	frames    chan []any
@@ -219,14 +220,20 @@ const peerQueue = 4096
 // the test ends.
 func dialPeer(t *testing.T, p *relayProc, name string) *peer {
 	t.Helper()
+	return dialPeerHost(t, p, name, deploymentHost)
+}
+
+// dialPeerHost is dialPeer with the Host header of another community.
+func dialPeerHost(t *testing.T, p *relayProc, name, host string) *peer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, resp, err := websocket.Dial(ctx, "ws://"+p.AppAddr+"/", &websocket.DialOptions{
-		Host: deploymentHost, HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		Host: host, HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
 	})
 	require.NoError(t, err, "dial %s (%s): %v", name, p.AppAddr, resp)
 	c.SetReadLimit(4 << 20)
-	w := &peer{t: t, name: name, c: c, frames: make(chan []any, peerQueue), done: make(chan struct{})}
+	w := &peer{t: t, name: name, relay: "ws://" + host, c: c, frames: make(chan []any, peerQueue), done: make(chan struct{})}
 	go w.read()
 	t.Cleanup(w.close)
 	msg := w.next(frameWait)
@@ -387,7 +394,7 @@ func (w *peer) setAside() [][]any {
 func (w *peer) auth(key eventtest.Key) {
 	w.t.Helper()
 	ev := key.Signed(w.t, event.KindAuth, eventtest.Content(""),
-		eventtest.Tag("challenge", w.challenge), eventtest.Tag("relay", relayTag))
+		eventtest.Tag("challenge", w.challenge), eventtest.Tag("relay", w.relay))
 	require.True(w.t, w.publishFrame("AUTH", ev))
 }
 

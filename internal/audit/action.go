@@ -2,7 +2,7 @@ package audit
 
 import "fmt"
 
-// Action is one of the eleven stable action strings of docs/PROTOCOL.md §13.3. They
+// Action is one of the twelve stable action strings of docs/PROTOCOL.md §13.3. They
 // appear in the hash and in the action column and never change.
 type Action string
 
@@ -20,11 +20,12 @@ const (
 	AuthFailure       Action = "auth_failure"
 	RateLimitExceeded Action = "rate_limit_exceeded"
 	MediaUploaded     Action = "media_uploaded"
+	CommunityImported Action = "community_imported"
 )
 
 // Actions lists every known action in the order of docs/PROTOCOL.md §13.3.
 var Actions = []Action{EventCreated, EventDeleted, ChannelCreated, ChannelUpdated, ChannelDeleted,
-	MemberAdded, MemberRemoved, AuthSuccess, AuthFailure, RateLimitExceeded, MediaUploaded}
+	MemberAdded, MemberRemoved, AuthSuccess, AuthFailure, RateLimitExceeded, MediaUploaded, CommunityImported}
 
 // ParseAction returns the Action spelled s, or an error
 // `unknown audit action: "<s>"`.
@@ -37,7 +38,7 @@ func ParseAction(s string) (Action, error) {
 	return "", fmt.Errorf("unknown audit action: %q", s)
 }
 
-// Known reports whether a is one of the eleven actions.
+// Known reports whether a is one of the twelve actions.
 func (a Action) Known() bool {
 	_, err := ParseAction(string(a))
 	return err == nil

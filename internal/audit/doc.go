@@ -3,7 +3,7 @@
 // It owns the SQL of audit_log and audit_outbox (apart from the one
 // statement that stores an event and its event_created intent together,
 // which lives with the event insert in package store), the version 2 TLV
-// encoding of an entry and its canonical JSON, the eleven action strings and
+// encoding of an entry and its canonical JSON, the twelve action strings and
 // their intent constructors (NewEventCreated, NewMemberAdded, …), and:
 //
 //   - Append: an intent written to audit_outbox inside the caller's

@@ -157,7 +157,7 @@ func TestHashSensitivity(t *testing.T) {
 // The hash inputs and the version dispatch.
 func TestActionsAndVersions(t *testing.T) {
 	t.Parallel()
-	require.Len(t, audit.Actions, 11)
+	require.Len(t, audit.Actions, 12)
 	for _, a := range audit.Actions {
 		got, err := audit.ParseAction(string(a))
 		require.NoError(t, err)

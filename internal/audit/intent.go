@@ -191,3 +191,39 @@ func newObservation(communityID string, action Action, actor string, detail []by
 	return Intent{CommunityID: communityID, DedupeKey: string(action) + ":" + uuid.NewString(), Action: action,
 		Actor: actor, Detail: detail}
 }
+
+// Import is the provenance of a community import (docs/OPERATIONS.md
+// "Importing a community"): the export header's source and chain head,
+// and the file's count and SHA-256.
+type Import struct {
+	SourceHost        string
+	SourceCommunityID string
+	RelayPubkey       *string // nil: the source had no relay key
+	ExportedAt        string
+	Seq               *int64  // nil: the source chain was empty
+	Hash              *string // with Seq
+	Checkpoint        json.RawMessage
+	Events            int64
+	SHA256            string
+}
+
+// NewCommunityImported is the intent of an import into the community. Its
+// dedupe key is the file's hash and source, so importing the same file
+// again records nothing more.
+func NewCommunityImported(communityID string, in Import) Intent {
+	checkpoint := in.Checkpoint
+	if len(checkpoint) == 0 {
+		checkpoint = json.RawMessage("null")
+	}
+	return Intent{CommunityID: communityID, DedupeKey: string(CommunityImported) + ":" + in.SourceCommunityID + ":" + in.SHA256,
+		Action: CommunityImported, ObjectID: strp(in.SourceCommunityID), Detail: mustJSON(struct {
+			SourceHost  string          `json:"source_host"`
+			RelayPubkey *string         `json:"source_relay_pubkey"`
+			ExportedAt  string          `json:"exported_at"`
+			AuditSeq    *int64          `json:"audit_seq"`
+			AuditHash   *string         `json:"audit_hash"`
+			Checkpoint  json.RawMessage `json:"checkpoint"`
+			Events      int64           `json:"events"`
+			SHA256      string          `json:"sha256"`
+		}{in.SourceHost, in.RelayPubkey, in.ExportedAt, in.Seq, in.Hash, checkpoint, in.Events, in.SHA256})}
+}
