@@ -56,6 +56,8 @@ func (s *soakRun) inject(ctx context.Context, name string) faultReport {
 		err = s.stopPostgres(ctx, &r, false)
 	case "pg-immediate":
 		err = s.stopPostgres(ctx, &r, true)
+	case "failover":
+		err = s.failover(ctx, &r)
 	case "redis":
 		err = s.stopRedis(ctx, &r)
 	case "listener":
@@ -97,10 +99,16 @@ func (s *soakRun) killRelay(ctx context.Context, r *faultReport) error {
 }
 
 // stopPostgres shuts the database down (fast or immediate), watches the
-// relays while it is down, and starts it again after --pg-down.
+// relays while it is down, and starts it again after --pg-down. With a
+// standby it is the current primary that stops (Observed "primary": "a"
+// or "b", the member's place), and the standby streams again once it is
+// back.
 func (s *soakRun) stopPostgres(ctx context.Context, r *faultReport, immediate bool) error {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if len(s.db.members) > 1 {
+		r.Observed["primary"] = s.db.current().name
+	}
 	if err := s.db.shutdown(sctx, immediate); err != nil {
 		return err
 	}
@@ -119,6 +127,97 @@ func (s *soakRun) stopPostgres(ctx context.Context, r *faultReport, immediate bo
 	if !seen503 {
 		return errors.New("readiness never answered 503 while PostgreSQL was down")
 	}
+	return nil
+}
+
+// failover is the writer's failover (docs/OPERATIONS.md "High
+// availability"): the primary dies with every backend (SIGKILL, as with a
+// crashed host), every relay's /_readiness answers 503 while no writer
+// answers, then the synchronous standby is promoted (pg_ctl promote). The
+// relays find the new writer by themselves through their multi-host
+// DATABASE_URL; nothing is done to them. It records the time without a
+// writer (from the kill to the first OK true of the soak's ledgered writes
+// after the promotion began, and to every relay's readiness 200), and the
+// soak's operations under way meanwhile, with those that failed by prefix.
+// Then it clones a new synchronous standby from the new primary into the
+// dead one's place, so the database keeps its topology and a later fault
+// acts on the new primary.
+func (s *soakRun) failover(ctx context.Context, r *faultReport) error {
+	if !s.db.hasStandby() {
+		return errors.New("failover: the soak's database has no synchronous standby")
+	}
+	r.Observed["primary_killed"] = s.db.current().name
+	killed := time.Now()
+	pid, err := s.db.killPrimary(ctx)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	r.Observed["postmaster_killed"] = pid
+	since := func() float64 { return round2(time.Since(killed).Seconds()) }
+
+	// No writer: each relay must say so before the promotion (a failover
+	// manager promotes once the primary is seen gone, too).
+	seen := make([]bool, len(s.relays))
+	err = poll(ctx, 50*time.Millisecond, time.Now().Add(30*time.Second), func() (bool, error) {
+		all := true
+		for i, p := range s.relays {
+			if !seen[i] && p.readiness() == http.StatusServiceUnavailable {
+				seen[i] = true
+			}
+			all = all && seen[i]
+		}
+		return all, nil
+	})
+	seen503 := err == nil
+	r.Observed["readiness_503_without_writer"] = seen503
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.Observed["readiness_503_after_s"] = since()
+
+	promoting := time.Now()
+	r.Observed["promotion_began_after_s"] = round2(promoting.Sub(killed).Seconds())
+	if err := s.db.promote(ctx); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	r.Observed["promoted_after_s"] = since()
+	r.Observed["promote_s"] = round2(time.Since(promoting).Seconds())
+
+	// A writer again: the first write acknowledged after the promotion
+	// began (the standby was read-only until then, and the old primary's
+	// backends are dead, so it was committed on the new primary).
+	var back time.Time
+	err = poll(ctx, 20*time.Millisecond, time.Now().Add(2*time.Minute), func() (bool, error) {
+		t, ok := s.load.ledger.firstStoredSince(promoting)
+		back = t
+		return ok, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return errors.New("failover: no write was acknowledged within 2 min of the promotion")
+	}
+	if err != nil {
+		return err
+	}
+	r.Observed["no_writer_s"] = round2(back.Sub(killed).Seconds())
+	for _, p := range s.relays {
+		if err := p.waitReadiness(ctx, http.StatusOK, time.Minute); err != nil {
+			return fmt.Errorf("failover: %w", err)
+		}
+	}
+	r.Observed["readiness_200_after_s"] = since()
+	ops, failed := s.load.stats.during(killed, back)
+	r.Observed["ops_without_writer"] = ops
+	r.Observed["failed_without_writer"] = failed
+	if !seen503 {
+		return errors.New("failover: readiness never answered 503 on every relay while no writer answered")
+	}
+
+	rebuilding := time.Now()
+	if err := s.db.rebuildStandby(ctx); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	r.Observed["standby_rebuilt_s"] = round1(time.Since(rebuilding).Seconds())
+	r.Observed["primary"] = s.db.current().name
 	return nil
 }
 
