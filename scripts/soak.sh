@@ -2,9 +2,11 @@
 # Runs "buzz-bench soak" at full size: two relay processes sharing Redis, 48
 # connections over three communities for 10 minutes, with every fault
 # injected once (relay kill -9, PostgreSQL stopped 10 s in fast and in
-# immediate mode, Redis stopped 10 s, the listener endpoint failing for a
-# minute, a client that never reads, a 20 s connection storm from its own
-# address: up to 100,000 connects, each refused 429 or its forged AUTH refused).
+# immediate mode, the primary killed and its synchronous standby promoted,
+# Redis stopped 10 s, the listener endpoint failing for a minute, a client
+# that never reads, a 20 s connection storm from its own address: up to
+# 100,000 connects, each refused 429 or its forged AUTH refused, and one
+# hostile key running the abuse benchmark's attacks).
 # Everything runs on loopback in a temporary directory; the summary is one
 # JSON line on stdout, progress goes to stderr. Exit 1 means something
 # acknowledged was lost or a relay did not recover.

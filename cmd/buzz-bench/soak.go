@@ -10,8 +10,8 @@ func soakCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "soak",
 		Short: "a whole deployment under mixed traffic and faults, then a check of every acknowledged write",
-		Long: `soak starts a deployment on loopback (its own PostgreSQL cluster, --relays
-buzz-relay processes, a Redis server when there are several, an HTTPS
+		Long: `soak starts a deployment on loopback (its own PostgreSQL cluster, with a
+synchronous standby for the failover fault, --relays buzz-relay processes, a Redis server when there are several, an HTTPS
 operator-listener endpoint), drives --conns connections of mixed traffic
 over three communities for --duration while the --faults are injected,
 then checks the database against a ledger of every acknowledged write

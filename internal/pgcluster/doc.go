@@ -26,6 +26,12 @@
 // bounded attempts and backoff; the relay runs it for the lifetime of a
 // serving process, operator commands do not.
 //
+// StartStandby clones a running cluster with pg_basebackup into a
+// streaming hot standby of its own, SetSynchronousStandby makes a primary
+// wait for it at every COMMIT, and Promote ends its recovery: the topology
+// of docs/OPERATIONS.md "High availability", which the soak's failover
+// fault runs (internal/soak). buzz-relay itself never runs a standby.
+//
 // It does NOT apply migrations (package pg does), it does NOT open a
 // connection pool, and it does NOT manage external servers given by
 // DATABASE_URL.

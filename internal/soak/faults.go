@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,6 +57,8 @@ func (s *soakRun) inject(ctx context.Context, name string) faultReport {
 		err = s.stopPostgres(ctx, &r, false)
 	case "pg-immediate":
 		err = s.stopPostgres(ctx, &r, true)
+	case "failover":
+		err = s.failover(ctx, &r)
 	case "redis":
 		err = s.stopRedis(ctx, &r)
 	case "listener":
@@ -97,10 +100,16 @@ func (s *soakRun) killRelay(ctx context.Context, r *faultReport) error {
 }
 
 // stopPostgres shuts the database down (fast or immediate), watches the
-// relays while it is down, and starts it again after --pg-down.
+// relays while it is down, and starts it again after --pg-down. With a
+// standby it is the current primary that stops (Observed "primary": "a"
+// or "b", the member's place), and the standby streams again once it is
+// back.
 func (s *soakRun) stopPostgres(ctx context.Context, r *faultReport, immediate bool) error {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if len(s.db.members) > 1 {
+		r.Observed["primary"] = s.db.current().name
+	}
 	if err := s.db.shutdown(sctx, immediate); err != nil {
 		return err
 	}
@@ -120,6 +129,164 @@ func (s *soakRun) stopPostgres(ctx context.Context, r *faultReport, immediate bo
 		return errors.New("readiness never answered 503 while PostgreSQL was down")
 	}
 	return nil
+}
+
+// failover is the writer's failover (docs/OPERATIONS.md "High
+// availability"): the primary dies with every backend (SIGKILL, as with a
+// crashed host), every relay's /_readiness answers 503 while no writer
+// answers, then the synchronous standby is promoted (pg_ctl promote). The
+// relays find the new writer by themselves through their multi-host
+// DATABASE_URL; nothing is done to them. It records the time without a
+// writer (from the kill to the first OK true of the soak's ledgered writes
+// after the promotion began, and to the last relay's readiness 200), and
+// the soak's operations under way meanwhile, with those that failed by
+// prefix. Then it clones a new synchronous standby from the new primary
+// into the dead one's place, so the database keeps its topology and a
+// later fault acts on the new primary.
+func (s *soakRun) failover(ctx context.Context, r *faultReport) error {
+	if !s.db.hasStandby() {
+		return errors.New("failover: the soak's database has no synchronous standby")
+	}
+	r.Observed["primary_killed"] = s.db.current().name
+	watch := watchReadiness(ctx, s.relays)
+	defer watch.stop()
+	killed := time.Now()
+	pid, err := s.db.killPrimary(ctx)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	r.Observed["postmaster_killed"] = pid
+	after := func(t time.Time) float64 { return round2(t.Sub(killed).Seconds()) }
+
+	// No writer: every relay must say so before the promotion (a failover
+	// manager promotes once it has seen the primary gone, too).
+	err = poll(ctx, 20*time.Millisecond, time.Now().Add(30*time.Second), func() (bool, error) {
+		_, all := watch.last(false)
+		return all, nil
+	})
+	seen503 := err == nil
+	r.Observed["readiness_503_without_writer"] = seen503
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if down, all := watch.last(false); all {
+		r.Observed["readiness_503_after_s"] = after(down)
+	}
+
+	promoting := time.Now()
+	r.Observed["promotion_began_after_s"] = after(promoting)
+	if err := s.db.promote(ctx); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	r.Observed["promoted_after_s"] = after(time.Now())
+
+	// A writer again: the first write acknowledged after the promotion
+	// began (the standby was read-only until then, and the old primary's
+	// backends are dead, so it was committed on the new primary), and
+	// every relay ready.
+	var back time.Time
+	err = poll(ctx, 20*time.Millisecond, time.Now().Add(2*time.Minute), func() (bool, error) {
+		t, ok := s.load.ledger.firstStoredSince(promoting)
+		back = t
+		return ok, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return errors.New("failover: no write was acknowledged within 2 min of the promotion")
+	}
+	if err != nil {
+		return err
+	}
+	r.Observed["no_writer_s"] = after(back)
+	err = poll(ctx, 20*time.Millisecond, time.Now().Add(time.Minute), func() (bool, error) {
+		_, all := watch.last(true)
+		return all, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return errors.New("failover: a relay's readiness was not 200 again within 1 min of the first write")
+	}
+	if err != nil {
+		return err
+	}
+	up, _ := watch.last(true)
+	r.Observed["readiness_200_after_s"] = after(up)
+	ops, failed := s.load.stats.during(killed, back)
+	r.Observed["ops_without_writer"] = ops
+	r.Observed["failed_without_writer"] = failed
+	if !seen503 {
+		return errors.New("failover: readiness never answered 503 on every relay while no writer answered")
+	}
+
+	rebuilding := time.Now()
+	if err := s.db.rebuildStandby(ctx); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	r.Observed["standby_rebuilt_s"] = round1(time.Since(rebuilding).Seconds())
+	r.Observed["primary"] = s.db.current().name
+	return nil
+}
+
+// readinessWatch polls each relay's /_readiness every 50 ms, each relay on
+// its own (a busy relay's answer may take the check's 2 s), and records
+// when it first answered 503 and, after that, first 200 again.
+type readinessWatch struct {
+	mu       sync.Mutex
+	down, up []time.Time // per relay; zero until seen
+	cancel   context.CancelFunc
+	done     sync.WaitGroup
+}
+
+func watchReadiness(ctx context.Context, relays []*relayProc) *readinessWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &readinessWatch{down: make([]time.Time, len(relays)), up: make([]time.Time, len(relays)), cancel: cancel}
+	for i, p := range relays {
+		w.done.Go(func() {
+			for ctx.Err() == nil {
+				st := p.readiness()
+				at := time.Now()
+				w.mu.Lock()
+				switch {
+				case st == http.StatusServiceUnavailable && w.down[i].IsZero():
+					w.down[i] = at
+				case st == http.StatusOK && !w.down[i].IsZero() && w.up[i].IsZero():
+					w.up[i] = at
+				}
+				seenBoth := !w.up[i].IsZero()
+				w.mu.Unlock()
+				if seenBoth {
+					return
+				}
+				sleepCtx(ctx, 50*time.Millisecond) // polling interval
+			}
+		})
+	}
+	return w
+}
+
+// last is the latest of the relays' first 503s (up false) or first 200s
+// after them (up true), and whether every relay has had one.
+func (w *readinessWatch) last(up bool) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	times := w.down
+	if up {
+		times = w.up
+	}
+	var latest time.Time
+	for _, t := range times {
+		if t.IsZero() {
+			return time.Time{}, false
+		}
+		if t.After(latest) {
+			latest = t
+		}
+	}
+	return latest, true
+}
+
+// stop ends the polling and waits for it (at most one readiness check).
+func (w *readinessWatch) stop() {
+	w.cancel()
+	w.done.Wait()
 }
 
 // stopRedis kills the Redis server the relays share and starts a fresh one

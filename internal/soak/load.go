@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,8 @@ type ack struct {
 	// Duplicate is an OK true whose message starts "duplicate:": nothing
 	// was stored by this write (a read-state version already replaced).
 	Duplicate bool `json:"duplicate,omitempty"`
+	// at is when the ledger recorded the OK (not in the ledger file).
+	at time.Time
 }
 
 // ledger records every acknowledged write, in memory and as JSON lines.
@@ -73,10 +76,25 @@ func (l *ledger) add(a ack) {
 	b, _ := json.Marshal(a)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a.at = time.Now() // under the lock: the acks are in the order of their times
 	l.acks = append(l.acks, a)
 	if l.w != nil {
 		_, _ = l.w.Write(append(b, '\n'))
 	}
+}
+
+// firstStoredSince is when the ledger recorded its first OK that stored
+// something (not a duplicate:) at or after t; false when there is none yet.
+func (l *ledger) firstStoredSince(t time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.acks), func(i int) bool { return !l.acks[i].at.Before(t) })
+	for ; i < len(l.acks); i++ {
+		if !l.acks[i].Duplicate {
+			return l.acks[i].at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func (l *ledger) all() []ack {

@@ -1,7 +1,7 @@
 // Package soak is "buzz-bench soak", the relay's soak: it starts a whole deployment on
-// loopback (its own PostgreSQL cluster, one or more buzz-relay processes,
-// a Redis server when there are several, and an HTTPS operator-listener
-// endpoint), drives N connections of mixed traffic across three
+// loopback (its own PostgreSQL cluster, with a synchronous standby when
+// the failover fault is chosen, one or more buzz-relay processes, a Redis
+// server when there are several, and an HTTPS operator-listener endpoint), drives N connections of mixed traffic across three
 // communities for a set time while the chosen faults are injected, and
 // then checks the database against a ledger of every acknowledged write:
 //
@@ -65,7 +65,7 @@ type Config struct {
 }
 
 // faultNames lists the scenarios in the order a run with "all" injects them.
-var faultNames = []string{"kill-relay", "pg-fast", "pg-immediate", "redis", "listener", "slow-client", "storm", "abuse"}
+var faultNames = []string{"kill-relay", "pg-fast", "pg-immediate", "failover", "redis", "listener", "slow-client", "storm", "abuse"}
 
 // Flags registers the soak's flags on fs and returns the function that
 // checks them once fs is parsed.

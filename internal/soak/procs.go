@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/buzz-relay/buzz/internal/pgcluster"
 )
@@ -47,59 +50,155 @@ func freePort() (int, error) {
 	return 0, errors.New("find a free port: 200 tries below the ephemeral range failed")
 }
 
-// database is the soak's own PostgreSQL cluster (package pgcluster, unix
-// socket only, durable settings), which the fault scenarios stop and start.
+// database is the soak's PostgreSQL (package pgcluster: unix sockets only,
+// durable settings), which the fault scenarios stop, start and kill. It is
+// one cluster, or, when the run's faults include failover, a primary and a
+// synchronous streaming standby cloned from it (docs/OPERATIONS.md "High
+// availability"), which the relays reach through one multi-host URL.
+//
+// The pair's two members keep their places (directories, sockets, and so
+// their order in the URL) while their roles change: after a failover the
+// promoted standby is the primary, and a new standby is cloned from it
+// into the dead primary's place. Whatever the order of the faults, a stop
+// or start of "the database" acts on the current primary.
 type database struct {
-	cfg pgcluster.Config
-	mu  sync.Mutex
-	c   *pgcluster.Cluster
+	url string // what the relays' DATABASE_URL is; it never changes
+
+	mu      sync.Mutex
+	members []*dbMember // one, or two in URL order
+	primary int         // index of the writer in members
+	standby bool        // the other member streams as a synchronous standby
 }
 
-func startDatabase(ctx context.Context, dir string) (*database, error) {
-	d := &database{cfg: pgcluster.Config{DataDir: dir, Settings: map[string]string{"max_connections": "300"}}}
-	if err := d.start(ctx); err != nil {
-		return nil, err
+// dbMember is one cluster of the soak's database, in its own place.
+type dbMember struct {
+	name string // "a" or "b"; as a standby its application_name and slot are "soak_"+name
+	cfg  pgcluster.Config
+	c    *pgcluster.Cluster
+}
+
+// standbyName is the application_name and replication slot of m as a standby.
+func (m *dbMember) standbyName() string { return "soak_" + m.name }
+
+// dbSettings are the server settings of every member: the relays' pools
+// and the soak's own connections need more than the default 200
+// connections, and a standby has to have at least the primary's. A
+// standby whose primary restarted (pg-fast, pg-immediate) connects again
+// within a second, so a commit waits for it at most about that long.
+var dbSettings = map[string]string{"max_connections": "300", "wal_retrieve_retry_interval": "1s"}
+
+// startDatabase starts the soak's cluster in dir, and with withStandby a
+// synchronous standby of it in dir+"-b".
+func startDatabase(ctx context.Context, dir string, withStandby bool) (*database, error) {
+	a := &dbMember{name: "a", cfg: pgcluster.Config{DataDir: dir, Settings: dbSettings}}
+	c, err := pgcluster.Start(ctx, a.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start the soak's database: %w", err)
 	}
+	a.c = c
+	d := &database{url: c.URL(), members: []*dbMember{a}}
+	if !withStandby {
+		return d, nil
+	}
+	b := &dbMember{name: "b", cfg: pgcluster.Config{DataDir: dir + "-b", Settings: dbSettings}}
+	d.members = append(d.members, b)
+	if err := d.cloneStandby(ctx, b, a); err != nil {
+		return d, err
+	}
+	d.url = failoverURL(a.c.SocketDir(), b.c.SocketDir())
 	return d, nil
 }
 
-func (d *database) start(ctx context.Context) error {
-	c, err := pgcluster.Start(ctx, d.cfg)
+// cloneStandby makes m a synchronous standby of primary: a clone with
+// pg_basebackup, started, and named in the primary's
+// synchronous_standby_names.
+func (d *database) cloneStandby(ctx context.Context, m, primary *dbMember) error {
+	c, err := pgcluster.StartStandby(ctx, m.cfg, primary.c, m.standbyName())
 	if err != nil {
-		return fmt.Errorf("start the soak's database: %w", err)
+		return fmt.Errorf("start the soak's standby: %w", err)
 	}
 	d.mu.Lock()
-	d.c = c
+	m.c = c
+	d.mu.Unlock()
+	if err := primary.c.SetSynchronousStandby(ctx, m.standbyName()); err != nil {
+		return fmt.Errorf("make the soak's standby synchronous: %w", err)
+	}
+	d.mu.Lock()
+	d.standby = true
 	d.mu.Unlock()
 	return nil
 }
 
-// URL is the cluster's connection URL; it stays the same across restarts.
-func (d *database) URL() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.c.URL()
+// failoverURL names both members' sockets, with target_session_attrs=
+// read-write: each new connection goes to whichever of them accepts
+// writes (docs/OPERATIONS.md "High availability").
+func failoverURL(sockA, sockB string) string {
+	port := strconv.Itoa(pgcluster.Port)
+	q := url.Values{"host": {sockA + "," + sockB}, "port": {port + "," + port}, "sslmode": {"disable"},
+		"target_session_attrs": {"read-write"}}
+	return (&url.URL{Scheme: "postgres", User: url.User(pgcluster.Role), Path: "/" + pgcluster.Database, RawQuery: q.Encode()}).String()
 }
 
-// postmasterPID reads the running postmaster's pid.
-func (d *database) postmasterPID() (int, error) {
+// URL is the database's connection URL: the cluster's, or the pair's
+// multi-host URL, which reaches the current primary. It stays the same
+// across restarts and failovers.
+func (d *database) URL() string { return d.url }
+
+// hasStandby reports whether a synchronous standby streams from the primary.
+func (d *database) hasStandby() bool {
 	d.mu.Lock()
-	dataDir := d.c.DataDir()
+	defer d.mu.Unlock()
+	return d.standby
+}
+
+// current is the member that is the primary now.
+func (d *database) current() *dbMember {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.members[d.primary]
+}
+
+// start starts the current primary again after shutdown.
+func (d *database) start(ctx context.Context) error {
+	m := d.current()
+	c, err := pgcluster.Start(ctx, m.cfg)
+	if err != nil {
+		return fmt.Errorf("start the soak's database: %w", err)
+	}
+	d.mu.Lock()
+	m.c = c
+	d.mu.Unlock()
+	return nil
+}
+
+// postmasterPID reads the current primary's postmaster.pid: the pid, and
+// the whole file's lines.
+func (d *database) postmasterPID() (int, []string, error) {
+	m := d.current()
+	d.mu.Lock()
+	dataDir := m.c.DataDir()
 	d.mu.Unlock()
 	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
-		return 0, fmt.Errorf("read postmaster.pid: %w", err)
+		return 0, nil, fmt.Errorf("read postmaster.pid: %w", err)
 	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	return strconv.Atoi(strings.TrimSpace(first))
+	// Lines: pid, data dir, start time, port, socket dir, listen address,
+	// "shmem key  shmem id", status.
+	lines := strings.Split(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid <= 0 {
+		return 0, nil, fmt.Errorf("read postmaster.pid of %s: bad pid %q", dataDir, lines[0])
+	}
+	return pid, lines, nil
 }
 
-// shutdown stops the server in PostgreSQL's fast mode (SIGINT: sessions
-// rolled back, a checkpoint written) or immediate mode (SIGQUIT: no
-// checkpoint, crash recovery at the next start), and waits until the
-// postmaster is gone.
+// shutdown stops the current primary in PostgreSQL's fast mode (SIGINT:
+// sessions rolled back, a checkpoint written) or immediate mode (SIGQUIT:
+// no checkpoint, crash recovery at the next start), and waits until the
+// postmaster is gone. A standby stays up and streams again once the
+// primary is back.
 func (d *database) shutdown(ctx context.Context, immediate bool) error {
-	pid, err := d.postmasterPID()
+	pid, _, err := d.postmasterPID()
 	if err != nil {
 		return err
 	}
@@ -117,9 +216,147 @@ func (d *database) shutdown(ctx context.Context, immediate bool) error {
 	return nil
 }
 
-// stop ends the cluster for good (fast mode).
+// killPrimary ends the current primary as a crashed host would: SIGKILL
+// to its postmaster and to every process the postmaster started (each
+// backend leads a process group of its own), so no backend goes on
+// answering its open connection, and none commits, after the kill. The
+// postmaster is stopped (SIGSTOP) first, so it forks nothing while its
+// children are listed. It returns the postmaster's pid once every one of
+// them is gone, with the postmaster.pid, the socket and the System V shared
+// memory segment they leave removed: this cluster never starts again (a
+// new standby is cloned into its place).
+func (d *database) killPrimary(ctx context.Context) (int, error) {
+	pid, lines, err := d.postmasterPID()
+	if err != nil {
+		return 0, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return 0, fmt.Errorf("stop postmaster %d: %w", pid, err)
+	}
+	procs := append([]int{pid}, childrenOf(pid)...)
+	for _, p := range procs {
+		_ = syscall.Kill(-p, syscall.SIGKILL) // its process group, when it leads one
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	if len(lines) > 6 {
+		if f := strings.Fields(lines[6]); len(f) == 2 {
+			if id, err := strconv.Atoi(f[1]); err == nil {
+				_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+			}
+		}
+	}
+	err = poll(ctx, 10*time.Millisecond, time.Now().Add(time.Minute), func() (bool, error) {
+		for _, p := range procs {
+			if processAlive(p) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return pid, fmt.Errorf("postmaster %d or a backend of it still alive after SIGKILL: %w", pid, err)
+	}
+	// The pids are free for reuse now: nothing may signal them, and the
+	// server's files must not make a later one there look alive.
+	m := d.current()
+	d.mu.Lock()
+	dataDir := m.c.DataDir()
+	d.mu.Unlock()
+	_ = os.Remove(filepath.Join(dataDir, "postmaster.pid"))
+	if len(lines) > 4 {
+		sock := filepath.Join(strings.TrimSpace(lines[4]), ".s.PGSQL."+strings.TrimSpace(lines[3]))
+		_ = os.Remove(sock)
+		_ = os.Remove(sock + ".lock")
+	}
+	return pid, nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid …"; comm may hold spaces.
+		b := procFile(p, "stat")
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) >= 2 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, p)
+		}
+	}
+	return kids
+}
+
+// processAlive reports whether pid is a live process (a zombie is not).
+func processAlive(pid int) bool {
+	b := procFile(pid, "stat")
+	if b == nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// promote promotes the standby: it is the primary from then on, without
+// a standby until rebuildStandby.
+func (d *database) promote(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.standby {
+		d.mu.Unlock()
+		return errors.New("promote: the soak's database has no standby")
+	}
+	next := 1 - d.primary
+	m := d.members[next]
+	d.mu.Unlock()
+	if err := m.c.Promote(ctx); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.primary, d.standby = next, false
+	d.mu.Unlock()
+	return nil
+}
+
+// rebuildStandby clones a new synchronous standby from the primary into
+// the other member's place (where the killed primary was), so the pair
+// has its topology again.
+func (d *database) rebuildStandby(ctx context.Context) error {
+	d.mu.Lock()
+	if len(d.members) != 2 || d.standby {
+		d.mu.Unlock()
+		return errors.New("rebuild the standby: the soak's database is not a pair without a standby")
+	}
+	primary, m := d.members[d.primary], d.members[1-d.primary]
+	old := m.c
+	d.mu.Unlock()
+	if err := old.Stop(ctx); err != nil { // it is gone already: this only marks it stopped
+		return fmt.Errorf("rebuild the standby: %w", err)
+	}
+	return d.cloneStandby(ctx, m, primary)
+}
+
+// stop ends every member for good (fast mode). A member killed by the
+// failover and not rebuilt is only marked stopped, which also removes a
+// socket directory pgcluster made for it under /tmp.
 func (d *database) stop(ctx context.Context) error {
-	return pgcluster.StopDataDir(ctx, d.cfg)
+	var errs []error
+	for _, m := range d.members {
+		d.mu.Lock()
+		c := m.c
+		d.mu.Unlock()
+		if c != nil {
+			if err := c.Stop(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := pgcluster.StopDataDir(ctx, m.cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // redisServer is a redis-server on a loopback port the soak owns, with

@@ -97,12 +97,19 @@ func setUp(ctx context.Context, cfg Config, progress io.Writer) (*soakRun, error
 	s := &soakRun{cfg: cfg, dir: dir}
 	step := func(msg string) { writeLine(progress, map[string]any{"step": msg, "dir": dir}) }
 
-	step("starting PostgreSQL")
-	db, err := startDatabase(ctx, filepath.Join(dir, "db"))
+	failover := containsString(cfg.faults, "failover")
+	if failover {
+		step("starting PostgreSQL: a primary and a synchronous standby")
+	} else {
+		step("starting PostgreSQL")
+	}
+	db, err := startDatabase(ctx, filepath.Join(dir, "db"), failover)
+	if db != nil {
+		s.db = db
+	}
 	if err != nil {
 		return s, err
 	}
-	s.db = db
 	if s.endpoint, err = startEndpoint(dir); err != nil {
 		return s, err
 	}

@@ -154,6 +154,25 @@ func TestSoakFaults(t *testing.T) {
 		}},
 		{"pg-fast", nil, pgOutage},
 		{"pg-immediate", nil, pgOutage},
+		{"failover", nil, func(t *testing.T, sum *summary, f faultReport) {
+			require.Equal(t, true, f.Observed["readiness_503_without_writer"], "readiness 503 while no writer answered: %v", f.Observed)
+			require.Equal(t, "a", f.Observed["primary_killed"])
+			require.Equal(t, "b", f.Observed["primary"], "the standby is the primary")
+			noWriter, ok := f.Observed["no_writer_s"].(float64)
+			require.True(t, ok, "time without a writer recorded: %v", f.Observed)
+			// Kill, 503, promotion and the first OK true: seconds on a
+			// quiet machine; generous for a busy one.
+			require.Positive(t, noWriter)
+			require.Less(t, noWriter, 60.0)
+			require.GreaterOrEqual(t, noWriter, f.Observed["promotion_began_after_s"].(float64), "the first write after the promotion began")
+			require.Positive(t, f.Observed["readiness_200_after_s"], "every relay ready again")
+			require.Positive(t, f.Observed["ops_without_writer"], "operations were under way without a writer")
+			for prefix, n := range f.Observed["failed_without_writer"].(map[string]int) {
+				require.Contains(t, []string{"error:", "NIP-98:", "relay:", "HTTP 500", "transport:"}, prefix,
+					"a failure of a known kind (%d): %v", n, sum.ErrorSample[prefix])
+			}
+			require.Positive(t, f.Observed["standby_rebuilt_s"], "a new standby was cloned")
+		}},
 		{"redis", []string{"--relays", "2"}, func(t *testing.T, sum *summary, f faultReport) {
 			require.Equal(t, true, f.Observed["status_redis_disconnected"], "/_status showed Redis down")
 		}},

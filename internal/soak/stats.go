@@ -26,11 +26,13 @@ type opStats struct {
 	lat       []timed // successful and refused operations both
 }
 
-// timed is one operation's start and latency.
+// timed is one operation's start and latency, and its failure's prefix
+// ("" when it succeeded).
 type timed struct {
 	at     time.Time
 	d      time.Duration
 	failed bool
+	prefix string
 }
 
 func newStats() *stats {
@@ -48,12 +50,13 @@ func (s *stats) add(op string, at time.Time, d time.Duration, msg string) {
 		s.ops[op] = o
 	}
 	o.n++
-	o.lat = append(o.lat, timed{at, d, msg != ""})
 	if msg == "" {
+		o.lat = append(o.lat, timed{at, d, false, ""})
 		return
 	}
-	o.failed++
 	p := prefixOf(msg)
+	o.lat = append(o.lat, timed{at, d, true, p})
+	o.failed++
 	s.errors[p]++
 	if len(s.sample[p]) < 3 && !slices.Contains(s.sample[p], msg) {
 		s.sample[p] = append(s.sample[p], msg)
@@ -168,4 +171,24 @@ func (s *stats) between(from, to time.Time) (p99 map[string]float64, failed map[
 		p99[name] = ms(quantile(lat, 0.99))
 	}
 	return p99, failed
+}
+
+// during counts the operations that were under way at some moment between
+// from and to (started before to, answered at or after from), and those
+// of them that failed, by prefix.
+func (s *stats) during(from, to time.Time) (ops int, failed map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	failed = map[string]int{}
+	for _, o := range s.ops {
+		for _, x := range o.lat {
+			if x.at.Before(to) && !x.at.Add(x.d).Before(from) {
+				ops++
+				if x.failed {
+					failed[x.prefix]++
+				}
+			}
+		}
+	}
+	return ops, failed
 }
