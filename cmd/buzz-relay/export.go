@@ -74,8 +74,7 @@ cannot be written, database).`,
 	f.StringVar(&o.host, "host", "", "host or alias of the community (required)")
 	f.StringVar(&o.output, "output", "", "write to FILE instead of stdout (.gz compresses)")
 	f.BoolVar(&o.gzip, "gzip", false, "compress the output with gzip")
-	f.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
-	f.StringVar(&o.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal), bar, json or none")
+	progressFlags(f, &o.quiet, &o.progress)
 	return c
 }
 

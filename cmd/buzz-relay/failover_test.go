@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -92,11 +93,7 @@ func (e *heldEndpoint) release() {
 func (e *heldEndpoint) state() (int, map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	got := make(map[string]int, len(e.got))
-	for k, v := range e.got {
-		got[k] = v
-	}
-	return e.waiting, got
+	return e.waiting, maps.Clone(e.got)
 }
 
 // readinessOf returns the status of p's /_readiness, 0 when it does not

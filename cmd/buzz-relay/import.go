@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/buzz-relay/buzz/internal/cli"
 	"github.com/buzz-relay/buzz/internal/export"
@@ -81,8 +82,7 @@ key, database).`,
 	f.StringVar(&o.host, "host", "", "host or alias of the target community (required)")
 	f.StringVar(&o.file, "file", "", "read FILE instead of stdin (gzip or plain)")
 	f.BoolVar(&o.merge, "merge", false, "import into a community that already holds events")
-	f.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
-	f.StringVar(&o.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal), bar, json or none")
+	progressFlags(f, &o.quiet, &o.progress)
 	return c
 }
 
@@ -180,6 +180,13 @@ func spoolStdin(in io.Reader) (string, error) {
 		return "", fmt.Errorf("spool stdin: %w", err)
 	}
 	return f.Name(), nil
+}
+
+// progressFlags declares --quiet and --progress, shared by the commands
+// that show progress on stderr.
+func progressFlags(f *pflag.FlagSet, quiet *bool, progress *string) {
+	f.BoolVar(quiet, "quiet", false, "no progress on stderr")
+	f.StringVar(progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal), bar, json or none")
 }
 
 // checkProgressFlag refuses a --progress other than auto, bar, json or none.

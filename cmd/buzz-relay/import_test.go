@@ -22,6 +22,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/export"
+	"github.com/buzz-relay/buzz/internal/importer"
 )
 
 // writeExport writes an export of lines with a header based on h and a
@@ -63,24 +64,12 @@ func gunzipExport(t *testing.T, path string) exportFile {
 	return parseExport(t, string(data))
 }
 
-// importSummary is the JSON line community import prints.
-type importSummary struct {
-	Host               string            `json:"host"`
-	Source             string            `json:"source_host"`
-	Events             int64             `json:"events"`
-	Imported           int64             `json:"imported"`
-	Duplicates         int64             `json:"duplicates"`
-	SkippedRelaySigned int64             `json:"skipped_relay_signed"`
-	Refused            map[string]int64  `json:"refused"`
-	FirstRefused       map[string]string `json:"first_refused"`
-}
-
 // runImport runs community import with args and requires exit 0.
-func runImport(t *testing.T, env map[string]string, args ...string) importSummary {
+func runImport(t *testing.T, env map[string]string, args ...string) importer.Summary {
 	t.Helper()
 	res := runBinary(t, env, append([]string{"community", "import", "--quiet"}, args...)...)
 	require.Equal(t, 0, res.Code, "stdout: %s\nstderr: %s", res.Stdout, res.Stderr)
-	var s importSummary
+	var s importer.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &s), res.Stdout)
 	return s
 }
@@ -164,7 +153,7 @@ func TestCommunityImport(t *testing.T) {
 	relaySigned := int64(len(f.events) - len(clientLines(f, relayPub)))
 
 	s := runImport(t, env, "--host", restored, "--file", file)
-	require.Equal(t, importSummary{Host: restored, Source: deploymentHost, Events: f.header.Events,
+	require.Equal(t, importer.Summary{Host: restored, Source: deploymentHost, Events: f.header.Events,
 		Imported: f.header.Events - relaySigned, SkippedRelaySigned: relaySigned, Refused: map[string]int64{}}, s)
 
 	t.Run("MembersReadTheSame", func(t *testing.T) {
@@ -218,7 +207,7 @@ func TestCommunityImport(t *testing.T) {
 		require.Equal(t, 2, res.Code, res.Stderr)
 		require.Contains(t, res.Stderr, "community import: community "+restored+" already holds")
 		again := runImport(t, env, "--host", restored, "--file", file, "--merge")
-		require.Equal(t, importSummary{Host: restored, Source: deploymentHost, Events: f.header.Events,
+		require.Equal(t, importer.Summary{Host: restored, Source: deploymentHost, Events: f.header.Events,
 			Duplicates: f.header.Events - relaySigned, SkippedRelaySigned: relaySigned, Refused: map[string]int64{}}, again)
 		h := parseExport(t, runExport(t, env, "--host", restored).Stdout)
 		require.Equal(t, g.lines, h.lines)
@@ -229,7 +218,7 @@ func TestCommunityImport(t *testing.T) {
 		require.NoError(t, err)
 		res := runBinaryInput(t, env, bytes.NewReader(gz), "community", "import", "--host", piped, "--progress", "json")
 		require.Equal(t, 0, res.Code, res.Stderr)
-		var s importSummary
+		var s importer.Summary
 		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &s), res.Stdout)
 		require.Equal(t, f.header.Events-relaySigned, s.Imported)
 		lines := strings.Split(strings.TrimSpace(res.Stderr), "\n")
