@@ -40,10 +40,29 @@ type lines struct {
 
 func newLines(r io.Reader) *lines { return &lines{r: bufio.NewReaderSize(r, 1<<16)} }
 
+// MaxLineBytes bounds one line of a file, before its "\n": the largest
+// BUZZ_MAX_FRAME_BYTES, so no event a relay accepted is longer. A longer
+// line is refused as soon as it passes the bound, before more of it is
+// held in memory.
+const MaxLineBytes = 16 << 20
+
 // next returns the next line without its "\n", io.EOF at the end of the
-// file, or a *LineError for a last line without its "\n".
+// file, or a *LineError for a last line without its "\n" or a line over
+// MaxLineBytes.
 func (l *lines) next() ([]byte, error) {
-	b, err := l.r.ReadBytes('\n')
+	var b []byte
+	var err error
+	for {
+		var chunk []byte
+		chunk, err = l.r.ReadSlice('\n')
+		if len(b)+len(chunk) > MaxLineBytes+1 {
+			return nil, lineErr(l.n+1, "the line is longer than %d bytes", MaxLineBytes)
+		}
+		b = append(b, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			break
+		}
+	}
 	if errors.Is(err, io.EOF) {
 		if len(b) == 0 {
 			return nil, io.EOF

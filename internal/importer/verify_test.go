@@ -80,3 +80,20 @@ func TestVerify(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.name)
 	}
 }
+
+// A line is bounded by importer.MaxLineBytes: a line of exactly that many
+// bytes is read (and refused for what it holds), one byte more is refused
+// for its length, naming its line.
+func TestVerifyLineCap(t *testing.T) {
+	t.Parallel()
+	good := file(t, 1)
+	with := func(n int) error {
+		return verify([]string{good[0], strings.Repeat("x", n) + "\n", good[2]})
+	}
+	atCap := with(importer.MaxLineBytes)
+	require.Error(t, atCap)
+	require.NotContains(t, atCap.Error(), "longer than")
+	require.Contains(t, atCap.Error(), "line 2")
+	over := with(importer.MaxLineBytes + 1)
+	require.EqualError(t, over, "line 2: the line is longer than 16777216 bytes")
+}
