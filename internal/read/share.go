@@ -226,8 +226,10 @@ func (g *grant) close() {
 		g.start, g.parallel = time.Time{}, nil
 	}
 	g.mu.Unlock()
-	g.s.release(g.conn, g.pubkey, n)
+	// The read pays before its shares go back: a read waiting for one of
+	// them is judged on the budget with this cost taken out.
 	if settle {
 		g.rt.settle(g.reader, g.reserved, cost)
 	}
+	g.s.release(g.conn, g.pubkey, n)
 }

@@ -307,7 +307,7 @@ func TestReplicaDoubtMidClosure(t *testing.T) {
 			w.kill.Store(true)
 			_, err = w.run(t, w.engine, r)
 			var we *window.Error
-			if attempt < 3 && errors.As(err, &we) && we.Text == "thread window deadline exceeded" {
+			if attempt < 5 && errors.As(err, &we) && we.Text == "thread window deadline exceeded" {
 				t.Logf("attempt %d ran out of the batch deadline; again", attempt)
 				continue
 			}
