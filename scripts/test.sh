@@ -68,12 +68,14 @@ fuzz_targets='
 ./internal/config FuzzOperatorListeners
 '
 
-fuzztime=${FUZZTIME:-10s}
+fuzztime=${FUZZTIME:-5s}
 # Each target is time-boxed (-fuzztime), so the step's length is the number
 # of targets times (fuzztime + build and start-up) over the targets run at
 # once: FUZZ_JOBS of them side by side (default: the core count), each with
 # one fuzz worker (-parallel=1), so they share the cores instead of taking
 # turns on all of them. Each target's output is printed whole when it ends.
+# 5 s a target keeps the step a check that every parser still survives its
+# seeds and a short exploration; `make fuzz` (FUZZTIME=2m) explores.
 fuzz_jobs=${FUZZ_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
 fuzz_one() {
   local pkg=$1 target=$2 out
@@ -125,9 +127,10 @@ fuzz_all() {
 # time"), one after the other in a go test of their own beside the others.
 # internal/soak's tests are short soak runs (30 s each, a few relay
 # processes and their own cluster) that spend most of their time waiting:
-# four at a time. The fuzz step follows them there: it then runs beside the
-# last of the other packages, when go test's two slots no longer keep both
-# cores busy, instead of after everything.
+# four at a time. The two apart packages run side by side, as both mostly
+# wait on processes and real time. The fuzz step follows them there: it then
+# runs beside the last of the other packages, when go test's two slots no
+# longer keep both cores busy, instead of after everything.
 mod=$(go list -m)
 apart=("$mod/internal/soak" "$mod/cmd/buzz-relay")
 pkgs=()
@@ -140,8 +143,10 @@ done < <(go list ./...)
 tagged="$GOFLAGS${tags:+ $tags}"
 (
   failed=0
-  GOFLAGS=$tagged go test -count=1 -timeout 20m -parallel 4 "${apart[0]}" || failed=1
+  GOFLAGS=$tagged go test -count=1 -timeout 20m -parallel 4 "${apart[0]}" &
+  soak_pid=$!
   GOFLAGS=$tagged go test -count=1 -timeout 20m "${apart[1]}" || failed=1
+  wait "$soak_pid" || failed=1
   step "go test ${apart[*]#"$mod/"}"
   fuzz_all || failed=1
   exit "$failed"
