@@ -3,7 +3,7 @@
 # -tags=libsecp256k1 where the C library can be built against, else empty:
 # the relay then verifies signatures in pure Go (docs/OPERATIONS.md).
 SECP256K1_TAGS = $(shell scripts/secp256k1-tags.sh)
-.PHONY: help run build test fuzz soak bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle bench-abuse lint
+.PHONY: help run build test fuzz soak bench bench-1m bench-windows bench-scale bench-req-1m bench-fanout bench-idle bench-abuse bench-move lint
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-10s %s\n",$$1,$$2}'
@@ -52,6 +52,9 @@ bench-idle: ## P6: 10,000 idle authenticated sockets, relay RSS; heap profile in
 	@mkdir -p bin
 	@BENCH_ENV="BUZZ_PPROF_ENABLED=true $(BENCH_ENV)" scripts/bench.sh 1 idle --idle-conns 10000 \
 		--pprof http://127.0.0.1:3392/debug/pprof/heap --heap-profile $(CURDIR)/bin/heap-idle.pb.gz
+
+bench-move: ## export and import of one community of 1M events: rates and peak RSS (about 30 min)
+	@scripts/bench-move.sh
 
 bench-abuse: ## honest p50/p99 with and without each attack, default quotas (about 6 min)
 	@scripts/bench-abuse.sh

@@ -149,6 +149,28 @@ func TestPoolSettings(t *testing.T) {
 		}
 	})
 
+	// An AsyncCommit pool's commits return before their WAL is flushed;
+	// FlushCommits flushes past them, whatever the server's own setting
+	// (off in the test cluster).
+	t.Run("AsyncCommitThenFlush", func(t *testing.T) {
+		t.Parallel()
+		plain, url := dbtest.NewDB(t)
+		fast, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: 1, AsyncCommit: true})
+		require.NoError(t, err)
+		defer fast.Close()
+		var v string
+		require.NoError(t, fast.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v))
+		require.Equal(t, "off", v)
+		_, err = fast.Exec(ctx, "CREATE TABLE async_commit (n int); INSERT INTO async_commit SELECT generate_series(1, 1000)")
+		require.NoError(t, err)
+		var committed string
+		require.NoError(t, fast.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&committed))
+		require.NoError(t, pg.FlushCommits(ctx, plain))
+		var flushed bool
+		require.NoError(t, plain.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn", committed).Scan(&flushed))
+		require.True(t, flushed, "the WAL is flushed past the async commit")
+	})
+
 	t.Run("LazyOpensWithoutAServer", func(t *testing.T) {
 		t.Parallel()
 		pool, err := pg.Open(ctx, "postgres://u@/db?host="+t.TempDir(), pg.PoolConfig{Lazy: true, AcquireTimeout: time.Second})

@@ -44,6 +44,11 @@ type PoolConfig struct {
 	// are dialled on first use, so a server that is down at start fails
 	// its requests, not the caller's startup (the read replica).
 	Lazy bool
+	// AsyncCommit sets synchronous_commit off: a commit returns before its
+	// WAL reaches the disk, and a crash may lose the last moments of
+	// commits, never corrupt anything. Only for writers that can re-run
+	// what they lost (community import); they end with FlushCommits.
+	AsyncCommit bool
 }
 
 // Querier is what both a pool and a transaction offer, so store code can run
@@ -113,7 +118,26 @@ func sessionSettings(cfg PoolConfig) map[string]string {
 	if cfg.StatementTimeout > 0 {
 		out["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
 	}
+	if cfg.AsyncCommit {
+		out["synchronous_commit"] = "off"
+	}
 	return out
+}
+
+// FlushCommits makes every transaction committed before it on the server
+// durable, those of AsyncCommit pools included: it commits a transaction
+// that takes a transaction id with synchronous_commit on, whatever the
+// server's setting, so its commit waits for the WAL to be flushed up to
+// its commit record, and the WAL is flushed in order.
+func FlushCommits(ctx context.Context, pool *pgxpool.Pool) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'buzz', 'flush')")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("flush commits: %w", err)
+	}
+	return nil
 }
 
 // applySettings sets each parameter for the session in one round trip. A
