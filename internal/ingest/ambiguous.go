@@ -169,7 +169,7 @@ func (p *Pipeline) settle(u unresolved, outcome string) {
 	log := p.log.With(slog.String("event_id", u.ev.ID), slog.Int("kind", u.ev.Kind), slog.String("outcome", outcome))
 	switch outcome {
 	case outcomeFannedOut:
-		p.broadcast(u.communityID, u.channel, &u.ev)
+		p.broadcast(u.communityID, u.channel, &u.ev, "")
 		log.Warn("ambiguous commit: event found stored, fanned out")
 	case outcomeInterrupted:
 		if live := p.cfg.Live; live != nil {

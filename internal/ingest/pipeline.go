@@ -221,13 +221,13 @@ func (p *Pipeline) afterCommit(req *Request, out *outcome) func() {
 			}
 		}
 	}
-	p.broadcast(cid, out.channel, &req.Event) // 21
+	p.broadcast(cid, out.channel, &req.Event, req.Origin) // 21
 	for _, fe := range out.follow {
 		channel := out.channel
 		if isNotice(fe.Kind) {
 			channel = ""
 		}
-		p.broadcast(cid, channel, fe)
+		p.broadcast(cid, channel, fe, req.Origin)
 	}
 	return p.evictions(cid, out.channel, out.evict)
 }
@@ -334,13 +334,14 @@ func (p *Pipeline) ephemeral(ctx context.Context, req *Request) error {
 			return reject(wire.Restricted, "not a channel member")
 		}
 	}
-	p.broadcast(req.Tenant.CommunityID, channel, ev)
+	p.broadcast(req.Tenant.CommunityID, channel, ev, req.Origin)
 	return nil
 }
 
-// broadcast hands a committed (or ephemeral) event to local fan-out. It
-// never fails the request.
-func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
+// broadcast hands a committed (or ephemeral) event to local fan-out, the
+// connection it came through (origin, or "") first. It never fails the
+// request.
+func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event, origin string) {
 	if p.cfg.Live == nil {
 		return
 	}
@@ -352,7 +353,7 @@ func (p *Pipeline) broadcast(communityID, channel string, ev *event.Event) {
 	}()
 	// Not encoded here: the live side encodes it once, and only when a
 	// subscriber or another process takes it (Delivery.JSON).
-	p.cfg.Live.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev})
+	p.cfg.Live.Broadcast(Delivery{CommunityID: communityID, Channel: channel, Event: ev, Origin: origin})
 }
 
 // evictions returns the dispatch that runs after the answer (step 23):

@@ -29,6 +29,10 @@ type Request struct {
 	Author string
 	Source Source
 	Event  event.Event
+	// Origin names the WebSocket the event came through ("" for none):
+	// its own subscriptions get the event before its OK
+	// (docs/PROTOCOL.md §1.3).
+	Origin string
 
 	// enqueued is how many operator-listener outbox rows the event's
 	// insert wrote (the last run of the write, which is the one that
@@ -82,6 +86,8 @@ type Delivery struct {
 	// JSON is the event encoded once, shared by every recipient; nil until
 	// the live side needs it (a local subscriber, the bus), which encodes it.
 	JSON []byte
+	// Origin is the Request's: the connection served before the OK.
+	Origin string
 }
 
 // Live is the relay's live side as the pipeline sees it: in the relay,

@@ -72,6 +72,9 @@ type Metrics struct {
 	// FanoutRecipients is buzz_fanout_recipients (histogram): subscriptions
 	// an event was sent to.
 	FanoutRecipients prometheus.Histogram
+	// FanoutQueued is buzz_fanout_queued (gauge): deliveries and evictions
+	// waiting for this process's fan-out dispatcher.
+	FanoutQueued prometheus.Gauge
 	// GroupCommitEvents is buzz_ingest_group_commit_events (histogram): the
 	// events of each group commit (target P1 of docs/PERFORMANCE.md).
 	GroupCommitEvents prometheus.Histogram
@@ -200,6 +203,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Subscriptions an event was sent to.",
 			Buckets: FanoutBuckets,
 		}),
+		FanoutQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "buzz_fanout_queued",
+			Help: "Deliveries and evictions waiting for the fan-out dispatcher.",
+		}),
 		GroupCommitEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "buzz_ingest_group_commit_events",
 			Help:    "Events per group commit of one-statement inserts.",
@@ -281,7 +288,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
-		m.EventProcessingSeconds, m.FanoutRecipients, m.PostCommitDispatchErrors,
+		m.EventProcessingSeconds, m.FanoutRecipients, m.FanoutQueued, m.PostCommitDispatchErrors,
 		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
 		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.CountFallbackRejections,

@@ -28,6 +28,7 @@ var specNames = map[string]dto.MetricType{
 	"buzz_events_rejected_total":             dto.MetricType_COUNTER,
 	"buzz_event_processing_seconds":          dto.MetricType_HISTOGRAM,
 	"buzz_fanout_recipients":                 dto.MetricType_HISTOGRAM,
+	"buzz_fanout_queued":                     dto.MetricType_GAUGE,
 	"buzz_post_commit_dispatch_errors_total": dto.MetricType_COUNTER,
 	"buzz_ingest_group_commit_events":        dto.MetricType_HISTOGRAM,
 	"buzz_ingest_group_commit_retries_total": dto.MetricType_COUNTER,

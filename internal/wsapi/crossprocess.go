@@ -98,15 +98,19 @@ func awaitTopics(ctx context.Context, waits []<-chan struct{}) {
 }
 
 // barrier runs the delivery barrier before sub's EOSE when its connection
-// holds other live subscriptions (docs/PROTOCOL.md §16.2): every event acknowledged on
-// another process before this REQ read storage is then queued ahead of the
-// EOSE. The Bus gives up after 1 s and counts it.
+// holds other live subscriptions (docs/PROTOCOL.md §1.3, §16.2): every
+// event acknowledged on another process, or on another connection of this
+// one, before this REQ read storage is then queued ahead of the EOSE. The
+// Bus gives up after 1 s and counts it; the dispatcher's queue is then
+// waited for, as events of other processes reach it through the Bus.
 func (c *conn) barrier(sub *subscription) {
-	bus := c.srv.cfg.Bus
-	if bus == nil || !c.hasOtherLive(sub) {
+	if !c.hasOtherLive(sub) {
 		return
 	}
-	_ = bus.Barrier(c.ctx) // a timeout or a down link sends EOSE anyway
+	if bus := c.srv.cfg.Bus; bus != nil {
+		_ = bus.Barrier(c.ctx) // a timeout or a down link sends EOSE anyway
+	}
+	c.srv.inOrder(func() {})
 }
 
 // hasOtherLive reports whether the connection holds a registered live

@@ -15,8 +15,9 @@ const (
 )
 
 // handleEvent runs the WebSocket door's checks W1–W3, then hands the event
-// to the Submitter. The pipeline fans the event out through Broadcast before
-// it returns, so the OK is queued after every local EVENT frame.
+// to the Submitter. The pipeline fans the event out to this connection's
+// subscriptions through Broadcast before it returns, so the OK is queued
+// after the event's EVENT frames on this connection.
 func (c *conn) handleEvent(ev event.Event) {
 	pubkey, ok := c.identity()
 	if !ok {
@@ -50,6 +51,7 @@ func (c *conn) handleEvent(ev event.Event) {
 			Author: pubkey,
 			Source: ingest.SourceWebSocket,
 			Event:  ev,
+			Origin: c.id,
 		})
 		c.reply(wire.OK(ev.ID, res.OK(), res.Message))
 		if res.After != nil {

@@ -163,28 +163,41 @@ func (x *index) candidates(d ingest.Delivery) []*subscription {
 // (docs/PROTOCOL.md §7.6): an event with a channel only to channel subscriptions
 // whose scope holds it, a channel-less event only to global subscriptions.
 // Each recipient is checked at send time (exact filter match, channel
-// access, per-event visibility). It never blocks on a client: frames go on
-// bounded queues, and a full queue closes that client instead.
+// access, per-event visibility). The subscriptions of the connection the
+// event came through (d.Origin) are served before it returns, the others
+// by the dispatcher (dispatch.go). It never blocks on a client: frames go
+// on bounded queues, and a full queue closes that client instead.
 func (s *Server) Broadcast(d ingest.Delivery) {
 	if d.Event == nil {
 		return
 	}
-	// The event is encoded once, for the first recipient: none when no
-	// subscription here takes it (d.JSON is set when it came encoded).
-	js := d.JSON
-	ephemeral := event.IsEphemeral(d.Event.Kind)
+	subs := s.idx.candidates(d)
 	sent := 0
-	for _, sub := range s.idx.candidates(d) {
-		if s.deliver(sub, d, &js, ephemeral) {
-			sent++
+	if d.Origin != "" {
+		// The event is encoded once, for the first recipient: none when
+		// no subscription here takes it (d.JSON is set when it came
+		// encoded).
+		js := d.JSON
+		rest := subs[:0]
+		for _, sub := range subs {
+			if sub.conn.id != d.Origin {
+				rest = append(rest, sub)
+			} else if s.deliver(sub, d, &js) {
+				sent++
+			}
 		}
+		subs, d.JSON = rest, js
 	}
-	s.m.FanoutRecipients.Observe(float64(sent))
+	if len(subs) == 0 {
+		s.m.FanoutRecipients.Observe(float64(sent))
+		return
+	}
+	s.push(dispatchJob{d: d, subs: subs, sent: sent})
 }
 
 // deliver sends d to sub when it matches and its holder may see it; *js
 // is the event's encoding, made here on first use.
-func (s *Server) deliver(sub *subscription, d ingest.Delivery, js *[]byte, ephemeral bool) bool {
+func (s *Server) deliver(sub *subscription, d ingest.Delivery, js *[]byte) bool {
 	c := sub.conn
 	if c.tenant.CommunityID != d.CommunityID {
 		return false
@@ -217,7 +230,7 @@ func (s *Server) deliver(sub *subscription, d ingest.Delivery, js *[]byte, ephem
 			return false
 		}
 	}
-	return c.enqueueLocked(frame, ephemeral)
+	return c.enqueueLocked(frame, event.IsEphemeral(d.Event.Kind))
 }
 
 // Evict removes channel from the scope of the live channel subscriptions of
@@ -226,8 +239,14 @@ func (s *Server) deliver(sub *subscription, d ingest.Delivery, js *[]byte, ephem
 // subscriptions whose reader it reports true for are touched; it is called
 // without locks held and may do I/O. A subscription left with no channel is
 // deleted and gets ["CLOSED",id,"restricted: channel access revoked"]; one
-// with channels left keeps running silently. Safe to call concurrently.
+// with channels left keeps running silently. It runs after the deliveries
+// handed to the dispatcher before it, and returns when done. Safe to call
+// concurrently.
 func (s *Server) Evict(communityID, channel string, pubkey string, nonMembersOnly func(pubkey string) bool) {
+	s.inOrder(func() { s.evict(communityID, channel, pubkey, nonMembersOnly) })
+}
+
+func (s *Server) evict(communityID, channel string, pubkey string, nonMembersOnly func(pubkey string) bool) {
 	s.idx.mu.RLock()
 	var subs []*subscription
 	for sub := range s.idx.byChannel[channelKey{communityID, channel}] {

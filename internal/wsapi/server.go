@@ -94,6 +94,8 @@ type Server struct {
 	// the goroutines closing the subscriptions of a gap that ended.
 	gap        gapState
 	interrupts sync.WaitGroup
+	// disp delivers to every connection but the publisher's (dispatch.go).
+	disp dispatcher
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
