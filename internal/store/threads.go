@@ -64,8 +64,11 @@ type ThreadReplyParams struct {
 }
 
 // ThreadReplyAdd writes a reply's row, ensures depth-0 rows for its parent
-// and root, and bumps the parent's reply_count and last_reply_at and the
-// root's descendant_count. A reply row that already exists changes nothing.
+// and root, and bumps the parent's reply_count and the root's
+// descendant_count. The parent's last_reply_at becomes the newest created_at
+// of its direct replies (never the time of the write, so a community import
+// keeps it: docs/PROTOCOL.md §6.1). A reply row that already exists changes
+// nothing.
 func (s *Store) ThreadReplyAdd(ctx context.Context, p ThreadReplyParams) error {
 	q := s.q
 	tag, err := q.Exec(ctx, `INSERT INTO thread_metadata (community_id, event_created_at, event_id, channel_id,
@@ -88,8 +91,9 @@ func (s *Store) ThreadReplyAdd(ctx context.Context, p ThreadReplyParams) error {
 			return fmt.Errorf("ensure thread top row: %w", err)
 		}
 	}
-	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET reply_count = reply_count + 1, last_reply_at = now()
-		WHERE community_id = $1 AND event_id = $2`, p.CommunityID, hexOne(p.ParentID)); err != nil {
+	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET reply_count = reply_count + 1,
+			last_reply_at = GREATEST(last_reply_at, to_timestamp($3))
+		WHERE community_id = $1 AND event_id = $2`, p.CommunityID, hexOne(p.ParentID), p.CreatedAt); err != nil {
 		return fmt.Errorf("bump parent: %w", err)
 	}
 	if _, err := q.Exec(ctx, `UPDATE thread_metadata SET descendant_count = descendant_count + 1

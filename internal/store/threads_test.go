@@ -62,6 +62,21 @@ func TestThreadRows(t *testing.T) {
 	require.True(t, nested.Broadcast)
 	_, found = get(b.b, th.root.ID)
 	require.False(t, found, "no thread rows through community b")
+	// last_reply_at is the newest direct reply's created_at, not the time
+	// of the write: an import, which writes long after, keeps it.
+	lastReply := func(id string) int64 {
+		var at int64
+		require.NoError(t, b.tx.QueryRow(ctx, `SELECT extract(epoch FROM last_reply_at)::bigint FROM thread_metadata
+			WHERE community_id = $1 AND event_id = decode($2, 'hex')`, b.a, id).Scan(&at))
+		return at
+	}
+	require.Equal(t, []int64{now + 1, now + 2}, []int64{lastReply(th.root.ID), lastReply(th.reply.ID)})
+	older := fixture.Event(t, b.tx, b.a, key, 9, eventtest.Channel(ch), eventtest.At(now), eventtest.Content("late"))
+	require.NoError(t, b.s.ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: b.a, Channel: ch,
+		EventID: older.ID, CreatedAt: older.CreatedAt, ParentID: th.root.ID, ParentCreatedAt: th.root.CreatedAt,
+		RootID: th.root.ID, RootCreatedAt: th.root.CreatedAt, Depth: 1}))
+	require.Equal(t, now+1, lastReply(th.root.ID), "an older reply written later does not move it back")
+	require.NoError(t, b.s.ThreadReplyRemoved(ctx, b.a, older.ID))
 
 	// Adding the same reply again changes no counter.
 	require.NoError(t, b.s.ThreadReplyAdd(ctx, store.ThreadReplyParams{CommunityID: b.a, Channel: ch,
