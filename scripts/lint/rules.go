@@ -31,7 +31,7 @@ func reasonPrefix(m dsl.Matcher) {
 		`$_[$s]`, `$_ <- $s`, `($s)`,
 	).
 		Where(m["s"].Node.Is(`BasicLit`) &&
-			m["s"].Text.Matches("^[\"`](invalid|restricted|auth-required|blocked|rate-limited|error|duplicate|closed):") &&
+			m["s"].Text.Matches("^[\"`](invalid|restricted|auth-required|blocked|rate-limited|error|duplicate):") &&
 			!m.File().PkgPath.Matches(`/internal/wire$`) &&
 			!m.File().Name.Matches(`_test\.go$`)).
 		At(m["s"]).
