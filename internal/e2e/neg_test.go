@@ -298,3 +298,23 @@ func TestNegentropySessions(t *testing.T) {
 	require.True(t, eose, closed)
 	require.Len(t, evs, 1)
 }
+
+// TestNegentropyQuota: NEG-OPEN and NEG-MSG are frames of the WebSocket
+// quota, as REQ and COUNT are: five in a window at 1 a second, the sixth
+// refused with NEG-ERR, which ends the session.
+func TestNegentropyQuota(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, map[string]string{"BUZZ_RATE_LIMIT_HUMAN_WS_EVENTS_PER_SEC": "1"})
+	w := rpAuthed(t, r, "", eventtest.NewKey())
+	filter := map[string]any{"kinds": []int{1}}
+	w.Send("NEG-OPEN", "q", filter, emptyOpen) // 1
+	require.Equal(t, []any{"NEG-MSG", "q", emptyOpen}, negNext(t, w))
+	for range 4 { // 2–5
+		w.Send("NEG-MSG", "q", emptyOpen)
+		require.Equal(t, []any{"NEG-MSG", "q", emptyOpen}, negNext(t, w))
+	}
+	w.Send("NEG-MSG", "q", emptyOpen)
+	msg := negNext(t, w)
+	require.Equal(t, []any{"NEG-ERR", "q"}, msg[:2])
+	requireQuota(t, msg[2].(string), 1, 5)
+}
