@@ -209,6 +209,8 @@ type Config struct {
 	// Reads are the read deadlines and shares and the HTTP server's
 	// timeouts and concurrency (reads.go).
 	Reads ReadLimits
+	// Neg bounds the NIP-77 negentropy sessions (neg.go).
+	Neg NegLimits
 }
 
 // Error is an invalid configuration value. Its text is exactly
@@ -272,6 +274,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.CORSOrigins = l.origins("BUZZ_CORS_ORIGINS")
 	c.DBPoolSize = l.integer("BUZZ_DB_POOL_SIZE", DefaultDBPoolSize, 1, 1000)
 	c.Reads = l.readLimits(c.DBPoolSize)
+	c.Neg = l.negLimits(c.MaxFrameBytes)
 	c.RedisURL = l.redisURL("REDIS_URL")
 	c.RedisPoolSize = l.integer("BUZZ_REDIS_POOL_SIZE", DefaultRedisPoolSize, 1, 1000)
 	c.ReadDatabaseURL = l.postgresURL("READ_DATABASE_URL")
@@ -378,6 +381,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("search_rank_window", c.SearchRankWindow),
 		slog.Int64("expired_purge_interval_ms", c.ExpiredPurgeInterval.Milliseconds()),
 		slog.Any("reads", c.Reads),
+		slog.Any("neg", c.Neg),
 	)
 }
 
@@ -431,6 +435,8 @@ var knownVariables = []string{
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
 	"BUZZ_SEARCH_RANK_WINDOW", "BUZZ_EXPIRED_PURGE_INTERVAL_MS",
+	// neg.go
+	"BUZZ_NEG_MAX_RECORDS", "BUZZ_NEG_MAX_SESSIONS", "BUZZ_NEG_IDLE_TIMEOUT_MS", "BUZZ_NEG_MAX_MESSAGE_BYTES",
 }
 
 // reservedPrefixes are kept for variables of other parts of the relay

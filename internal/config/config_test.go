@@ -89,6 +89,7 @@ func TestLoad(t *testing.T) {
 				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
 				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
 			},
+			Neg: NegLimits{MaxRecords: 500_000, MaxSessions: 4, IdleTimeout: time.Minute, MaxMessageBytes: 128 << 10},
 		}, c)
 	})
 
@@ -207,6 +208,7 @@ func TestLoad(t *testing.T) {
 				HTTPReadTimeout: 30 * time.Second, HTTPWriteTimeout: 60 * time.Second,
 				HTTPIdleTimeout: 120 * time.Second, HTTPMaxConcurrent: 256,
 			},
+			Neg: NegLimits{MaxRecords: 500_000, MaxSessions: 4, IdleTimeout: time.Minute, MaxMessageBytes: 128 << 10},
 		}, c)
 	})
 

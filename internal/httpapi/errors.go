@@ -53,6 +53,9 @@ var readStatus = map[read.Code]struct {
 	read.CodeTooManyReads:     {http.StatusTooManyRequests, false},
 	read.CodeReadTimeout:      {http.StatusServiceUnavailable, false},
 	read.CodeReadTime:         {http.StatusTooManyRequests, false},
+	// NIP-77 is WebSocket only: the bridge never opens these.
+	read.CodeSearchInNeg:       {http.StatusBadRequest, false},
+	read.CodeNegTooManyRecords: {http.StatusBadRequest, false},
 }
 
 // readFailure turns a read door error into the route's answer: a window's

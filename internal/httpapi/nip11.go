@@ -20,7 +20,7 @@ const (
 	maxContentLength = 262144
 )
 
-var supportedNIPs = []int{1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 40, 42, 45, 50}
+var supportedNIPs = []int{1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 40, 42, 45, 50, 77}
 
 type nip11Doc struct {
 	Name          string          `json:"name"`

@@ -34,7 +34,7 @@ func TestNIP11(t *testing.T) {
 			"description": "Buzz — private team communication relay",
 			"pubkey": null,
 			"contact": null,
-			"supported_nips": [1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 40, 42, 45, 50],
+			"supported_nips": [1, 2, 9, 10, 11, 16, 17, 23, 25, 29, 33, 38, 40, 42, 45, 50, 77],
 			"software": "https://github.com/buzz-relay/buzz",
 			"version": "test-1",
 			"limitation": {

@@ -6,8 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // (docs/OPERATIONS.md "Running a public relay").
 var (
 	// ReadSurfaces are the values of buzz_read_timeouts_total's surface
-	// label: the read door's four surfaces.
-	ReadSurfaces = []string{"req", "count", "query", "count_http"}
+	// label: the read door's five surfaces.
+	ReadSurfaces = []string{"req", "count", "query", "count_http", "neg"}
 	// ReadShareScopes are the values of
 	// buzz_read_share_rejections_total's scope label.
 	ReadShareScopes = []string{"process", "connection", "pubkey", "read_time"}

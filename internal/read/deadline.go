@@ -35,6 +35,8 @@ func (s Surface) label() string {
 		return "count"
 	case SurfaceQuery:
 		return "query"
+	case SurfaceNEG:
+		return "neg"
 	default:
 		return "count_http"
 	}

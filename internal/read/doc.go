@@ -1,5 +1,6 @@
-// Package read is the one door for reads, shared by the WebSocket REQ and
-// COUNT and the HTTP bridge's /query and /count. Engine.Open takes every
+// Package read is the one door for reads, shared by the WebSocket REQ,
+// COUNT and NEG-OPEN (NIP-77, records.go) and the HTTP bridge's /query and
+// /count. Engine.Open takes every
 // decision about a request, in the order its surface defines (door.go): the
 // filter caps (caps.go), the "#h" channel cap, the gates (gates.go), the
 // reader's scope (its accessible channels, cached per process for 10 s and

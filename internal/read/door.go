@@ -26,6 +26,9 @@ const (
 	SurfaceQuery
 	// SurfaceCountHTTP is the HTTP bridge's POST /count.
 	SurfaceCountHTTP
+	// SurfaceNEG is a WebSocket NEG-OPEN (NIP-77): the set a REQ with the
+	// same filters could return, without its limit (records.go).
+	SurfaceNEG
 )
 
 // Request is one whole read: who reads where, through which door, what.
@@ -84,6 +87,11 @@ const (
 	// CodeReadTime: the reader's read-time budget is spent (readtime.go);
 	// RetryAfter says when it is not.
 	CodeReadTime
+	// CodeSearchInNeg: a search filter in a NEG-OPEN.
+	CodeSearchInNeg
+	// CodeNegTooManyRecords: a NEG-OPEN matching more events than its
+	// maximum (records.go).
+	CodeNegTooManyRecords
 )
 
 // Refusal is the read door's answer to a request it will not serve. Reason
@@ -148,6 +156,7 @@ type Read struct {
 //
 //	REQ          caps → cap → scope → channel subscription needs a confirmed channel,
 //	             a global REQ passes the gates → no mixed search
+//	NEG          as REQ, then no search at all
 //	COUNT        caps → cap → gates → no search → scope
 //	/count       caps → cap → gates* → no search → scope
 //	/query       caps → extension fields → cap → gates* → thread batch, or
@@ -254,7 +263,7 @@ func (e *Engine) open(ctx context.Context, req Request) (*Read, error) {
 		return nil, refuse(CodeTooManyChannels, wire.MsgTooManyChannels)
 	}
 	switch req.Surface {
-	case SurfaceREQ:
+	case SurfaceREQ, SurfaceNEG:
 		if err := r.resolveScope(ctx); err != nil {
 			return nil, err
 		}
@@ -266,6 +275,13 @@ func (e *Engine) open(ctx context.Context, req Request) (*Read, error) {
 			r.Channels = nil
 			if msg := gate(req.Reader, filters, SurfaceREQ); msg != "" {
 				return nil, refuse(CodeGated, msg)
+			}
+		}
+		if req.Surface == SurfaceNEG {
+			for i := range filters {
+				if filters[i].Search != nil {
+					return nil, refuse(CodeSearchInNeg, wire.MsgSearchInNeg)
+				}
 			}
 		}
 		if err := r.searchOnly(); err != nil {

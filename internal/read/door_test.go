@@ -98,6 +98,7 @@ func (w *world) count(t *testing.T, s read.Surface, filters ...string) int64 {
 
 var surfaces = map[string]read.Surface{
 	"REQ": read.SurfaceREQ, "COUNT": read.SurfaceCOUNT, "Query": read.SurfaceQuery, "CountHTTP": read.SurfaceCountHTTP,
+	"NEG": read.SurfaceNEG,
 }
 
 func manyChannels(n int) string {
@@ -154,8 +155,14 @@ func TestRefusals(t *testing.T) {
 		{"MixedSearch", []string{`{"search":"x"}`, `{"kinds":[1]}`}, map[string]*read.Refusal{
 			"REQ": {Code: read.CodeMixedSearch, Reason: wire.MsgMixedSearch}, "Query": {Code: read.CodeMixedSearch, Reason: wire.MsgMixedSearch},
 			"COUNT": {Code: read.CodeSearchInCount, Reason: wire.MsgSearchInCount}, "CountHTTP": {Code: read.CodeSearchInCount, Reason: wire.MsgSearchInCount},
+			"NEG": {Code: read.CodeSearchInNeg, Reason: wire.MsgSearchInNeg},
 		}},
 		{"SearchInCount", []string{`{"search":"x"}`}, map[string]*read.Refusal{
+			"COUNT": {Code: read.CodeSearchInCount, Reason: wire.MsgSearchInCount}, "CountHTTP": {Code: read.CodeSearchInCount, Reason: wire.MsgSearchInCount},
+			"NEG": {Code: read.CodeSearchInNeg, Reason: wire.MsgSearchInNeg},
+		}},
+		{"SearchInNegAfterScope", []string{`{"search":"x","#h":["` + w.private + `"]}`}, map[string]*read.Refusal{
+			"REQ": {Code: read.CodeNotChannelMember, Reason: wire.MsgNotChannelMember}, "NEG": {Code: read.CodeNotChannelMember, Reason: wire.MsgNotChannelMember},
 			"COUNT": {Code: read.CodeSearchInCount, Reason: wire.MsgSearchInCount}, "CountHTTP": {Code: read.CodeSearchInCount, Reason: wire.MsgSearchInCount},
 		}},
 		// A search filter without kinds is judged as naming only the
@@ -192,6 +199,11 @@ func TestRefusals(t *testing.T) {
 			for name, s := range surfaces {
 				rd, err := w.open2(t, s, tc.filters...)
 				want := tc.want[name]
+				if neg, ok := tc.want["NEG"]; name == "NEG" && !ok {
+					want = tc.want["REQ"] // a NEG-OPEN is refused what a REQ is
+				} else if name == "NEG" {
+					want = neg
+				}
 				if want == nil {
 					require.NoError(t, err, name)
 					require.NotNil(t, rd, name)

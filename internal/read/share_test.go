@@ -187,7 +187,7 @@ func TestReadTimeJudgedAtGrant(t *testing.T) {
 func TestReadDeadline(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond
-	b := setupShares(t, read.ShareConfig{Max: 6, AcquireTimeout: 5 * time.Second, Timeout: timeout}, true)
+	b := setupShares(t, read.ShareConfig{Max: 7, AcquireTimeout: 5 * time.Second, Timeout: timeout}, true)
 
 	for name, s := range surfaces {
 		t.Run(name, func(t *testing.T) {
@@ -196,9 +196,15 @@ func TestReadDeadline(t *testing.T) {
 			require.NoError(t, err)
 			defer rd.Close()
 			start := time.Now()
-			if s == read.SurfaceCOUNT || s == read.SurfaceCountHTTP {
+			switch s {
+			case read.SurfaceCOUNT, read.SurfaceCountHTTP:
 				_, err = rd.Count(context.Background())
-			} else {
+			case read.SurfaceNEG:
+				err = rd.Records(context.Background(), 100, func(int64, [32]byte) {})
+				defer func() {
+					require.GreaterOrEqual(t, testutil.ToFloat64(b.m.Reads.Timeouts.WithLabelValues("neg")), 1.0)
+				}()
+			default:
 				err = rd.Rows(context.Background(), func(read.Row) bool { return true })
 			}
 			requireRefused(t, err, read.CodeReadTimeout, wire.MsgReadTimedOut)

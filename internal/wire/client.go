@@ -22,14 +22,21 @@ const (
 	TypeCount = "COUNT"
 	TypeClose = "CLOSE"
 	TypeAuth  = "AUTH"
+	// The NIP-77 negentropy messages (docs/PROTOCOL.md §7.13).
+	TypeNegOpen  = "NEG-OPEN"
+	TypeNegMsg   = "NEG-MSG"
+	TypeNegClose = "NEG-CLOSE"
 )
 
 // ClientMessage is one parsed client frame.
 type ClientMessage struct {
 	Type    string
 	Event   event.Event    // EVENT, AUTH
-	SubID   string         // REQ, COUNT, CLOSE
-	Filters []event.Filter // REQ, COUNT
+	SubID   string         // REQ, COUNT, CLOSE, NEG-*
+	Filters []event.Filter // REQ, COUNT, NEG-OPEN (exactly one)
+	// NegMessage is the hex negentropy message of NEG-OPEN and NEG-MSG, as
+	// sent: its hex and its size are judged by the session (package wsapi).
+	NegMessage string
 }
 
 // ParseError is a frame that cannot be parsed. Notice() is the NOTICE text.
@@ -108,10 +115,46 @@ func ParseClient(b []byte) (ClientMessage, error) {
 		if json.Unmarshal(arr[1], &msg.SubID) != nil {
 			return ClientMessage{}, perr("CLOSE sub_id must be a string")
 		}
+	case TypeNegOpen, TypeNegMsg, TypeNegClose:
+		if err := parseNeg(&msg, arr); err != nil {
+			return ClientMessage{}, err
+		}
 	default:
 		return ClientMessage{}, perr("unknown message type: %s", typ)
 	}
 	return msg, nil
+}
+
+// parseNeg parses ["NEG-OPEN",sub,<filter>,<hex>], ["NEG-MSG",sub,<hex>]
+// and ["NEG-CLOSE",sub], each with exactly those elements.
+func parseNeg(msg *ClientMessage, arr []json.RawMessage) error {
+	typ := msg.Type
+	sub, err := parseSubID(typ, arr)
+	if err != nil {
+		return err
+	}
+	msg.SubID = sub
+	want := map[string]int{TypeNegOpen: 4, TypeNegMsg: 3, TypeNegClose: 2}[typ]
+	if len(arr) != want {
+		return perr("%s takes %d elements, got %d", typ, want, len(arr))
+	}
+	if typ == TypeNegOpen {
+		if !isObject(arr[2]) {
+			return perr("NEG-OPEN requires a filter object")
+		}
+		f, err := event.ParseFilter(arr[2])
+		if err != nil {
+			return perr("invalid filter: %s", err.Error())
+		}
+		msg.Filters = []event.Filter{f}
+	}
+	if typ != TypeNegClose {
+		raw := bytes.TrimSpace(arr[len(arr)-1])
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &msg.NegMessage) != nil {
+			return perr("%s message must be a string", typ)
+		}
+	}
+	return nil
 }
 
 func parseSubID(typ string, arr []json.RawMessage) (string, error) {
@@ -151,9 +194,18 @@ func (m *ClientMessage) AppendJSON(b []byte) []byte {
 			b = append(b, ',')
 			b = m.Filters[i].AppendJSON(b)
 		}
-	case TypeClose:
+	case TypeClose, TypeNegClose:
 		b = append(b, ',')
 		b = event.AppendString(b, m.SubID)
+	case TypeNegOpen, TypeNegMsg:
+		b = append(b, ',')
+		b = event.AppendString(b, m.SubID)
+		for i := range m.Filters {
+			b = append(b, ',')
+			b = m.Filters[i].AppendJSON(b)
+		}
+		b = append(b, ',')
+		b = event.AppendString(b, m.NegMessage)
 	}
 	return append(b, ']')
 }

@@ -15,6 +15,9 @@ const (
 	RateLimited  = "rate-limited"
 	Error        = "error"
 	Duplicate    = "duplicate"
+	// NegClosed starts a NEG-ERR for a negentropy session the relay ended
+	// (NIP-77, docs/PROTOCOL.md §7.13).
+	NegClosed = "closed"
 )
 
 // Reason builds "prefix: text".

@@ -44,8 +44,17 @@ func TestMessages(t *testing.T) {
 		{"FrameTooLarge", wire.FrameTooLarge(70000, 65536), "error: frame too large (70000 bytes, limit 65536)"},
 		{"EventTooLarge", wire.EventTooLarge(393217, 393216), "invalid: event too large (393217 bytes, maximum 393216)"},
 		{"Reason", wire.Reason(wire.Blocked, "x"), "blocked: x"},
+		{"NegBadHex", wire.MsgNegBadHex, "invalid: negentropy message is not hex"},
+		{"NegVersion", wire.MsgNegVersion, "invalid: unsupported negentropy protocol version; this relay speaks 0x61"},
+		{"NegMalformed", wire.MsgNegMalformed, "invalid: malformed negentropy message"},
+		{"NegTooManySessions", wire.MsgNegTooManySessions, "blocked: too many open negentropy sessions"},
+		{"NegNoSession", wire.MsgNegNoSession, "closed: no open negentropy session with this id"},
+		{"NegIdle", wire.MsgNegIdle, "closed: negentropy session idle too long"},
+		{"SearchInNeg", wire.MsgSearchInNeg, "blocked: search is not supported in negentropy sync"},
+		{"NegTooManyRecords", wire.NegTooManyRecords(500000), "blocked: more than 500000 events match; narrow the filter"},
+		{"NegMessageTooLarge", wire.NegMessageTooLarge(4097, 4096), "blocked: negentropy message too large (4097 bytes, maximum 4096)"},
 	}
-	prefixes := []string{wire.Invalid, wire.Restricted, wire.AuthRequired, wire.Blocked, wire.RateLimited, wire.Error, wire.Duplicate}
+	prefixes := []string{wire.Invalid, wire.Restricted, wire.AuthRequired, wire.Blocked, wire.RateLimited, wire.Error, wire.Duplicate, wire.NegClosed}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -34,6 +34,17 @@ func TestParseClientErrors(t *testing.T) {
 		{"CloseSubNotString", `["CLOSE",{}]`, "CLOSE sub_id must be a string"},
 		{"AuthMissing", `["AUTH"]`, "AUTH requires event object"},
 		{"AuthBad", `["AUTH",{"kind":"x"}]`, "invalid auth event: "},
+		{"NegOpenNoSub", `["NEG-OPEN"]`, "NEG-OPEN requires sub_id"},
+		{"NegOpenSubEmpty", `["NEG-OPEN","",{},"61"]`, "NEG-OPEN sub_id must not be empty"},
+		{"NegOpenShort", `["NEG-OPEN","n",{}]`, "NEG-OPEN takes 4 elements, got 3"},
+		{"NegOpenLong", `["NEG-OPEN","n",{},{},"61"]`, "NEG-OPEN takes 4 elements, got 5"},
+		{"NegOpenFilterNotObject", `["NEG-OPEN","n",[],"61"]`, "NEG-OPEN requires a filter object"},
+		{"NegOpenBadFilter", `["NEG-OPEN","n",{"kinds":["x"]},"61"]`, "invalid filter: "},
+		{"NegOpenMessageNotString", `["NEG-OPEN","n",{},61]`, "NEG-OPEN message must be a string"},
+		{"NegMsgShort", `["NEG-MSG","n"]`, "NEG-MSG takes 3 elements, got 2"},
+		{"NegMsgNotString", `["NEG-MSG","n",null]`, "NEG-MSG message must be a string"},
+		{"NegCloseLong", `["NEG-CLOSE","n","x"]`, "NEG-CLOSE takes 2 elements, got 3"},
+		{"NegCloseNoSub", `["NEG-CLOSE"]`, "NEG-CLOSE requires sub_id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +61,24 @@ func TestParseClientErrors(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ev, msg.Event)
 	})
+	t.Run("Neg", func(t *testing.T) {
+		t.Parallel()
+		msg, err := wire.ParseClient([]byte(`["NEG-OPEN","n1",{"kinds":[9],"limit":5},"6100"]`))
+		require.NoError(t, err)
+		require.Equal(t, wire.TypeNegOpen, msg.Type)
+		require.Equal(t, "n1", msg.SubID)
+		require.Len(t, msg.Filters, 1)
+		require.Equal(t, []int{9}, msg.Filters[0].Kinds)
+		require.Equal(t, "6100", msg.NegMessage)
+		msg, err = wire.ParseClient([]byte(`["NEG-MSG","n1","61"]`))
+		require.NoError(t, err)
+		require.Equal(t, wire.ClientMessage{Type: wire.TypeNegMsg, SubID: "n1", NegMessage: "61"}, msg)
+		msg, err = wire.ParseClient([]byte(`["NEG-CLOSE","n1"]`))
+		require.NoError(t, err)
+		require.Equal(t, wire.ClientMessage{Type: wire.TypeNegClose, SubID: "n1"}, msg)
+		require.Equal(t, `["NEG-MSG","n\"1","61"]`, string(wire.NegMsg(`n"1`, "61")))
+		require.Equal(t, `["NEG-ERR","n1","closed: negentropy session idle too long"]`, string(wire.NegErr("n1", wire.MsgNegIdle)))
+	})
 	t.Run("PeekEventID", func(t *testing.T) {
 		t.Parallel()
 		frame := append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')
@@ -61,6 +90,9 @@ func TestParseClientErrors(t *testing.T) {
 func FuzzClientMessage(f *testing.F) {
 	f.Add([]byte(`["REQ","s1",{"kinds":[9],"#h":["general"],"limit":50}]`))
 	f.Add([]byte(`["CLOSE","s1"]`))
+	f.Add([]byte(`["NEG-OPEN","n",{"kinds":[9],"#h":["general"]},"6100000200"]`))
+	f.Add([]byte(`["NEG-MSG","n","61"]`))
+	f.Add([]byte(`["NEG-CLOSE","n"]`))
 	f.Add([]byte(`["COUNT","c",{"authors":["` + strings.Repeat("a", 64) + `"]}]`))
 	f.Add([]byte(`["EVENT",{"id":"` + strings.Repeat("a", 64) + `","pubkey":"` + strings.Repeat("b", 64) + `","created_at":1,"kind":1,"tags":[["p","x"]],"content":"hi","sig":"` + strings.Repeat("c", 128) + `"}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {

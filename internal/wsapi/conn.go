@@ -73,6 +73,8 @@ type conn struct {
 	state  authState
 	pubkey string
 	subs   map[string]*subscription
+	// negs are the open NIP-77 sessions by id (neg.go).
+	negs map[string]*negSession
 	// indexKeys and filterBytes are what the registered subscriptions hold
 	// against ConnMaxIndexKeys and ConnMaxFilterBytes (budget.go).
 	indexKeys   int
@@ -94,6 +96,7 @@ func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 		ctrl:       make(chan closeReq, 1),
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
+		negs:       make(map[string]*negSession),
 	}
 	c.id = newConnID()
 	c.log = s.log.With(slog.String("community", t.Host), slog.String("conn_id", c.id))
@@ -130,6 +133,9 @@ func (c *conn) serve() {
 	}
 	for _, sub := range c.subs {
 		c.dropLocked(sub)
+	}
+	for _, s := range c.negs {
+		c.dropNegLocked(s)
 	}
 	c.mu.Unlock()
 	c.srv.m.WSConnectionsActive.Dec()
@@ -204,8 +210,9 @@ func (s *Server) shuttingDown() bool {
 	return s.shutting
 }
 
-// dispatch parses one frame and routes it. AUTH and CLOSE run here, in
-// arrival order; EVENT, REQ and COUNT start a handler goroutine.
+// dispatch parses one frame and routes it. AUTH, CLOSE and NEG-CLOSE run
+// here, in arrival order; EVENT, REQ, COUNT, NEG-OPEN and NEG-MSG start a
+// handler goroutine.
 func (c *conn) dispatch(b []byte) {
 	msg, err := wire.ParseClient(b)
 	if err != nil {
@@ -226,6 +233,12 @@ func (c *conn) dispatch(b []byte) {
 		c.handleReq(msg.SubID, msg.Filters)
 	case wire.TypeCount:
 		c.handleCount(msg.SubID, msg.Filters)
+	case wire.TypeNegOpen:
+		c.handleNegOpen(msg.SubID, msg.Filters, msg.NegMessage)
+	case wire.TypeNegMsg:
+		c.handleNegMsg(msg.SubID, msg.NegMessage)
+	case wire.TypeNegClose:
+		c.handleNegClose(msg.SubID)
 	}
 }
 

@@ -6,7 +6,8 @@
 //
 // It owns the NIP-42 handshake state of a connection, the WebSocket door's
 // checks W1–W3 (docs/PROTOCOL.md §1.1), the REQ steps of docs/PROTOCOL.md §7.5, COUNT, CLOSE,
-// the per-connection limits of docs/PROTOCOL.md §7.11, the charge of each authenticated EVENT,
+// the NIP-77 sessions of docs/PROTOCOL.md §7.13 (neg.go: their caps and idle
+// timeout; the reconciliation itself is package negentropy's), the per-connection limits of docs/PROTOCOL.md §7.11, the charge of each authenticated EVENT,
 // REQ and COUNT frame to its pubkey's WebSocket quota (quota.go), the
 // subscription and connection caps on live index keys and retained filter
 // bytes (budget.go), checked before registration, and the transport
@@ -15,7 +16,7 @@
 // It does NOT store or validate events beyond W1–W3: every EVENT goes to the
 // Submitter (the ingest pipeline), which fans committed and ephemeral events
 // back out through Server.Broadcast. It does NOT decide what a reader may
-// see, nor cap filter arrays: every REQ and COUNT goes whole to the read
+// see, nor cap filter arrays: every REQ, COUNT and NEG-OPEN goes whole to the read
 // door (read.Engine.Open),
 // and live delivery asks read.Engine.Visible per recipient. It holds no SQL:
 // host resolution goes through the tenant resolver and relay membership

@@ -68,8 +68,9 @@ type Config struct {
 	// BUZZ_WS_CONNECT_RATE and _BURST, BUZZ_TRUSTED_PROXIES,
 	// BUZZ_MAX_CONNECTIONS_PER_ADDRESS), the send queue (BUZZ_SEND_BUFFER,
 	// BUZZ_SEND_BUFFER_BYTES, BUZZ_SLOW_CLIENT_GRACE_LIMIT),
-	// BUZZ_MAX_FRAME_BYTES, the subscription caps of Filters, and the
-	// heartbeat, AUTH and membership-recheck intervals.
+	// BUZZ_MAX_FRAME_BYTES, the subscription caps of Filters, the NIP-77
+	// session limits of Neg, and the heartbeat, AUTH and membership-recheck
+	// intervals.
 	Settings config.Config
 }
 
