@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -478,10 +479,19 @@ func TestFormerPrimaryReturnsAsReplica(t *testing.T) {
 	t.Cleanup(r.Stop)
 	_, err = writer.Exec(ctx, `CREATE TABLE failover_marks (mark text PRIMARY KEY)`)
 	require.NoError(t, err)
+	// An idle connection of the pool to the killed primary fails its
+	// first write before sending it (broken pipe): that write is safe to
+	// send again, on a new connection.
 	mark := func(m string) {
 		t.Helper()
-		_, err := writer.Exec(ctx, `INSERT INTO failover_marks VALUES ($1)`, m)
-		require.NoError(t, err)
+		for attempt := 1; ; attempt++ {
+			_, err := writer.Exec(ctx, `INSERT INTO failover_marks VALUES ($1)`, m)
+			if err != nil && attempt < 10 && pgconn.SafeToRetry(err) {
+				continue
+			}
+			require.NoError(t, err)
+			return
+		}
 	}
 	marks := func() (Route, []string) {
 		t.Helper()

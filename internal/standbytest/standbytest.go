@@ -264,6 +264,16 @@ func (p *Pair) RejoinPrimary(t testing.TB) {
 	if err := p.writeSettings(data, pgcluster.Port, p.primary.SocketDir()); err != nil {
 		t.Fatalf("standbytest: %v", err)
 	}
+	// The killed postmaster can linger as a zombie until its parent reaps
+	// it, and PostgreSQL's stale-lock check takes a zombie's pid for a
+	// running server: its socket and lock file, stale since KillPrimary
+	// saw it dead, go first.
+	sock := filepath.Join(p.primary.SocketDir(), fmt.Sprintf(".s.PGSQL.%d", pgcluster.Port))
+	for _, f := range []string{sock + ".lock", sock} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("standbytest: remove the killed primary's %s: %v", f, err)
+		}
+	}
 	logFile := filepath.Join(dir, "rejoined.log")
 	if out, err := p.run(ctx, dir, "pg_ctl", "start", "-D", data, "-l", logFile,
 		"-w", "-t", strconv.Itoa(int(waitTimeout/time.Second))); err != nil {
