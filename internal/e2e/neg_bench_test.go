@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip77"
-	gonegentropy "github.com/nbd-wtf/go-nostr/nip77/negentropy"
-	"github.com/nbd-wtf/go-nostr/nip77/negentropy/storage/vector"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/benchload"
@@ -166,27 +163,8 @@ type negBench struct {
 }
 
 func (c *benchClient) negSyncBench(filter nostr.Filter, local []negRecord) negBench {
-	vec := vector.New()
-	for _, r := range local {
-		vec.Insert(nostr.Timestamp(r.at), r.id)
-	}
-	vec.Seal()
-	neg := gonegentropy.New(vec, 120<<10)
 	var o negBench
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for id := range neg.Haves {
-			o.have = append(o.have, id)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for id := range neg.HaveNots {
-			o.need = append(o.need, id)
-		}
-	}()
+	neg, collected := negClient(local, 120<<10, &o.have, &o.need)
 	o.up += c.write(nip77.OpenEnvelope{SubscriptionID: "bench", Filter: filter, Message: neg.Start()})
 	for {
 		o.rounds++
@@ -198,7 +176,7 @@ func (c *benchClient) negSyncBench(filter nostr.Filter, local []negRecord) negBe
 		next, err := neg.Reconcile(msg.Message)
 		require.NoError(c.tb, err)
 		if next == "" {
-			wg.Wait()
+			collected()
 			c.write(nip77.CloseEnvelope{SubscriptionID: "bench"})
 			return o
 		}

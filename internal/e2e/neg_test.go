@@ -49,27 +49,8 @@ type negOutcome struct {
 // client is done, NEG-CLOSE.
 func (c *scClient) negSync(sub string, filter nostr.Filter, local []negRecord) negOutcome {
 	c.t.Helper()
-	vec := vector.New()
-	for _, r := range local {
-		vec.Insert(nostr.Timestamp(r.at), r.id)
-	}
-	vec.Seal()
-	neg := gonegentropy.New(vec, 64<<10)
 	var o negOutcome
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for id := range neg.Haves {
-			o.have = append(o.have, id)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for id := range neg.HaveNots {
-			o.need = append(o.need, id)
-		}
-	}()
+	neg, collected := negClient(local, 64<<10, &o.have, &o.need)
 	open, err := nip77.OpenEnvelope{SubscriptionID: sub, Filter: filter, Message: neg.Start()}.MarshalJSON()
 	require.NoError(c.t, err)
 	require.NoError(c.t, c.conn.WriteMessage(c.ctx, open))
@@ -82,14 +63,14 @@ func (c *scClient) negSync(sub string, filter nostr.Filter, local []negRecord) n
 			o.err = env.Reason
 			close(neg.Haves)
 			close(neg.HaveNots)
-			wg.Wait()
+			collected()
 			return o
 		case *nip77.MessageEnvelope:
 			require.Equal(c.t, sub, env.SubscriptionID)
 			next, err := neg.Reconcile(env.Message)
 			require.NoError(c.t, err)
 			if next == "" {
-				wg.Wait()
+				collected()
 				closeMsg, _ := nip77.CloseEnvelope{SubscriptionID: sub}.MarshalJSON()
 				require.NoError(c.t, c.conn.WriteMessage(c.ctx, closeMsg))
 				return o
@@ -317,4 +298,33 @@ func TestNegentropyQuota(t *testing.T) {
 	msg := negNext(t, w)
 	require.Equal(t, []any{"NEG-ERR", "q"}, msg[:2])
 	requireQuota(t, msg[2].(string), 1, 5)
+}
+
+// negClient is go-nostr's negentropy client over the records local, with
+// frames of at most frame bytes: the ids only it has are appended to *have
+// and those it lacks to *need as reconciliation finds them. collected
+// returns once both lists are complete (the client is done, or its
+// channels were closed).
+func negClient(local []negRecord, frame int, have, need *[]string) (neg *gonegentropy.Negentropy, collected func()) {
+	vec := vector.New()
+	for _, r := range local {
+		vec.Insert(nostr.Timestamp(r.at), r.id)
+	}
+	vec.Seal()
+	neg = gonegentropy.New(vec, frame)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for id := range neg.Haves {
+			*have = append(*have, id)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for id := range neg.HaveNots {
+			*need = append(*need, id)
+		}
+	}()
+	return neg, wg.Wait
 }

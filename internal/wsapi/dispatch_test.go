@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
@@ -31,6 +32,23 @@ func holdDispatcher(t *testing.T, b *testBundle) (release func()) {
 	return release
 }
 
+// queuedDelivery sets up a subscriber of channel C on one connection, holds
+// the dispatcher, and publishes x in C from another connection: x's
+// delivery to the subscriber waits in the queue until release.
+func queuedDelivery(t *testing.T, db *testDB) (b *testBundle, sub *client, x event.Event, release func()) {
+	t.Helper()
+	b = db.setup(t, nil)
+	sub, pub := b.dial(t), b.dial(t)
+	sub.auth(t)
+	pub.auth(t)
+	sub.send(t, "REQ", "s", map[string]any{"#h": []string{b.channelC}, "kinds": []int{9}})
+	sub.expect(t, "EOSE", "s")
+	release = holdDispatcher(t, b)
+	x = pub.key.Signed(t, 9, eventtest.Channel(b.channelC))
+	pub.publish(t, x)
+	return b, sub, x, release
+}
+
 // TestDispatcher: other connections are served after the commit by the
 // dispatcher, off the publisher's path (docs/PROTOCOL.md §1.3, §7.6).
 func TestDispatcher(t *testing.T) {
@@ -43,15 +61,7 @@ func TestDispatcher(t *testing.T) {
 	// is delivered.
 	t.Run("OKBeforeOtherConnections", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, nil)
-		sub, pub := b.dial(t), b.dial(t)
-		sub.auth(t)
-		pub.auth(t)
-		sub.send(t, "REQ", "s", map[string]any{"#h": []string{b.channelC}, "kinds": []int{9}})
-		sub.expect(t, "EOSE", "s")
-		release := holdDispatcher(t, b)
-		x := pub.key.Signed(t, 9, eventtest.Channel(b.channelC))
-		pub.publish(t, x)
+		b, sub, x, release := queuedDelivery(t, db)
 		sub.send(t, "COUNT", "n", map[string]any{"kinds": []int{0}})
 		sub.expect(t, "COUNT", "n")
 		require.InDelta(t, 1, testutil.ToFloat64(b.metrics.FanoutQueued), 0, "the delivery waits in the queue")
@@ -63,15 +73,7 @@ func TestDispatcher(t *testing.T) {
 	// reader gets the event committed before its removal, then CLOSED.
 	t.Run("EvictionAfterQueuedDeliveries", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, nil)
-		sub, pub := b.dial(t), b.dial(t)
-		sub.auth(t)
-		pub.auth(t)
-		sub.send(t, "REQ", "s", map[string]any{"#h": []string{b.channelC}, "kinds": []int{9}})
-		sub.expect(t, "EOSE", "s")
-		release := holdDispatcher(t, b)
-		x := pub.key.Signed(t, 9, eventtest.Channel(b.channelC))
-		pub.publish(t, x)
+		b, sub, x, release := queuedDelivery(t, db)
 		evicted := make(chan struct{})
 		go func() {
 			defer close(evicted)
@@ -93,15 +95,7 @@ func TestDispatcher(t *testing.T) {
 	// an event committed before the REQ comes before the REQ's EOSE.
 	t.Run("EOSEAfterQueuedDeliveries", func(t *testing.T) {
 		t.Parallel()
-		b := db.setup(t, nil)
-		sub, pub := b.dial(t), b.dial(t)
-		sub.auth(t)
-		pub.auth(t)
-		sub.send(t, "REQ", "s", map[string]any{"#h": []string{b.channelC}, "kinds": []int{9}})
-		sub.expect(t, "EOSE", "s")
-		release := holdDispatcher(t, b)
-		x := pub.key.Signed(t, 9, eventtest.Channel(b.channelC))
-		pub.publish(t, x)
+		b, sub, x, release := queuedDelivery(t, db)
 		sub.send(t, "REQ", "again", map[string]any{"#h": []string{b.channelC}, "kinds": []int{9}})
 		require.Equal(t, x.ID, eventID(t, sub.expect(t, "EVENT", "again")), "history holds the committed event")
 		time.Sleep(200 * time.Millisecond) // time for an EOSE that did not wait to be sent
