@@ -300,10 +300,6 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`).Scan(&busy))
 		return busy == 0
 	}, 30*time.Second, 20*time.Millisecond, "the dead relay's sessions ended")
-	// The stored events are read before the outbox: a mention of an event
-	// read here is, in the outbox read after, either a row or gone because
-	// it was delivered.
-	stored := storedMentions(t, pool)
 	atKill := outboxRows(t, pool)
 	inFlight := map[mentionKey]bool{}
 	for k, state := range atKill {
@@ -314,6 +310,7 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	require.LessOrEqual(t, len(inFlight), 10, "one claim turn of at most 10 rows was in flight")
 	receivedAtKill, bad := e.counts()
 	require.Empty(t, bad)
+	stored := storedMentions(t, pool)
 	for _, id := range accepted {
 		require.True(t, stored[id], "OK-true event %s is stored", id)
 	}
