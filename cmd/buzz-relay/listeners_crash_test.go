@@ -240,7 +240,10 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	const origin = "https://ops.example"
 	pool, url := dbtest.NewDB(t)
 	env := relayEnv(t)
-	env["DATABASE_URL"] = url
+	// The relay's sessions carry a name of their own, so the test can tell
+	// when every one of them has ended after the kill.
+	const relaySessions = "buzz_crash_relay"
+	env["DATABASE_URL"] = url + "&application_name=" + relaySessions
 	env["BUZZ_OPERATOR_LISTENERS"] = listener.PubKey + ":" + e.srv.URL + "/hook"
 	env["RELAY_OPERATOR_API_ORIGIN"] = origin
 	env["BUZZ_RELAY_PRIVATE_KEY"] = hex.EncodeToString(sk)
@@ -291,15 +294,17 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	require.GreaterOrEqual(t, len(accepted), 300)
 
 	// The state the dead process left. The kill closes the relay's
-	// sockets, but a backend may still be finishing a COMMIT it had read
-	// before them: wait until none of this database's other sessions is
-	// inside a statement or a transaction.
+	// sockets, but a backend reads what is already in its socket before it
+	// sees the end: one whose COMMIT arrived just before the kill may run
+	// it after, and shows 'idle' until it is scheduled. A backend exits once
+	// it reads the end, so the database is settled when none of the dead
+	// relay's sessions is left.
 	require.Eventually(t, func() bool {
-		var busy int
+		var left int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`).Scan(&busy))
-		return busy == 0
-	}, 30*time.Second, 20*time.Millisecond, "the dead relay's sessions ended")
+			WHERE datname = current_database() AND application_name = $1`, relaySessions).Scan(&left))
+		return left == 0
+	}, 30*time.Second, 20*time.Millisecond, "every session of the dead relay ended")
 	atKill := outboxRows(t, pool)
 	inFlight := map[mentionKey]bool{}
 	for k, state := range atKill {
