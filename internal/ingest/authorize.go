@@ -54,8 +54,21 @@ func (p *Pipeline) channelRules(ctx context.Context, req *Request, channel strin
 }
 
 // mayPost is steps 14 and 15: the author is an active member or the
-// channel is open, and the channel is not archived.
+// channel is open, and the channel is not archived. An author who passed
+// them recently in this channel is left to the write, which checks the
+// same rule (posters.go); the others are read now.
 func (p *Pipeline) mayPost(ctx context.Context, req *Request, channel string) error {
+	if p.posters.passed(posterKey{req.Tenant.CommunityID, channel, req.Event.PubKey}) {
+		req.posterCheck = channel
+		return nil
+	}
+	return p.readPoster(ctx, req, channel)
+}
+
+// readPoster is steps 14 and 15 read from the channel's state, with the
+// answer that names the rule that refused.
+func (p *Pipeline) readPoster(ctx context.Context, req *Request, channel string) error {
+	p.cfg.Metrics.PosterChecks.WithLabelValues("read").Inc()
 	st, err := p.st.ChannelStateGet(ctx, req.Tenant.CommunityID, channel, req.Event.PubKey)
 	if err != nil {
 		return fmt.Errorf("channel access %s: %w", channel, err)
@@ -66,7 +79,23 @@ func (p *Pipeline) mayPost(ctx context.Context, req *Request, channel string) er
 	if st.Archived {
 		return invalid("channel is archived")
 	}
+	p.posters.pass(posterKey{req.Tenant.CommunityID, channel, req.Event.PubKey})
 	return nil
+}
+
+// settlePoster reads now the steps 14 and 15 that mayPost left to the
+// write, when the change c will not make that write: a change that is not
+// one statement, or one of another channel.
+func (p *Pipeline) settlePoster(ctx context.Context, req *Request, c change) error {
+	ch := req.posterCheck
+	if ch == "" {
+		return nil
+	}
+	if pc, one := c.(plainChange); one && pc.channel == ch {
+		return nil
+	}
+	req.posterCheck = ""
+	return p.readPoster(ctx, req, ch)
 }
 
 // channelFromTags returns the first h value that is a hyphenated UUID,

@@ -175,7 +175,8 @@ func (w writer) ev() *event.Event    { return &w.req.Event }
 func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) error {
 	ev := w.ev()
 	p := store.EventInsertParams{CommunityID: w.cid(), Event: ev, Channel: channel,
-		DTag: dTag, Audit: w.p.eventIntent(w.req, ev, channel)}
+		DTag: dTag, Audit: w.p.eventIntent(w.req, ev, channel),
+		PosterCheck: channel != "" && w.req.posterCheck == channel}
 	if store.IsMentionKind(ev.Kind) { // the kind test first: other kinds pay nothing (docs/PROTOCOL.md §15.4)
 		p.ListenerTargets = store.MentionTargets(ev)
 	}
@@ -191,6 +192,9 @@ func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) e
 	if err != nil {
 		return fmt.Errorf("store event: %w", err)
 	}
+	if res.Refused {
+		return errPosterRefused
+	}
 	w.req.enqueued = int(res.ListenerRows)
 	if !res.Inserted {
 		return errDuplicate
@@ -202,6 +206,11 @@ func (w writer) insertEvent(ctx context.Context, channel string, dTag *string) e
 // newer version of its key, already is: the answer is duplicate:. In a
 // transaction it rolls back what ran before it.
 var errDuplicate = errors.New("duplicate")
+
+// errPosterRefused ends a write whose poster check (posters.go) found that
+// the author may not post in the channel: nothing was stored, and the
+// pipeline reads the channel's state to answer why.
+var errPosterRefused = errors.New("poster check refused the write")
 
 // commit is step 20: the change's writes in one write transaction, or as
 // one statement for a oneStatement change. Everything that must be

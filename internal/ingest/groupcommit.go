@@ -169,7 +169,7 @@ func (g *groupCommit) commit(batch []*groupItem) {
 	}
 	for _, it := range batch {
 		it.res, it.err = st.EventInsertCounted(ctx, it.params)
-		if ambiguous && it.err == nil && !it.res.Inserted {
+		if ambiguous && it.err == nil && !it.res.Inserted && !it.res.Refused {
 			// The failed batch may have committed this event: stored,
 			// and not yet fanned out by anyone (ambiguous.go).
 			it.res.Inserted = true

@@ -79,6 +79,7 @@ type Pipeline struct {
 	cfg     Config
 	log     *slog.Logger
 	group   *groupCommit // nil when GroupCommitMax is 1
+	posters *posterCache
 	resolve *resolver
 	// st runs the statements outside a transaction, on Config.Pool.
 	st *store.Store
@@ -108,7 +109,8 @@ func New(cfg Config) *Pipeline {
 	if cfg.MaxPTags <= 0 {
 		cfg.MaxPTags = DefaultMaxPTags
 	}
-	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest"), st: store.New(cfg.Pool)}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger.With("component", "ingest"), st: store.New(cfg.Pool),
+		posters: newPosterCache(cfg.NowFunc)}
 	p.resolve = newResolver(p)
 	if cfg.GroupCommitMax > 1 {
 		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax}
@@ -170,10 +172,29 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 		return p.answer(ctx, req, p.ephemeral(ctx, req))
 	}
 	reg, c, err := p.authorize(ctx, req) // steps 9–19
+	if err == nil {
+		err = p.settlePoster(ctx, req, c)
+	}
 	if err != nil {
 		return p.answer(ctx, req, err)
 	}
+	if req.posterCheck != "" {
+		p.cfg.Metrics.PosterChecks.WithLabelValues("write").Inc()
+	}
 	out, err := p.commit(ctx, req, reg, c) // step 20
+	if errors.Is(err, errPosterRefused) {
+		// The write refused what the poster cache let through: forget the
+		// pass, answer with the rule that refuses now, or write again if
+		// the author may post after all (re-added in between).
+		p.cfg.Metrics.PosterChecks.WithLabelValues("refused_by_write").Inc()
+		ch := req.posterCheck
+		req.posterCheck = ""
+		p.posters.dropChannel(req.Tenant.CommunityID, ch, ev.PubKey)
+		if err := p.readPoster(ctx, req, ch); err != nil {
+			return p.answer(ctx, req, err)
+		}
+		out, err = p.commit(ctx, req, reg, c)
+	}
 	if _, rs := c.(readStateChange); rs {
 		p.countReadState(req, out, err)
 	}
@@ -212,6 +233,14 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 // after the answer (step 23).
 func (p *Pipeline) afterCommit(req *Request, out *outcome) func() {
 	cid := req.Tenant.CommunityID
+	if out.channel != "" {
+		if out.forgetAll {
+			p.posters.dropChannel(cid, out.channel, "")
+		}
+		for _, who := range out.forget {
+			p.posters.dropChannel(cid, out.channel, who)
+		}
+	}
 	if live := p.cfg.Live; live != nil {
 		if out.forgetAll {
 			live.Forget(cid, out.channel, "")

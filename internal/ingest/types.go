@@ -38,6 +38,9 @@ type Request struct {
 	// insert wrote (the last run of the write, which is the one that
 	// committed), for buzz_operator_listener_enqueued_total.
 	enqueued int
+	// posterCheck is the channel whose steps 14 and 15 were left to the
+	// write (posters.go), "" when they were read or do not apply.
+	posterCheck string
 }
 
 // Code classifies a Result so each door can answer in its own terms.

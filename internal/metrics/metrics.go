@@ -86,6 +86,12 @@ type Metrics struct {
 	// (counter): writes whose answer was lost after they reached the
 	// server, by what was found: fanned_out, interrupted, not_stored.
 	AmbiguousCommits *prometheus.CounterVec
+	// PosterChecks is buzz_ingest_poster_checks_total{by} (counter): how
+	// each channel event's steps 14 and 15 were decided: "read" (a read of
+	// the channel's state before the write), "write" (left to the write,
+	// the poster cache having a recent pass), "refused_by_write" (the
+	// write refused one of those).
+	PosterChecks *prometheus.CounterVec
 	// PostCommitDispatchErrors is buzz_post_commit_dispatch_errors_total
 	// (counter): dispatch failures after commit.
 	PostCommitDispatchErrors prometheus.Counter
@@ -220,6 +226,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "buzz_ingest_ambiguous_commits_total",
 			Help: "Writes whose answer was lost after reaching the server, by what was found.",
 		}, []string{"outcome"}),
+		PosterChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_ingest_poster_checks_total",
+			Help: "Channel posting checks, by how they were decided: read, write, refused_by_write.",
+		}, []string{"by"}),
 		PostCommitDispatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_post_commit_dispatch_errors_total",
 			Help: "Dispatch failures after commit.",
@@ -289,7 +299,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.FanoutQueued, m.PostCommitDispatchErrors,
-		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits,
+		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits, m.PosterChecks,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
 		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.CountFallbackRejections,
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,
@@ -303,6 +313,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		for _, tr := range Transports {
 			m.EventsRejected.WithLabelValues(r, tr)
 		}
+	}
+	for _, by := range []string{"read", "write", "refused_by_write"} {
+		m.PosterChecks.WithLabelValues(by)
 	}
 	for _, method := range AuthMethods {
 		m.AuthAttempts.WithLabelValues(method)

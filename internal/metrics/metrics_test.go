@@ -32,6 +32,7 @@ var specNames = map[string]dto.MetricType{
 	"buzz_post_commit_dispatch_errors_total": dto.MetricType_COUNTER,
 	"buzz_ingest_group_commit_events":        dto.MetricType_HISTOGRAM,
 	"buzz_ingest_group_commit_retries_total": dto.MetricType_COUNTER,
+	"buzz_ingest_poster_checks_total":        dto.MetricType_COUNTER,
 	// the filter caps (docs/OPERATIONS.md, Filter caps)
 	"buzz_filter_cap_refusals_total": dto.MetricType_COUNTER,
 	// the per-address connection rate (docs/OPERATIONS.md, Connection storms)
@@ -155,7 +156,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the filter caps, the per-address connection rate, per-user admission and the read limits")
+		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the poster checks, the filter caps, the per-address connection rate, per-user admission and the read limits")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {

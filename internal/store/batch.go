@@ -25,6 +25,9 @@ func (s *Store) EventInsertBatch(ctx context.Context, ps []EventInsertParams) ([
 	key := func(p EventInsertParams) string { return p.CommunityID + p.Event.ID }
 	first := make(map[string]int, len(ps))
 	for i, p := range ps {
+		if p.PosterCheck && p.Channel == "" {
+			return nil, fmt.Errorf("batch element %d: a poster check needs a channel", i)
+		}
 		if _, dup := first[key(p)]; dup {
 			continue // a copy of an earlier element: not inserted
 		}
@@ -44,18 +47,24 @@ func (s *Store) EventInsertBatch(ctx context.Context, ps []EventInsertParams) ([
 			cid       string
 			id        []byte
 			listeners int64
+			refused   bool
 		)
-		if err := rows.Scan(&cid, &id, &listeners); err != nil {
+		if err := rows.Scan(&cid, &id, &listeners, &refused); err != nil {
 			return nil, fmt.Errorf("insert batch: %w", err)
 		}
 		i, ok := first[cid+hex.EncodeToString(id)]
 		if !ok {
 			return nil, fmt.Errorf("insert batch: returned an event it was not given")
 		}
-		out[i] = EventInsertResult{Inserted: true, ListenerRows: listeners}
+		out[i] = EventInsertResult{Inserted: !refused, ListenerRows: listeners, Refused: refused}
 	}
 	if err := rows.Err(); err != nil { // the statement's own failures and its commit's (deferred triggers)
 		return nil, fmt.Errorf("insert batch: %w", pg.MapError(err))
+	}
+	for i, p := range ps {
+		if j := first[key(p)]; j != i && out[j].Refused {
+			out[i].Refused = true // a copy of a refused element is refused too, not a duplicate
+		}
 	}
 	return out, nil
 }
@@ -78,6 +87,7 @@ type batchArgs struct {
 	mPubkey                            []string
 	lCommunity                         []string
 	lID, lTarget                       [][]byte
+	posterCheck                        []bool
 }
 
 func (b *batchArgs) add(p EventInsertParams) error {
@@ -94,6 +104,7 @@ func (b *batchArgs) add(p EventInsertParams) error {
 	b.channel, b.dTag = append(b.channel, nullUUID(p.Channel)), append(b.dTag, p.DTag)
 	b.auditKey, b.auditAction = append(b.auditKey, r.auditKey), append(b.auditAction, r.auditAction)
 	b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, r.auditActor), append(b.auditObject, r.auditObject), append(b.auditDetail, r.auditDetail)
+	b.posterCheck = append(b.posterCheck, p.PosterCheck)
 	for _, m := range r.mentions {
 		b.mCommunity, b.mID, b.mPubkey = append(b.mCommunity, cid), append(b.mID, r.id), append(b.mPubkey, m)
 	}
@@ -106,23 +117,30 @@ func (b *batchArgs) add(p EventInsertParams) error {
 func (b *batchArgs) values() []any {
 	return []any{b.community, b.id, b.pubkey, b.createdAt, b.kind, b.tags, b.content, b.sig, b.channel, b.dTag,
 		b.auditKey, b.auditAction, b.auditActor, b.auditObject, b.auditDetail,
-		b.mCommunity, b.mID, b.mPubkey, b.lCommunity, b.lID, b.lTarget, b.expires}
+		b.mCommunity, b.mID, b.mPubkey, b.lCommunity, b.lID, b.lTarget, b.expires, b.posterCheck}
 }
 
 // eventBatchSQL is EventInsert's statement for many events: each CTE
 // writes its table's rows for the events ins created (an event already
 // stored creates nothing, as alone), and the result is one row per created
-// event with its listener rows.
-const eventBatchSQL = `
+// event with its listener rows, then one per event its poster check
+// refused. Every part sees the statement's one snapshot, so the check and
+// the write agree.
+var eventBatchSQL = `
 		WITH v AS (
 			SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[],
-				$8::bytea[], $9::uuid[], $10::text[], $11::text[], $12::text[], $13::bytea[], $14::text[], $15::text[], $22::bigint[])
+				$8::bytea[], $9::uuid[], $10::text[], $11::text[], $12::text[], $13::bytea[], $14::text[], $15::text[], $22::bigint[],
+				$23::bool[])
 				AS v(community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag,
-				     audit_key, audit_action, audit_actor, audit_object, audit_detail, expires_at)
+				     audit_key, audit_action, audit_actor, audit_object, audit_detail, expires_at, poster_check)
+		), refused AS (
+			SELECT community_id, id FROM v
+			WHERE v.poster_check AND NOT ` + posterRule("v.community_id", "v.channel_id", "v.pubkey") + `
 		), ins AS (
 			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag, expires_at)
 			SELECT community_id, id, pubkey, to_timestamp(created_at), kind, tags::jsonb, content, sig, channel_id, d_tag,
 				to_timestamp(expires_at) FROM v
+			WHERE NOT EXISTS (SELECT 1 FROM refused r WHERE r.community_id = v.community_id AND r.id = v.id)
 			ON CONFLICT DO NOTHING
 			RETURNING community_id, id
 		), m AS (
@@ -148,5 +166,7 @@ const eventBatchSQL = `
 			RETURNING community_id, event_id
 		)
 		SELECT ins.community_id::text, ins.id,
-			(SELECT count(*) FROM l WHERE l.community_id = ins.community_id AND l.event_id = ins.id)
-		FROM ins`
+			(SELECT count(*) FROM l WHERE l.community_id = ins.community_id AND l.event_id = ins.id), false
+		FROM ins
+		UNION ALL
+		SELECT community_id::text, id, 0, true FROM refused`

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,4 +116,96 @@ func TestEventInsertBatch(t *testing.T) {
 		ev, _, in := stored(&good)
 		require.Equal(t, [2]int{0, 0}, [2]int{ev, in})
 	})
+
+	t.Run("PosterCheck", func(t *testing.T) {
+		// Steps 14 and 15 decided by the write, element by element, against
+		// the channel's state in the statement's snapshot.
+		s := store.New(pool)
+		member, stranger := eventtest.NewKey(), eventtest.NewKey()
+		open := fixture.Channel(t, pool, cid, author)
+		private := fixture.Channel(t, pool, cid, author, fixture.Private(), fixture.Members(member))
+		archived := fixture.Channel(t, pool, cid, author, fixture.Archived())
+		deleted := fixture.Channel(t, pool, cid, author, fixture.Deleted())
+		missing := "00000000-0000-4000-8000-000000000001"
+		n := 0
+		checked := func(key eventtest.Key, channel string) store.EventInsertParams {
+			n++
+			ev := key.Signed(t, 9, eventtest.Channel(channel), eventtest.Content("poster "+string(rune('a'+n))))
+			return store.EventInsertParams{CommunityID: cid, Event: &ev, Channel: channel, PosterCheck: true}
+		}
+		cases := []struct {
+			name    string
+			p       store.EventInsertParams
+			refused bool
+		}{
+			{"open, anyone", checked(stranger, open), false},
+			{"private, member", checked(member, private), false},
+			{"private, owner", checked(author, private), false},
+			{"private, stranger", checked(stranger, private), true},
+			{"archived", checked(author, archived), true},
+			{"deleted", checked(author, deleted), true},
+			{"no such channel", checked(author, missing), true},
+		}
+		ps := make([]store.EventInsertParams, len(cases))
+		for i, c := range cases {
+			ps[i] = c.p
+		}
+		unchecked := checked(stranger, private)
+		unchecked.PosterCheck = false
+		ps = append(ps, unchecked, cases[3].p) // the rule is only checked when asked; a copy of a refused one is refused
+		res, err := s.EventInsertBatch(ctx, ps)
+		require.NoError(t, err)
+		for i, c := range cases {
+			require.Equal(t, store.EventInsertResult{Inserted: !c.refused, Refused: c.refused}, res[i], c.name)
+			require.Equal(t, b2i(!c.refused), count(t, pool, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`,
+				cid, unhex(t, c.p.Event.ID)), c.name)
+		}
+		require.Equal(t, store.EventInsertResult{Inserted: true}, res[len(cases)], "no check asked")
+		require.Equal(t, store.EventInsertResult{Refused: true}, res[len(cases)+1], "a copy of a refused element")
+
+		// A removal committed before the statement refuses the next event;
+		// alone, the statement is the batch's.
+		require.NoError(t, s.ChannelMemberRemove(ctx, cid, private, member.PubKey, author.PubKey))
+		again := checked(member, private)
+		one, err := s.EventInsertCounted(ctx, again)
+		require.NoError(t, err)
+		require.Equal(t, store.EventInsertResult{Refused: true}, one)
+		// A stored event sent again by someone allowed is a duplicate, not refused.
+		dup, err := s.EventInsertCounted(ctx, cases[0].p)
+		require.NoError(t, err)
+		require.Equal(t, store.EventInsertResult{}, dup)
+		_, err = s.EventInsertBatch(ctx, []store.EventInsertParams{{CommunityID: cid, Event: again.Event, PosterCheck: true}})
+		require.ErrorContains(t, err, "a poster check needs a channel")
+		_, err = s.EventInsertCounted(ctx, store.EventInsertParams{CommunityID: cid, Event: again.Event, PosterCheck: true})
+		require.ErrorContains(t, err, "a poster check needs a channel")
+
+		// Alone with an expiration and listener targets too: written with
+		// its listener row when allowed, nothing written when refused.
+		listener, target := eventtest.NewKey(), eventtest.NewKey()
+		_, err = pool.Exec(ctx, `INSERT INTO operator_listener_pubkeys (listener_pubkey, target_pubkey) VALUES ($1, $2)`,
+			unhex(t, listener.PubKey), unhex(t, target.PubKey))
+		require.NoError(t, err)
+		exp := eventtest.Tag("expiration", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		for _, c := range []struct {
+			key  eventtest.Key
+			want store.EventInsertResult
+		}{{author, store.EventInsertResult{Inserted: true, ListenerRows: 1}}, {stranger, store.EventInsertResult{Refused: true}}} {
+			ev := c.key.Signed(t, 9, eventtest.Channel(private), eventtest.Tag("p", target.PubKey), exp)
+			res, err := s.EventInsertCounted(ctx, store.EventInsertParams{CommunityID: cid, Event: &ev, Channel: private,
+				ListenerTargets: []string{target.PubKey}, PosterCheck: true})
+			require.NoError(t, err)
+			require.Equal(t, c.want, res)
+			require.Equal(t, int(c.want.ListenerRows), count(t, pool, `SELECT count(*) FROM operator_listener_outbox WHERE event_id = $1`,
+				unhex(t, ev.ID)))
+			require.Equal(t, b2i(c.want.Inserted), count(t, pool, `SELECT count(*) FROM events WHERE id = $1 AND expires_at IS NOT NULL`,
+				unhex(t, ev.ID)))
+		}
+	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -34,6 +34,13 @@ type EventInsertParams struct {
 	// registration of a target, only when it created the event row; when
 	// empty, the statement is exactly the one without the feature.
 	ListenerTargets []string
+	// PosterCheck makes the write itself decide steps 14 and 15 of
+	// docs/PROTOCOL.md §1.2 for Channel: the event is written only if the
+	// channel exists, is neither deleted nor archived, and is open or has
+	// the author as an active member, judged in the statement's own
+	// snapshot. Otherwise nothing is written and Refused is set; the caller
+	// finds out which rule refused it. Requires Channel.
+	PosterCheck bool
 }
 
 // EventInsertResult is what EventInsertCounted reports.
@@ -42,6 +49,9 @@ type EventInsertResult struct {
 	Inserted bool
 	// ListenerRows counts the operator_listener_outbox rows written.
 	ListenerRows int64
+	// Refused is set when PosterCheck found that the author may not post
+	// in the channel; nothing was written.
+	Refused bool
 }
 
 // OutboxIntent is an audit_outbox row written with an event. The audit
@@ -82,6 +92,7 @@ type eventStatement struct {
 	sql       string
 	args      []any
 	listeners bool // the statement also counts operator-listener rows
+	check     bool // the statement also reports a refusal by the poster check
 }
 
 // insertStatement builds the statement of EventInsert for p.
@@ -101,7 +112,11 @@ func insertStatement(p EventInsertParams) (eventStatement, error) {
 	if listeners {
 		args = append(args, r.targets)
 	}
-	return eventStatement{sql: eventInsertStatements[b2i(expires)][b2i(listeners)], args: args, listeners: listeners}, nil
+	if p.PosterCheck && p.Channel == "" {
+		return eventStatement{}, fmt.Errorf("insert event: a poster check needs a channel")
+	}
+	return eventStatement{sql: eventInsertStatements[b2i(expires)][b2i(listeners)][b2i(p.PosterCheck)], args: args,
+		listeners: listeners, check: p.PosterCheck}, nil
 }
 
 func b2i(b bool) int {
@@ -164,11 +179,14 @@ func (st eventStatement) scan(row pgx.Row) (EventInsertResult, error) {
 		res EventInsertResult
 		err error
 	)
+	dest := []any{&n}
 	if st.listeners {
-		err = row.Scan(&n, &res.ListenerRows)
-	} else {
-		err = row.Scan(&n)
+		dest = append(dest, &res.ListenerRows)
 	}
+	if st.check {
+		dest = append(dest, &res.Refused)
+	}
+	err = row.Scan(dest...)
 	if err != nil {
 		return EventInsertResult{}, fmt.Errorf("insert event: %w", pg.MapError(err))
 	}
@@ -177,29 +195,74 @@ func (st eventStatement) scan(row pgx.Row) (EventInsertResult, error) {
 }
 
 // eventInsertStatements are EventInsert's statements, by [expiration][listener
-// targets]: an event without either runs exactly the statement from before
-// both features.
-var eventInsertStatements = [2][2]string{
-	{eventInsertHead + eventInsertTail, eventInsertHead + eventInsertListenersTail("$17")},
-	{eventInsertExpiresHead + eventInsertTail, eventInsertExpiresHead + eventInsertListenersTail("$18")},
+// targets][poster check]: an event without any of them runs exactly the
+// statement from before these features.
+var eventInsertStatements = func() (out [2][2][2]string) {
+	for e := range 2 {
+		for l := range 2 {
+			for c := range 2 {
+				out[e][l][c] = eventInsertSQL(e == 1, l == 1, c == 1)
+			}
+		}
+	}
+	return out
+}()
+
+// eventInsertSQL builds one of eventInsertStatements. Parameters: $1–$10
+// the event's columns, $11 its mentions, $12–$16 its audit intent, then
+// $17 its NIP-40 expiration in Unix seconds when it has one (the row's
+// expires_at, docs/PROTOCOL.md §6.6), then its listener targets: one
+// operator-listener outbox row per registration of a target, only when the
+// event row was created (docs/PROTOCOL.md §15.4).
+func eventInsertSQL(expires, listeners, check bool) string {
+	cols := "community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag"
+	vals := "$1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10"
+	targets := "$17"
+	if expires {
+		cols += ", expires_at"
+		vals += ", to_timestamp($17::bigint)"
+		targets = "$18"
+	}
+	sql := `
+		WITH ins AS (
+			INSERT INTO events (` + cols + `)
+			VALUES (` + vals + `)
+			ON CONFLICT DO NOTHING`
+	if check {
+		// The poster check (EventInsertParams.PosterCheck): the row is
+		// written only if the rule holds, and the result says when it did not.
+		sql = `
+		WITH ok AS (
+			SELECT ` + posterRule("$1::uuid", "$9::uuid", "$3::bytea") + ` AS allowed
+		), ins AS (
+			INSERT INTO events (` + cols + `)
+			SELECT ` + vals + ` FROM ok WHERE ok.allowed
+			ON CONFLICT DO NOTHING`
+	}
+	sql += eventInsertSides
+	result := "(SELECT count(*) FROM ins)"
+	if listeners {
+		sql += `
+		), l AS (
+			INSERT INTO operator_listener_outbox
+			  (listener_pubkey, target_pubkey, community_id, event_id, event_kind, event_created_at)
+			SELECT r.listener_pubkey, r.target_pubkey, $1, $2, $5, to_timestamp($4)
+			FROM operator_listener_pubkeys r
+			WHERE r.target_pubkey = ANY(` + targets + `::bytea[]) AND EXISTS (SELECT 1 FROM ins)
+			ON CONFLICT DO NOTHING
+			RETURNING 1`
+		result += ", (SELECT count(*) FROM l)"
+	}
+	if check {
+		result += ", (SELECT NOT allowed FROM ok)"
+	}
+	if !listeners && !check {
+		result = "count(*) FROM ins" // the statement from before these features
+	}
+	return sql + `
+		)
+		SELECT ` + result
 }
-
-// eventInsertHead is EventInsert's statement up to the end of its last
-// data-modifying CTE: the event row, its event_mentions rows and its audit
-// intent.
-const eventInsertHead = `
-		WITH ins AS (
-			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
-			VALUES ($1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10)
-			ON CONFLICT DO NOTHING` + eventInsertSides
-
-// eventInsertExpiresHead is eventInsertHead for an event with a NIP-40
-// expiration ($17, Unix seconds): the row's expires_at (docs/PROTOCOL.md §6.6).
-const eventInsertExpiresHead = `
-		WITH ins AS (
-			INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag, expires_at)
-			VALUES ($1, $2, $3, to_timestamp($4), $5, $6, $7, $8, $9, $10, to_timestamp($17::bigint))
-			ON CONFLICT DO NOTHING` + eventInsertSides
 
 // eventInsertSides are the CTEs after the event row: its event_mentions
 // rows and its audit intent.
@@ -216,26 +279,20 @@ const eventInsertSides = `
 			WHERE $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM ins)
 			ON CONFLICT (community_id, dedupe_key) DO NOTHING`
 
-// eventInsertTail ends the statement of every event without listener targets.
-const eventInsertTail = `
-		)
-		SELECT count(*) FROM ins`
-
-// eventInsertListenersTail adds the operator-listener outbox rows
-// (docs/PROTOCOL.md §15.4): one per registration of a target (the bytea[]
-// parameter targets), only when the event row was created.
-func eventInsertListenersTail(targets string) string {
-	return `
-		), l AS (
-			INSERT INTO operator_listener_outbox
-			  (listener_pubkey, target_pubkey, community_id, event_id, event_kind, event_created_at)
-			SELECT r.listener_pubkey, r.target_pubkey, $1, $2, $5, to_timestamp($4)
-			FROM operator_listener_pubkeys r
-			WHERE r.target_pubkey = ANY(` + targets + `::bytea[]) AND EXISTS (SELECT 1 FROM ins)
-			ON CONFLICT DO NOTHING
-			RETURNING 1
-		)
-		SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM l)`
+// posterRule is steps 14 and 15 of docs/PROTOCOL.md §1.2 as an SQL
+// condition on a community, a channel and a pubkey (SQL expressions): the
+// rule ChannelState.CanPost and Archived state for the pipeline's own
+// check. The channel is live and not archived, and open or the pubkey is
+// an active member.
+func posterRule(community, channel, pubkey string) string {
+	return `EXISTS (
+				SELECT 1 FROM channels c
+				WHERE c.community_id = ` + community + ` AND c.id = ` + channel + `
+				  AND c.deleted_at IS NULL AND c.archived_at IS NULL
+				  AND (c.visibility = 'open' OR EXISTS (
+					SELECT 1 FROM channel_members m
+					WHERE m.community_id = c.community_id AND m.channel_id = c.id
+					  AND m.pubkey = ` + pubkey + ` AND m.removed_at IS NULL)))`
 }
 
 // Mentions returns the distinct p-tag values that are exactly 64 lowercase
