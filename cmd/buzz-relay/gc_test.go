@@ -23,7 +23,7 @@ func TestGarbageCollectorDefaults(t *testing.T) {
 
 	t.Run("Defaults", func(t *testing.T) {
 		t.Parallel()
-		p := startReady(t, relayEnv(t))
+		p := startReady(t, externalEnv(t))
 		require.Equal(t, float64(defaultGCPercent), p.metric("go_gc_gogc_percent"))
 		limit := p.metric("go_gc_gomemlimit_bytes")
 		require.Greater(t, limit, float64(0))
@@ -35,7 +35,7 @@ func TestGarbageCollectorDefaults(t *testing.T) {
 
 	t.Run("OperatorValuesWin", func(t *testing.T) {
 		t.Parallel()
-		env := relayEnv(t)
+		env := externalEnv(t)
 		env["GOGC"] = "150"
 		env["GOMEMLIMIT"] = "300MiB"
 		p := startReady(t, env)

@@ -11,9 +11,11 @@ import (
 )
 
 // floorTriggerDef is pg_get_triggerdef of the floor trigger on events, as
-// migration 0005 creates it.
+// migration 0012 creates it: queued only on a connection that armed the
+// floor, which verifyArmed checks the writer pool does.
 const floorTriggerDef = "CREATE CONSTRAINT TRIGGER events_created_at_floor AFTER INSERT OR UPDATE OF created_at, channel_id " +
-	"ON public.events DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.channel_id IS NOT NULL)) " +
+	"ON public.events DEFERRABLE INITIALLY DEFERRED FOR EACH ROW " +
+	"WHEN (((new.channel_id IS NOT NULL) AND (current_setting('buzz.created_at_floor'::text, true) <> ''::text))) " +
 	"EXECUTE FUNCTION events_created_at_floor_guard()"
 
 // heartbeatColumns is the shape of replica_heartbeat, column by column.

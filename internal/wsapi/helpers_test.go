@@ -214,12 +214,15 @@ func lock(t *testing.T, pool *pgxpool.Pool, stmt string, args ...any) *dbLock {
 	return l
 }
 
-// blockWrites locks community A's row FOR UPDATE: every event insert into
-// the community (its foreign-key check takes KEY SHARE on that row) waits
-// until release. Reads are not blocked.
-func (b *testBundle) blockWrites(t *testing.T) *dbLock {
+// blockEvent inserts ev into community A in a transaction left open: the
+// relay's insert of the same event waits for it (ON CONFLICT waits for the
+// row's transaction to end), and after release, which rolls it back, stores
+// it. Nothing else is blocked.
+func (b *testBundle) blockEvent(t *testing.T, ev event.Event) *dbLock {
 	t.Helper()
-	return lock(t, b.db.pool, `SELECT 1 FROM communities WHERE id = $1 FOR UPDATE`, b.communityA)
+	return lock(t, b.db.pool, `INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig)
+		VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), to_timestamp($4), $5, '[]', '', decode($6, 'hex'))`,
+		b.communityA, ev.ID, ev.PubKey, ev.CreatedAt, ev.Kind, ev.Sig)
 }
 
 // waitBlocked waits until n backends are waiting for the lock.

@@ -238,8 +238,8 @@ func TestEvent(t *testing.T) {
 		b := db.setup(t, func(c *Config) { c.Settings.MaxConcurrentHandlers = 1 })
 		c := b.dial(t)
 		c.auth(t)
-		l := b.blockWrites(t)
 		slow := c.key.Signed(t, 1, eventtest.Content("slow"))
+		l := b.blockEvent(t, slow)
 		c.send(t, "EVENT", slow)
 		l.waitBlocked(t, 1) // the one handler waits in PostgreSQL
 		second := c.key.Signed(t, 1, eventtest.Content("second"))
