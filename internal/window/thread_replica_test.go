@@ -96,11 +96,15 @@ func (k *killer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.T
 	if !strings.Contains(data.SQL, "jsonb_array_elements") || !slices.Equal(data.Args[1].([]int), []int{5, 9005}) || !k.w.kill.Swap(false) {
 		return ctx
 	}
-	admin, err := pgx.Connect(ctx, k.w.pair.ReplicaURL)
+	// A context of its own: the query's may be about to end (the batch's
+	// deadline on a loaded machine), and the kill must still happen.
+	kctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(kctx, k.w.pair.ReplicaURL)
 	require.NoError(k.t, err)
-	defer admin.Close(ctx)
+	defer admin.Close(kctx)
 	var done bool
-	require.NoError(k.t, admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", conn.PgConn().PID()).Scan(&done))
+	require.NoError(k.t, admin.QueryRow(kctx, "SELECT pg_terminate_backend($1, 5000)", conn.PgConn().PID()).Scan(&done))
 	require.True(k.t, done)
 	return ctx
 }
