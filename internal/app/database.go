@@ -88,7 +88,8 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, mode
 	} else if cfg.AutoMigrate {
 		mode = pg.MigrateApply
 	}
-	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log, CreatedAtFloor: floor})
+	pool, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: int32(cfg.DBPoolSize), Logger: log, CreatedAtFloor: floor,
+		GINPendingListKB: pg.WriterGINPendingListKB})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)

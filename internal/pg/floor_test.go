@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -169,6 +170,38 @@ func TestPoolSettings(t *testing.T) {
 		var flushed bool
 		require.NoError(t, plain.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn", committed).Scan(&flushed))
 		require.True(t, flushed, "the WAL is flushed past the async commit")
+	})
+
+	// The writer's GIN pending lists stay short: inserts merge them into
+	// their indexes once past 64 kB, where PostgreSQL's default lets them
+	// grow to 4 MB, and every GIN search reads the whole list.
+	t.Run("ShortGINPendingLists", func(t *testing.T) {
+		t.Parallel()
+		plain, url := dbtest.NewDB(t)
+		writer, err := pg.Open(ctx, url, pg.PoolConfig{MaxConns: 1, GINPendingListKB: pg.WriterGINPendingListKB})
+		require.NoError(t, err)
+		defer writer.Close()
+		var v string
+		require.NoError(t, writer.QueryRow(ctx, "SHOW gin_pending_list_limit").Scan(&v))
+		require.Equal(t, "64kB", v)
+		community := newCommunity(t, plain)
+		pending := func(q interface {
+			Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+			QueryRow(context.Context, string, ...any) pgx.Row
+		}, from int) int {
+			_, err := q.Exec(ctx, `INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig)
+				SELECT $1, decode(md5(i::text) || md5((-i)::text), 'hex'), decode(md5('p') || md5('k'), 'hex'), now(), 1,
+				  jsonb_build_array(jsonb_build_array('e', md5(i::text) || md5(i::text)), jsonb_build_array('t', 'tag' || i)),
+				  'note ' || i, decode(repeat(md5(i::text), 4), 'hex')
+				FROM generate_series($2::int, $2::int + 1999) AS i`, community, from)
+			require.NoError(t, err)
+			var pages int
+			require.NoError(t, q.QueryRow(ctx, `SELECT COALESCE(sum(gin_clean_pending_list(i.inhrelid::regclass)), 0)::int
+				FROM pg_inherits i WHERE i.inhparent = 'idx_events_tags_gin'::regclass`).Scan(&pages))
+			return pages
+		}
+		require.LessOrEqual(t, pending(writer, 0), 64/8+1, "at most 64 kB left pending")
+		require.Greater(t, pending(plain, 10000), 64/8+1, "the same inserts with the default limit leave more")
 	})
 
 	t.Run("LazyOpensWithoutAServer", func(t *testing.T) {

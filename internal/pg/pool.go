@@ -49,7 +49,18 @@ type PoolConfig struct {
 	// commits, never corrupt anything. Only for writers that can re-run
 	// what they lost (community import); they end with FlushCommits.
 	AsyncCommit bool
+	// GINPendingListKB, when positive, sets gin_pending_list_limit (kB) on
+	// every connection: an insert that takes a GIN index's pending list
+	// past it merges the list into the index. Every search through a GIN
+	// reads its whole pending list, so the writer keeps the lists short
+	// (WriterGINPendingListKB) instead of PostgreSQL's 4 MB.
+	GINPendingListKB int
 }
+
+// WriterGINPendingListKB is the relay's writer pool's GINPendingListKB,
+// the smallest PostgreSQL allows (docs/PERFORMANCE.md "Short GIN pending
+// lists").
+const WriterGINPendingListKB = 64
 
 // Querier is what both a pool and a transaction offer, so store code can run
 // inside or outside a caller's transaction.
@@ -120,6 +131,9 @@ func sessionSettings(cfg PoolConfig) map[string]string {
 	}
 	if cfg.AsyncCommit {
 		out["synchronous_commit"] = "off"
+	}
+	if cfg.GINPendingListKB > 0 {
+		out["gin_pending_list_limit"] = strconv.Itoa(cfg.GINPendingListKB)
 	}
 	return out
 }

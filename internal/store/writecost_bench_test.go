@@ -41,6 +41,10 @@ func BenchmarkWriteCost(b *testing.B) {
 		{"mentions_indexes", `DROP INDEX idx_event_mentions_pubkey_created, idx_event_mentions_pubkey_kind_created,
 			idx_event_mentions_community_event`},
 		{"audit_outbox_occurred", "DROP INDEX idx_audit_outbox_occurred"},
+		// The GIN pending lists kept short, as on the relay's writer pool
+		// (pg.WriterGINPendingListKB), and PostgreSQL's default (4 MB), which
+		// the other variants use.
+		{"gin_pending_64kB", "SET gin_pending_list_limit = 64"},
 		// Adds work: the created_at floor armed, as on a writer with a read replica.
 		{"floor_armed", "SET buzz.created_at_floor = '960'"},
 		// Adds back what migration 0012 removed: the foreign keys to
