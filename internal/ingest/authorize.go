@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -118,4 +119,29 @@ func firstHex64(tags event.Tags, name string) string {
 		}
 	}
 	return ""
+}
+
+// commitPosted is commit for a change whose poster check may be left to
+// its write. When the write refused what the poster cache let through, the
+// pass is forgotten and the channel's state read: its refusal is the
+// answer, or, if the author may post after all (re-added in between), the
+// change is written again.
+func (p *Pipeline) commitPosted(ctx context.Context, req *Request, reg *registration, c change) (outcome, error) {
+	out, err := p.commit(ctx, req, reg, c)
+	if !errors.Is(err, errPosterRefused) {
+		return out, err
+	}
+	p.cfg.Metrics.PosterChecks.WithLabelValues("refused_by_write").Inc()
+	ch := req.posterCheck
+	req.posterCheck = ""
+	p.posters.dropChannel(req.Tenant.CommunityID, ch, req.Event.PubKey)
+	if err := p.readPoster(ctx, req, ch); err != nil {
+		var r *refusal
+		if errors.As(err, &r) {
+			return outcome{}, err
+		}
+		// A failed read wrote nothing: not a commit whose answer was lost.
+		return outcome{}, fmt.Errorf("after a refused write: %v", err) //nolint:errorlint // the chain is cut on purpose
+	}
+	return p.commit(ctx, req, reg, c)
 }

@@ -181,20 +181,7 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 	if req.posterCheck != "" {
 		p.cfg.Metrics.PosterChecks.WithLabelValues("write").Inc()
 	}
-	out, err := p.commit(ctx, req, reg, c) // step 20
-	if errors.Is(err, errPosterRefused) {
-		// The write refused what the poster cache let through: forget the
-		// pass, answer with the rule that refuses now, or write again if
-		// the author may post after all (re-added in between).
-		p.cfg.Metrics.PosterChecks.WithLabelValues("refused_by_write").Inc()
-		ch := req.posterCheck
-		req.posterCheck = ""
-		p.posters.dropChannel(req.Tenant.CommunityID, ch, ev.PubKey)
-		if err := p.readPoster(ctx, req, ch); err != nil {
-			return p.answer(ctx, req, err)
-		}
-		out, err = p.commit(ctx, req, reg, c)
-	}
+	out, err := p.commitPosted(ctx, req, reg, c) // step 20
 	if _, rs := c.(readStateChange); rs {
 		p.countReadState(req, out, err)
 	}

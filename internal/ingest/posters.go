@@ -31,24 +31,29 @@ const posterCacheMax = 1 << 16
 // posterKey is one pubkey in one channel of one community.
 type posterKey struct{ community, channel, pubkey string }
 
-// posterCache remembers who recently passed steps 14 and 15.
+// channelKey is one channel of one community.
+type channelKey struct{ community, channel string }
+
+// posterCache remembers who recently passed steps 14 and 15, by channel,
+// so that a change of a whole channel's access forgets it in one step.
 type posterCache struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	entries map[posterKey]time.Time // the pass's expiry
+	mu       sync.Mutex
+	now      func() time.Time
+	channels map[channelKey]map[string]time.Time // pubkey → the pass's expiry
+	size     int                                 // passes held, all channels
 }
 
 func newPosterCache(now func() time.Time) *posterCache {
-	return &posterCache{now: now, entries: make(map[posterKey]time.Time)}
+	return &posterCache{now: now, channels: make(map[channelKey]map[string]time.Time)}
 }
 
 // passed reports whether k passed recently.
 func (c *posterCache) passed(k posterKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	exp, ok := c.entries[k]
+	exp, ok := c.channels[channelKey{k.community, k.channel}][k.pubkey]
 	if ok && c.now().After(exp) {
-		delete(c.entries, k)
+		c.forget(channelKey{k.community, k.channel}, k.pubkey)
 		return false
 	}
 	return ok
@@ -58,24 +63,45 @@ func (c *posterCache) passed(k posterKey) bool {
 func (c *posterCache) pass(k posterKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= posterCacheMax {
-		clear(c.entries)
+	if c.size >= posterCacheMax {
+		clear(c.channels)
+		c.size = 0
 	}
-	c.entries[k] = c.now().Add(posterCacheTTL)
+	ck := channelKey{k.community, k.channel}
+	m := c.channels[ck]
+	if m == nil {
+		m = make(map[string]time.Time)
+		c.channels[ck] = m
+	}
+	if _, ok := m[k.pubkey]; !ok {
+		c.size++
+	}
+	m[k.pubkey] = c.now().Add(posterCacheTTL)
 }
 
-// dropChannel forgets every pass of one channel, or of every pubkey in it
-// when pubkey is "".
+// dropChannel forgets every pass of one channel, or of one pubkey in it
+// when pubkey is not "".
 func (c *posterCache) dropChannel(community, channel, pubkey string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ck := channelKey{community, channel}
 	if pubkey != "" {
-		delete(c.entries, posterKey{community, channel, pubkey})
+		c.forget(ck, pubkey)
 		return
 	}
-	for k := range c.entries {
-		if k.community == community && k.channel == channel {
-			delete(c.entries, k)
-		}
+	c.size -= len(c.channels[ck])
+	delete(c.channels, ck)
+}
+
+// forget removes one pass; c.mu is held.
+func (c *posterCache) forget(ck channelKey, pubkey string) {
+	m := c.channels[ck]
+	if _, ok := m[pubkey]; !ok {
+		return
+	}
+	delete(m, pubkey)
+	c.size--
+	if len(m) == 0 {
+		delete(c.channels, ck)
 	}
 }
