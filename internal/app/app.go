@@ -175,7 +175,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		RedisStatus: redisStatus(fan.bus), ReplicaStatus: replicaStatus(cfg, services.Replica),
 	})
 	door := httpapi.New(httpapi.Config{
-		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st, Replay: st,
+		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st,
+		Replay:    store.NewReplayBatcher(st, cfg.Reads.StatementTimeout),
 		WebSocket: ws, Health: hs.Handler(), Metrics: m, Logger: log,
 		RelayPubkey: relayPubkey, Version: Version, Audit: observer, Admission: lim,
 		Listeners: st, Settings: cfg,

@@ -19,7 +19,7 @@ import (
 
 // ReplayGuard records NIP-98 event ids as used, once per community
 // (docs/PROTOCOL.md §8.2). fresh is false when the id was used before; an error fails closed.
-// *store.Store satisfies it.
+// *store.Store and *store.ReplayBatcher satisfy it.
 type ReplayGuard interface {
 	NIP98Use(ctx context.Context, communityID, eventID string) (fresh bool, err error)
 }
