@@ -48,6 +48,11 @@ type Metrics struct {
 	// WSBackpressureDisconnects is buzz_ws_backpressure_disconnects_total
 	// (counter): slow clients closed.
 	WSBackpressureDisconnects prometheus.Counter
+	// WSMessagesSent is buzz_ws_messages_sent_total (counter): WebSocket
+	// messages written, and WSSocketWrites buzz_ws_socket_writes_total
+	// (counter): the socket writes that carried them. A drained queue goes
+	// out in one write, so the ratio is the messages per write.
+	WSMessagesSent, WSSocketWrites prometheus.Counter
 	// WSConnectRateLimited is buzz_ws_connect_rate_limited_total (counter):
 	// upgrades refused 429 by the per-address connection rate.
 	WSConnectRateLimited prometheus.Counter
@@ -175,6 +180,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "buzz_ws_backpressure_disconnects_total",
 			Help: "WebSocket connections closed as slow clients.",
 		}),
+		WSMessagesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ws_messages_sent_total",
+			Help: "WebSocket messages written to clients.",
+		}),
+		WSSocketWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ws_socket_writes_total",
+			Help: "Socket writes carrying WebSocket messages to clients.",
+		}),
 		WSConnectRateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_ws_connect_rate_limited_total",
 			Help: "WebSocket upgrades refused with 429 by the per-address connection rate.",
@@ -296,7 +309,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		return m // nobody can scrape them: skip the zero series
 	}
 	reg.MustRegister(
-		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSConnectRateLimited, m.WSAuthTimeouts,
+		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSMessagesSent, m.WSSocketWrites, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.FanoutQueued, m.PostCommitDispatchErrors,
 		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits, m.PosterChecks,

@@ -42,8 +42,11 @@ type closeReq struct {
 // frames are written by the library between data frames, so they never wait
 // behind the queue); the heartbeat timer pings.
 type conn struct {
-	srv       *Server
-	ws        *websocket.Conn
+	srv *Server
+	ws  *websocket.Conn
+	// cork is the socket under ws (cork.go); the writer drains the queue
+	// with it corked.
+	cork      *corkWriter
 	tenant    tenant.Tenant
 	challenge string
 	log       *slog.Logger
@@ -388,7 +391,7 @@ func (c *conn) writeLoop() {
 		}
 		msg, ok := c.send.pop()
 		if ok {
-			if err := c.write(msg); err != nil {
+			if err := c.drain(msg); err != nil {
 				c.closing.Store(true)
 				_ = c.ws.CloseNow()
 				return
@@ -412,9 +415,36 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// drain writes msg and what else the queue holds with the socket corked
+// (cork.go): one write(2) per corkBytes instead of one per message. The
+// messages go into memory, so they need no deadline of their own; the
+// socket write has writeTimeout.
+func (c *conn) drain(msg []byte) error {
+	if c.cork == nil || c.cork.conn == nil {
+		return c.write(msg)
+	}
+	c.cork.cork()
+	for {
+		if err := c.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
+			_ = c.cork.uncork(time.Now().Add(writeTimeout))
+			return err
+		}
+		c.srv.m.WSMessagesSent.Inc()
+		if c.cork.buffered() >= corkBytes {
+			break
+		}
+		var ok bool
+		if msg, ok = c.send.pop(); !ok {
+			break
+		}
+	}
+	return c.cork.uncork(time.Now().Add(writeTimeout))
+}
+
 func (c *conn) write(msg []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
+	c.srv.m.WSMessagesSent.Inc()
 	return c.ws.Write(ctx, websocket.MessageText, msg)
 }
 

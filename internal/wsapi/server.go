@@ -168,13 +168,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	cork := &corkWriter{writes: s.m.WSSocketWrites}
+	ws, err := websocket.Accept(&corkingResponse{ResponseWriter: w, cork: cork}, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", slog.String("community", t.Host), slog.Any("err", err))
 		return
 	}
 	s.m.WSConnectionsTotal.WithLabelValues(t.Host).Inc()
 	c := newConn(s, ws, t)
+	c.cork = cork
 	s.track(c)
 	defer s.untrack(c)
 	c.serve()

@@ -1,0 +1,82 @@
+package wsapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/metrics"
+)
+
+// TestDrainCorked: a drained queue goes to the socket in one write per
+// corkBytes, over a real TCP connection, and the client reads every
+// message whole and in order. Written one by one, each message was a write.
+func TestDrainCorked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		messages     int
+		size         int
+		socketWrites int
+	}{
+		{"SmallMessagesOneWrite", 100, 300, 1},
+		{"PastCorkBytesSplits", 200, 1024, 4}, // 64 messages fill corkBytes: 64+64+64+8
+		{"OneMessage", 1, 50, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := metrics.New(prometheus.NewRegistry())
+			accepted := make(chan *conn, 1)
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				cork := &corkWriter{writes: m.WSSocketWrites}
+				ws, err := websocket.Accept(&corkingResponse{ResponseWriter: w, cork: cork}, r, nil)
+				if err != nil {
+					return
+				}
+				ws.SetReadLimit(1 << 20)
+				c := &conn{srv: &Server{m: m}, ws: ws, cork: cork,
+					send: sendQueue{max: 1000, maxBytes: 1 << 30, ready: make(chan struct{}, 1)}}
+				accepted <- c // hijacked: the connection outlives the handler
+			}))
+			t.Cleanup(ts.Close)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cl, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(ts.URL, "http"), nil)
+			require.NoError(t, err)
+			cl.SetReadLimit(1 << 20)
+			defer cl.CloseNow()
+			c := <-accepted
+			defer c.ws.CloseNow()
+
+			msg := func(i int) []byte {
+				p := fmt.Sprintf("%06d", i)
+				return []byte(p + strings.Repeat("x", tc.size-len(p)))
+			}
+			for i := 1; i < tc.messages; i++ {
+				require.True(t, c.send.push(msg(i)))
+			}
+			before := testutil.ToFloat64(m.WSSocketWrites)
+			// As writeLoop does: a drain, then another while the queue holds more.
+			for next, ok := msg(0), true; ok; next, ok = c.send.pop() {
+				require.NoError(t, c.drain(next))
+			}
+			require.Equal(t, float64(tc.socketWrites), testutil.ToFloat64(m.WSSocketWrites)-before)
+			require.Equal(t, float64(tc.messages), testutil.ToFloat64(m.WSMessagesSent))
+			for i := range tc.messages {
+				typ, got, err := cl.Read(ctx)
+				require.NoError(t, err)
+				require.Equal(t, websocket.MessageText, typ)
+				require.Equal(t, string(msg(i)), string(got), i)
+			}
+		})
+	}
+}
