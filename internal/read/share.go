@@ -1,6 +1,7 @@
 package read
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -61,16 +62,27 @@ type shares struct {
 	total   int
 	conns   map[string]int
 	pubkeys map[string]int
-	// freed is closed and replaced whenever a share is given back, waking
-	// every waiter to try again.
-	freed chan struct{}
+	// waiters are the reads waiting for a share, oldest first. A share
+	// given back goes to the oldest waiter whose scopes all have room: it
+	// is taken for the waiter, which alone is woken. (Waking every waiter
+	// to race for it put dozens of goroutines on the run queue at each
+	// release when one pubkey flooded reads.)
+	waiters list.List
+}
+
+// shareWaiter is one read waiting in acquire.
+type shareWaiter struct {
+	conn, pubkey string
+	// ready is closed once granted is set: the share is taken for it.
+	ready   chan struct{}
+	granted bool
 }
 
 func newShares(cfg ShareConfig, m *metrics.Metrics) *shares {
 	if cfg.AcquireTimeout <= 0 {
 		cfg.AcquireTimeout = 3 * time.Second
 	}
-	return &shares{cfg: cfg, m: m, conns: map[string]int{}, pubkeys: map[string]int{}, freed: make(chan struct{})}
+	return &shares{cfg: cfg, m: m, conns: map[string]int{}, pubkeys: map[string]int{}}
 }
 
 // full returns the scope that has no share left for (conn, pubkey), ""
@@ -100,35 +112,68 @@ func (s *shares) takeLocked(conn, pubkey string) {
 }
 
 // acquire takes one share for (conn, pubkey), waiting at most the acquire
-// timeout. It returns a *Refusal (CodeTooManyReads) when the wait ends
-// with a share still full, and ctx's error when ctx ends first.
+// timeout, in arrival order with the other waiters. It returns a *Refusal
+// (CodeTooManyReads) when the wait ends with a share still full, and ctx's
+// error when ctx ends first.
 func (s *shares) acquire(ctx context.Context, conn, pubkey string) error {
-	var timer *time.Timer
-	for {
+	s.mu.Lock()
+	if s.fullLocked(conn, pubkey) == "" {
+		s.takeLocked(conn, pubkey)
+		s.mu.Unlock()
+		return nil
+	}
+	w := &shareWaiter{conn: conn, pubkey: pubkey, ready: make(chan struct{})}
+	e := s.waiters.PushBack(w)
+	s.mu.Unlock()
+	timer := time.NewTimer(s.cfg.AcquireTimeout)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return nil
+	case <-timer.C:
 		s.mu.Lock()
-		scope := s.fullLocked(conn, pubkey)
-		if scope == "" {
-			s.takeLocked(conn, pubkey)
-			s.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
-			}
+		defer s.mu.Unlock()
+		if w.granted {
 			return nil
 		}
-		freed := s.freed
+		s.waiters.Remove(e)
+		scope := s.fullLocked(conn, pubkey)
+		if scope == "" { // room now, not yet handed out
+			s.takeLocked(conn, pubkey)
+			return nil
+		}
+		s.m.Reads.ShareRejections.WithLabelValues(scope).Inc()
+		return refuse(CodeTooManyReads, wire.MsgTooManyReads)
+	case <-ctx.Done():
+		s.mu.Lock()
+		granted := w.granted
+		if !granted {
+			s.waiters.Remove(e)
+		}
 		s.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(s.cfg.AcquireTimeout)
-			defer timer.Stop()
+		if granted { // handed to a read that is gone: give it on
+			s.release(conn, pubkey, 1)
 		}
-		select {
-		case <-freed:
-		case <-timer.C:
-			s.m.Reads.ShareRejections.WithLabelValues(scope).Inc()
-			return refuse(CodeTooManyReads, wire.MsgTooManyReads)
-		case <-ctx.Done():
-			return ctx.Err()
+		return ctx.Err()
+	}
+}
+
+// handOffLocked gives free shares to the oldest waiters that have room in
+// every scope. s.mu must be held.
+func (s *shares) handOffLocked() {
+	for e := s.waiters.Front(); e != nil; {
+		if s.cfg.Max > 0 && s.total >= s.cfg.Max {
+			return
 		}
+		next := e.Next()
+		w := e.Value.(*shareWaiter)
+		if s.fullLocked(w.conn, w.pubkey) == "" {
+			s.takeLocked(w.conn, w.pubkey)
+			w.granted = true
+			close(w.ready)
+			s.waiters.Remove(e)
+		}
+		e = next
 	}
 }
 
@@ -162,8 +207,7 @@ func (s *shares) release(conn, pubkey string, n int) {
 		}
 	}
 	s.m.Reads.InFlight.Sub(float64(n))
-	close(s.freed)
-	s.freed = make(chan struct{})
+	s.handOffLocked()
 }
 
 // grant is the shares one Read holds; Close gives them back once, and
