@@ -37,6 +37,8 @@ var specNames = map[string]dto.MetricType{
 	"buzz_filter_cap_refusals_total": dto.MetricType_COUNTER,
 	// the per-address connection rate (docs/OPERATIONS.md, Connection storms)
 	"buzz_ws_connect_rate_limited_total": dto.MetricType_COUNTER,
+	"buzz_ws_messages_sent_total":        dto.MetricType_COUNTER,
+	"buzz_ws_socket_writes_total":        dto.MetricType_COUNTER,
 	// per-user admission (admission.go)
 	"buzz_admission_rejections_total":             dto.MetricType_COUNTER,
 	"buzz_admission_fallback_total":               dto.MetricType_COUNTER,
@@ -156,7 +158,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the poster checks, the filter caps, the per-address connection rate, per-user admission and the read limits")
+		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the poster checks, the filter caps, the per-address connection rate, the socket writes, per-user admission and the read limits")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {
