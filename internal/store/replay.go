@@ -12,17 +12,14 @@ import (
 )
 
 // NIP98Use records a NIP-98 event id as used in a community. fresh is false
-// when the id was used before (a replay). Shared by every process.
+// when the id was used before (a replay). Shared by every process. It is
+// NIP98UseAll with one mark.
 func (s *Store) NIP98Use(ctx context.Context, communityID, eventID string) (fresh bool, err error) {
-	id, err := hex.DecodeString(eventID)
+	f, err := s.NIP98UseAll(ctx, []NIP98Mark{{CommunityID: communityID, EventID: eventID}})
 	if err != nil {
-		return false, fmt.Errorf("nip98 replay: bad id: %w", err)
+		return false, err
 	}
-	tag, err := s.q.Exec(ctx, `INSERT INTO nip98_replay (community_id, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, communityID, id)
-	if err != nil {
-		return false, fmt.Errorf("nip98 replay: %w", err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return f[0], nil
 }
 
 // NIP98Mark is one NIP-98 event id to record as used in a community.
