@@ -37,7 +37,7 @@ type Batch struct {
 // returned.
 func (e *Engine) Threads(ctx context.Context, b Batch) ([]Item, error) {
 	start := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, batchDeadline)
+	bctx, cancel := context.WithTimeout(ctx, e.cfg.Deadline)
 	defer cancel()
 	run := &batch{e: e, communityID: b.CommunityID, host: b.Host, reader: b.Reader, routes: map[string]int{},
 		spend: threadBudget(),

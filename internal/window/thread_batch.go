@@ -10,7 +10,8 @@ import (
 )
 
 // batchDeadline bounds a whole batch, from the first authorization read
-// to the assembled response (docs/NIP-CW.md §5.2).
+// to the assembled response (docs/NIP-CW.md §5.2): Config.Deadline's
+// default, the relay's.
 const batchDeadline = 8 * time.Second
 
 // batch is one Run: who reads where, the budgets every window shares,

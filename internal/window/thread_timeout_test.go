@@ -2,6 +2,7 @@ package window_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -10,8 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/window"
 )
 
 // hold opens a transaction on its own connection to the relay's database
@@ -69,7 +72,8 @@ func TestLockTimeout(t *testing.T) {
 // With every connection of the writer pool held, the batch
 // fails after the pool's acquire timeout with 503; with its authorization
 // read blocked beyond the 8 s deadline (12 s, so a loaded machine's slower
-// start cannot let the lock go before the deadline) it fails at 8 s.
+// start cannot let the lock go before the deadline) it fails at 8 s, and
+// an engine given a 2 s Config.Deadline at 2 s.
 func TestPoolAndDeadline(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
@@ -100,6 +104,19 @@ func TestPoolAndDeadline(t *testing.T) {
 		release := w.hold(t, `LOCK TABLE channel_members IN ACCESS EXCLUSIVE MODE`)
 		timer := time.AfterFunc(12*time.Second, release)
 		t.Cleanup(func() { timer.Stop() })
+		// Meanwhile an engine given 2 s (Config.Deadline) ends at 2 s.
+		short := window.New(window.Config{Pool: w.pool, Key: event.GenerateKey(), Deadline: 2 * time.Second})
+		shortDone := make(chan time.Duration, 1)
+		go func() {
+			start := time.Now()
+			_, err := short.Threads(context.Background(), window.Batch{CommunityID: w.cid, Host: w.r.Host, Reader: reader.PubKey,
+				Windows: []window.ThreadRequest{r}})
+			var e *window.Error
+			if !errors.As(err, &e) || e.Text != "thread window deadline exceeded" {
+				t.Errorf("the 2 s engine: %v", err)
+			}
+			shortDone <- time.Since(start)
+		}()
 		start := time.Now()
 		a := w.query(t, reader, filter(r))
 		took := time.Since(start)
@@ -107,5 +124,8 @@ func TestPoolAndDeadline(t *testing.T) {
 		require.GreaterOrEqual(t, took, 8*time.Second)
 		require.Less(t, took, 11*time.Second, "the batch ends at its deadline, not when the lock goes")
 		require.Equal(t, 1.0, w.r.Metric(t, `buzz_thread_window_budget_exhausted_total{budget="deadline"}`))
+		shortTook := <-shortDone
+		require.GreaterOrEqual(t, shortTook, 2*time.Second)
+		require.Less(t, shortTook, 5*time.Second, "Config.Deadline bounds the batch")
 	})
 }

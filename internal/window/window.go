@@ -36,6 +36,7 @@ package window
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/metrics"
@@ -139,6 +140,12 @@ type Config struct {
 	// retained. 0 means no bound. Thread mode has budgets of its own
 	// (budget.go).
 	MaxBytes int
+	// Deadline bounds one whole thread batch, from its first authorization
+	// read to the assembled response. 0 means 8 s, the deadline of
+	// docs/NIP-CW.md §5.7, which the relay always uses; an engine built for
+	// another purpose (a tool, a test of a budget other than the deadline)
+	// may give a batch longer.
+	Deadline time.Duration
 }
 
 // Engine serves both window modes and summary recovery. It is safe for
@@ -157,6 +164,9 @@ func New(cfg Config) *Engine {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = batchDeadline
 	}
 	return &Engine{cfg: cfg, log: log.With(slog.String("component", "window"))}
 }
