@@ -88,7 +88,8 @@ func TestStart(t *testing.T) {
 		a := b.start(t)
 		s := a.services
 		require.Nil(t, s.Listeners, "no delivery worker without configured listeners")
-		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.ExpiredPurge, s.Membership, s.ListenerReaper}, s.list(),
+		require.NotNil(t, s.HotListener, "the hot window is on by default")
+		require.Equal(t, []service.Service{s.Partitions, s.Analyze, s.ReplayPurge, s.ExpiredPurge, s.Membership, s.HotListener, s.ListenerReaper}, s.list(),
 			"the listener reaper runs on every process")
 		for _, svc := range s.list() {
 			require.NotNil(t, svc)

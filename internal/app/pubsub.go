@@ -13,6 +13,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/health"
+	"github.com/buzz-relay/buzz/internal/hot"
 	"github.com/buzz-relay/buzz/internal/ingest"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/pubsub"
@@ -82,6 +83,9 @@ type fanout struct {
 	log      *slog.Logger
 	// bus is nil without REDIS_URL.
 	bus *pubsub.Bus
+	// hot is the hot window (nil when off, always with a bus), fed here
+	// from the committed stream.
+	hot *hot.Window
 	// ws is nil until Start has built the server.
 	ws *wsapi.Server
 }
@@ -110,9 +114,12 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	if f.ws == nil {
 		return
 	}
-	if f.bus != nil && d.JSON == nil {
-		d.JSON = d.Event.AppendJSON(nil) // once, for this process and the bus
+	if d.JSON == nil && (f.bus != nil || f.hot.Holds(d.CommunityID, d.Event.Kind)) {
+		d.JSON = d.Event.AppendJSON(nil) // once, for the window or the bus, and this process
 	}
+	// The window first: the OK follows this call, and a REQ that starts
+	// after it must find the event (docs/ARCHITECTURE.md "Hot window").
+	f.hot.Committed(d.CommunityID, d.Channel, d.Event, d.JSON)
 	f.ws.Broadcast(d)
 	if f.bus == nil {
 		return
@@ -157,6 +164,7 @@ func (f *fanout) Evict(communityID, channel, pubkey string, nonMembersOnly func(
 // may have missed an event re-reads its history.
 func (f *fanout) Interrupt(communityID string) {
 	now := time.Now()
+	f.hot.Reset(communityID, "ambiguous")
 	if f.ws != nil {
 		f.ws.InterruptCommunity(communityID, now)
 	}

@@ -45,6 +45,9 @@ type Services struct {
 	// ListenerReaper deletes outbox rows past 15 minutes and registrations
 	// past 30 days (docs/PROTOCOL.md §15.8), on every process, listeners or not.
 	ListenerReaper *listener.Reaper
+	// HotListener follows store.HotWindowChannel for the hot window; nil
+	// when BUZZ_HOT_WINDOW_EVENTS is 0.
+	HotListener *hotListener
 }
 
 // newServices builds the database jobs; the other services are added as
@@ -89,6 +92,9 @@ func (s *Services) list() []service.Service {
 	}
 	if s.Listeners != nil {
 		list = append(list, s.Listeners)
+	}
+	if s.HotListener != nil {
+		list = append(list, s.HotListener)
 	}
 	return append(list, s.ListenerReaper)
 }

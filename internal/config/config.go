@@ -186,6 +186,8 @@ type Config struct {
 	// event whatever it is (docs/PROTOCOL.md §6.6); it only bounds how long
 	// the rows stay on disk.
 	ExpiredPurgeInterval time.Duration
+	// HotWindow sizes the hot window (BUZZ_HOT_WINDOW_*; hot.go).
+	HotWindow HotWindow
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -290,6 +292,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.SearchRankWindow = l.integer("BUZZ_SEARCH_RANK_WINDOW", DefaultSearchRankWindow, 100, 10000)
 	c.ExpiredPurgeInterval = time.Duration(l.integer("BUZZ_EXPIRED_PURGE_INTERVAL_MS",
 		int(DefaultExpiredPurgeInterval/time.Millisecond), 1000, 86400000)) * time.Millisecond
+	c.HotWindow = l.hotWindow()
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -380,6 +383,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("filters", c.Filters),
 		slog.Int("search_rank_window", c.SearchRankWindow),
 		slog.Int64("expired_purge_interval_ms", c.ExpiredPurgeInterval.Milliseconds()),
+		slog.Any("hot_window", c.HotWindow),
 		slog.Any("reads", c.Reads),
 		slog.Any("neg", c.Neg),
 	)
@@ -435,6 +439,7 @@ var knownVariables = []string{
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
 	"BUZZ_SEARCH_RANK_WINDOW", "BUZZ_EXPIRED_PURGE_INTERVAL_MS",
+	"BUZZ_HOT_WINDOW_EVENTS", "BUZZ_HOT_WINDOW_MIB", "BUZZ_HOT_WINDOW_COMMUNITIES",
 	// neg.go
 	"BUZZ_NEG_MAX_RECORDS", "BUZZ_NEG_MAX_SESSIONS", "BUZZ_NEG_IDLE_TIMEOUT_MS", "BUZZ_NEG_MAX_MESSAGE_BYTES",
 }

@@ -82,6 +82,7 @@ func TestLoad(t *testing.T) {
 			Filters:              defaultFilterLimits,
 			SearchRankWindow:     1000,
 			ExpiredPurgeInterval: 60 * time.Second,
+			HotWindow:            HotWindow{Events: 50000, Bytes: 64 << 20, Communities: 4},
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
@@ -110,6 +111,7 @@ func TestLoad(t *testing.T) {
 			"BUZZ_DATA_DIR", "/var/lib/buzz",
 			"BUZZ_SEARCH_RANK_WINDOW", " 2500 ",
 			"BUZZ_EXPIRED_PURGE_INTERVAL_MS", "5000",
+			"BUZZ_HOT_WINDOW_EVENTS", "1000", "BUZZ_HOT_WINDOW_MIB", "8", "BUZZ_HOT_WINDOW_COMMUNITIES", "2",
 			"RELAY_URL", "wss://Relay.Example.:443/",
 			"BUZZ_BIND_ADDR", "127.0.0.1:4000",
 			"BUZZ_HEALTH_PORT", "18080",
@@ -201,6 +203,7 @@ func TestLoad(t *testing.T) {
 			Filters:              defaultFilterLimits,
 			SearchRankWindow:     2500,
 			ExpiredPurgeInterval: 5 * time.Second,
+			HotWindow:            HotWindow{Events: 1000, Bytes: 8 << 20, Communities: 2},
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
@@ -520,4 +523,32 @@ func TestExpiredPurgeInterval(t *testing.T) {
 		require.ErrorAs(t, err, &ce, v)
 		require.Equal(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", ce.Variable, v)
 	}
+}
+
+// The hot window's sizes: 0 events turns it off; each variable at its
+// bounds and one past them.
+func TestHotWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"BUZZ_HOT_WINDOW_EVENTS", "0", true}, {"BUZZ_HOT_WINDOW_EVENTS", "10000000", true},
+		{"BUZZ_HOT_WINDOW_EVENTS", "-1", false}, {"BUZZ_HOT_WINDOW_EVENTS", "10000001", false},
+		{"BUZZ_HOT_WINDOW_MIB", "1", true}, {"BUZZ_HOT_WINDOW_MIB", "65536", true},
+		{"BUZZ_HOT_WINDOW_MIB", "0", false}, {"BUZZ_HOT_WINDOW_MIB", "65537", false},
+		{"BUZZ_HOT_WINDOW_COMMUNITIES", "1", true}, {"BUZZ_HOT_WINDOW_COMMUNITIES", "10000", true},
+		{"BUZZ_HOT_WINDOW_COMMUNITIES", "0", false}, {"BUZZ_HOT_WINDOW_COMMUNITIES", "10001", false},
+	} {
+		_, _, err := load(t, tc.name, tc.value)
+		if tc.ok {
+			require.NoError(t, err, tc.name+"="+tc.value)
+			continue
+		}
+		var ce *Error
+		require.ErrorAs(t, err, &ce, tc.name+"="+tc.value)
+		require.Equal(t, tc.name, ce.Variable)
+	}
+	c, _, err := load(t, "BUZZ_HOT_WINDOW_MIB", "3")
+	require.NoError(t, err)
+	require.Equal(t, int64(3<<20), c.HotWindow.Bytes)
 }

@@ -81,6 +81,33 @@ func Run(ctx context.Context, p Params, h export.Header, t export.Trailer, r io.
 	if p.Now == nil {
 		p.Now = time.Now
 	}
+	// Running relays answer REQs from a hot window filled by their own
+	// ingest: while this writes, and once after, it tells them to drop the
+	// community's window (docs/OPERATIONS.md "Hot window").
+	st := store.New(p.Pool)
+	if err := st.NotifyHotWindow(ctx, p.CommunityID); err != nil {
+		return Summary{}, err
+	}
+	stopNotify := make(chan struct{})
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopNotify:
+				return
+			case <-tick.C:
+				_ = st.NotifyHotWindow(ctx, p.CommunityID) // a missed one is covered by the next
+			}
+		}
+	}()
+	defer func() {
+		close(stopNotify)
+		<-notified
+		_ = st.NotifyHotWindow(context.WithoutCancel(ctx), p.CommunityID)
+	}()
 	var clock atomic.Int64
 	pl := ingest.New(ingest.Config{Pool: p.Pool, RelayKey: p.RelayKey, AuditEnabled: p.AuditEnabled, GroupCommitMax: 1,
 		NowFunc: func() time.Time { return time.Unix(clock.Load(), 0) }})

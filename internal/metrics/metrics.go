@@ -148,6 +148,8 @@ type Metrics struct {
 	Window Window
 	// Admission holds the per-user admission metrics (admission.go).
 	Admission Admission
+	// HotWindow holds the hot window's metrics (hot.go).
+	HotWindow HotWindow
 	// Reads holds the read deadline and share metrics (reads.go).
 	Reads Reads
 	// AuditSendErrors is Audit.SendErrors, for the ingest pipeline.
@@ -302,6 +304,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Listener = newListener(reg)
 	m.Window = newWindow(reg)
 	m.Admission = newAdmission(reg)
+	m.HotWindow = newHotWindow(reg)
 	m.Reads = newReads(reg)
 	m.AuditSendErrors = m.Audit.SendErrors
 	m.FilterCapRefusals = newFilterCapRefusals(reg)

@@ -116,6 +116,12 @@ var specNames = map[string]dto.MetricType{
 	"buzz_thread_window_authorization_changed_total": dto.MetricType_COUNTER,
 	"buzz_channel_window_aux_truncated_total":        dto.MetricType_COUNTER,
 	"buzz_db_route_decision":                         dto.MetricType_COUNTER,
+	// docs/OPERATIONS.md "Hot window"
+	"buzz_hot_window_events":       dto.MetricType_GAUGE,
+	"buzz_hot_window_bytes":        dto.MetricType_GAUGE,
+	"buzz_hot_window_reads_total":  dto.MetricType_COUNTER,
+	"buzz_hot_window_resets_total": dto.MetricType_COUNTER,
+	"buzz_hot_window_warms_total":  dto.MetricType_COUNTER,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity

@@ -94,10 +94,7 @@ func (rf *rowFilter) visible(sc Scope, acc *Access, r *store.EventRow) (bool, er
 		if err := r.DecodeTags(); err != nil {
 			return false, err
 		}
-		if !rf.m.Match(&r.Event, r.Channel) || !visibleTo(sc.Reader, &r.Event) {
-			return false, nil
-		}
-		return r.Channel == "" || acc.Has(r.Channel), nil
+		return rf.visibleEvent(sc, acc, &r.Event, r.Channel), nil
 	}
 	if !rf.untagged.Match(&r.Event, r.Channel) || !rf.tagsMatch(r.RawTags, r.Channel) {
 		return false, nil
@@ -106,6 +103,15 @@ func (rf *rowFilter) visible(sc Scope, acc *Access, r *store.EventRow) (bool, er
 		return false, nil
 	}
 	return r.Channel == "" || acc.Has(r.Channel), nil
+}
+
+// visibleEvent is visible for a decoded event: the same decision for a
+// row of PostgreSQL and for an entry of the hot window (hot.go).
+func (rf *rowFilter) visibleEvent(sc Scope, acc *Access, ev *event.Event, channel string) bool {
+	if !rf.m.Match(ev, channel) || !visibleTo(sc.Reader, ev) {
+		return false
+	}
+	return channel == "" || acc.Has(channel)
 }
 
 // tagsMatch is the tag loop of event.Filter.Matches on raw tags.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/hot"
 	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/replica"
 	"github.com/buzz-relay/buzz/internal/search"
@@ -57,6 +58,9 @@ type Config struct {
 	// (BUZZ_SEARCH_RANK_WINDOW, docs/PROTOCOL.md §12.4). 0 means the search
 	// package's default.
 	SearchRankWindow int
+	// Hot is the hot window REQ history is answered from when it can prove
+	// the answer (hot.go); nil reads PostgreSQL only.
+	Hot *hot.Window
 }
 
 // Engine is the read engine. It is safe for concurrent use.

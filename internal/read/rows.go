@@ -95,7 +95,11 @@ func (r *Read) history(ctx context.Context, emit func(Row) bool) error {
 				return
 			}
 			defer func() { <-slots }()
-			results[i].rows, results[i].err = r.plain(qctx, f, "", r.budget.fetchCap(i))
+			rows, ok, err := r.fromHot(qctx, f, r.budget.fetchCap(i))
+			if !ok && err == nil {
+				rows, err = r.plain(qctx, f, "", r.budget.fetchCap(i))
+			}
+			results[i].rows, results[i].err = rows, err
 			r.budget.hold(i, results[i].rows)
 		}()
 	}

@@ -267,3 +267,69 @@ func isShortEscaped(hi, lo byte) bool {
 	}
 	return false
 }
+
+// HotWindowRow is a row of HotWindowRows: the EventRow and its NIP-40
+// expiration (unix seconds, 0 for none).
+type HotWindowRow struct {
+	EventRow
+	Expires int64
+}
+
+// HotWindowRows reads the newest n live, unexpired events of a community
+// whose kinds are neither replaceable, addressable nor ephemeral, newest
+// first (created_at descending, id ascending): the warm read of the hot
+// window (docs/ARCHITECTURE.md "Hot window"). Tags are decoded.
+func (s *Store) HotWindowRows(ctx context.Context, communityID string, n int) ([]HotWindowRow, error) {
+	rows, err := s.q.Query(ctx, `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig, e.channel_id::text,
+			COALESCE(extract(epoch FROM e.expires_at)::bigint, 0)
+		FROM events e
+		WHERE e.community_id = $1 AND e.deleted_at IS NULL AND `+unexpired+`
+		  AND e.kind <> 0 AND e.kind <> 3 AND NOT (e.kind BETWEEN 10000 AND 39999)
+		ORDER BY e.created_at DESC, e.id ASC LIMIT $2`, communityID, n)
+	if err != nil {
+		return nil, fmt.Errorf("hot window rows: %w", err)
+	}
+	defer rows.Close()
+	out := make([]HotWindowRow, 0, min(n, 1024))
+	for rows.Next() {
+		var (
+			id, pub, sig, tags pgtype.DriverBytes
+			ts                 time.Time
+			channel            pgtype.Text
+			r                  HotWindowRow
+		)
+		if err := rows.Scan(&id, &pub, &ts, &r.Event.Kind, &tags, &r.Event.Content, &sig, &channel, &r.Expires); err != nil {
+			return nil, fmt.Errorf("hot window rows: %w", err)
+		}
+		r.Event.CreatedAt = ts.Unix()
+		r.Channel = channel.String
+		if err := r.build(id, pub, sig, tags); err != nil {
+			return nil, fmt.Errorf("hot window rows: %w", err)
+		}
+		if err := r.DecodeTags(); err != nil {
+			return nil, fmt.Errorf("hot window rows: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("hot window rows: %w", err)
+	}
+	return out, nil
+}
+
+// HotWindowChannel is the NOTIFY channel of a program that writes a
+// community's events outside the relays' ingest (the importer), the
+// community id as payload: every relay process drops that community's hot
+// window and keeps it cold for a few seconds (docs/OPERATIONS.md "Hot
+// window").
+const HotWindowChannel = "buzz_hot_window"
+
+// NotifyHotWindow signals on HotWindowChannel for the community. A writer
+// calls it at least once a second while it writes, and once after its
+// last commit.
+func (s *Store) NotifyHotWindow(ctx context.Context, communityID string) error {
+	if _, err := s.q.Exec(ctx, "SELECT pg_notify($1, $2)", HotWindowChannel, communityID); err != nil {
+		return fmt.Errorf("notify hot window: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/buzz-relay/buzz/internal/config"
+	"github.com/buzz-relay/buzz/internal/hot"
+	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/service"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// The app's side of the hot window (docs/ARCHITECTURE.md "Hot window"):
+// the window itself, its warm read, and what keeps it right when another
+// program writes to a community's events: the hot-window channel of
+// PostgreSQL's LISTEN/NOTIFY.
+
+// HotWindowHold is how long one notification on store.HotWindowChannel
+// keeps a window cold. A writer notifies at least once a second while it
+// writes, and once after its last commit (store.NotifyHotWindow).
+const HotWindowHold = 5 * time.Second
+
+// newHotWindow is the process's hot window, nil when
+// BUZZ_HOT_WINDOW_EVENTS is 0 or REDIS_URL is set: the window must see
+// every commit of its communities, and a process of several takes from
+// the bus only the topics its own subscriptions name (docs/OPERATIONS.md
+// "Hot window"). Its warm read runs on the writer.
+func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *slog.Logger) *hot.Window {
+	h := cfg.HotWindow
+	if h.Events > 0 && cfg.RedisURL != "" {
+		log.Info("hot window off: REDIS_URL is set, and this process sees only the bus topics its subscriptions name")
+		return nil
+	}
+	return hot.New(hot.Config{Events: h.Events, Bytes: h.Bytes, Communities: h.Communities,
+		WarmTimeout: cfg.Reads.StatementTimeout, Metrics: m, Logger: log,
+		Warm: func(ctx context.Context, community string, n int) ([]*hot.Entry, error) {
+			rows, err := st.HotWindowRows(ctx, community, n)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]*hot.Entry, len(rows))
+			for i := range rows {
+				r := &rows[i]
+				out[i] = &hot.Entry{Event: r.Event, Channel: r.Channel, JSON: r.JSON, Expires: r.Expires}
+			}
+			return out, nil
+		}})
+}
+
+// hotListener holds a connection of its own LISTENing on
+// store.HotWindowChannel
+// and reconnects after a second when it breaks; while it is down the
+// window is off.
+type hotListener struct {
+	service.Base
+	pool *pgxpool.Pool
+	w    *hot.Window
+	log  *slog.Logger
+}
+
+func (l *hotListener) Start(ctx context.Context) error { return l.StartLoop(ctx, l.loop) }
+
+func (l *hotListener) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := l.session(ctx, func() { l.w.SetEnabled(true, "") })
+		l.w.SetEnabled(false, "listen_down")
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Warn("hot window listener down; the window is off until it is back", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// session is one LISTEN connection until it fails.
+func (l *hotListener) session(ctx context.Context, listening func()) error {
+	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+store.HotWindowChannel); err != nil {
+		return err
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.w.Hold(n.Payload, time.Now().Add(HotWindowHold))
+	}
+}

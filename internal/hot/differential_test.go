@@ -1,0 +1,345 @@
+package hot_test
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// The differential test (docs/ARCHITECTURE.md "Hot window"): a relay with
+// a small hot window takes a random stream of events (kinds the window
+// holds and kinds it must not answer for, replies and mentions, NIP-09
+// deletions, expirations, backdated events below the window's horizon, a
+// private channel and a membership change). After every batch, random
+// filters are sent as the same reader to it and to a second process on
+// the same database without a window, which only reads: every answer of
+// the window must equal, in order and content, the answer of PostgreSQL
+// alone. Rounds follow an import into the community while the relay runs
+// (a write outside its ingest) and a restart of the windowed process. The
+// window must have answered some of them itself.
+//
+// BUZZ_HOT_DIFF_ROUNDS and BUZZ_HOT_DIFF_QUERIES make it run longer
+// (docs/OPERATIONS.md "Hot window"); the seed is logged.
+func TestDifferential(t *testing.T) {
+	t.Parallel()
+	rounds := envInt(t, "BUZZ_HOT_DIFF_ROUNDS", 6)
+	queries := envInt(t, "BUZZ_HOT_DIFF_QUERIES", 40)
+	seed := uint64(time.Now().UnixNano())
+	if v := envInt(t, "BUZZ_HOT_DIFF_SEED", 0); v != 0 {
+		seed = uint64(v)
+	}
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>7))
+
+	_, url := dbtest.NewDB(t)
+	env := func(events string) map[string]string {
+		return map[string]string{"DATABASE_URL": url, "BUZZ_HOT_WINDOW_EVENTS": events, "TEST_HEARTBEAT": "1h"}
+	}
+	hotRelay := relaytest.Start(t, env("150"))
+	pgRelay := relaytest.Start(t, env("0"))
+	host := hotRelay.Host
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c, err := hotRelay.App.Store().CommunityByHost(context.Background(), host)
+	require.NoError(t, err)
+
+	d := &diff{t: t, rng: rng, host: host, community: c.ID, hot: hotRelay}
+	for range 4 {
+		d.authors = append(d.authors, eventtest.NewKey())
+	}
+	d.reader = d.authors[3]
+	d.connect(hotRelay, pgRelay)
+	owner := d.authors[0]
+	d.open = uuid.NewString()
+	d.private = uuid.NewString()
+	d.hotWS[0].MustPublish(owner.Signed(t, event.KindCreateGroup, eventtest.Channel(d.open), eventtest.Tag("name", "open"),
+		eventtest.Content("o")))
+	d.hotWS[0].MustPublish(owner.Signed(t, event.KindCreateGroup, eventtest.Channel(d.private), eventtest.Tag("name", "private"),
+		eventtest.Tag("visibility", "private"), eventtest.Content("p")))
+	d.hotWS[0].MustPublish(owner.Signed(t, event.KindPutUser, eventtest.Channel(d.private), eventtest.Tag("p", d.authors[1].PubKey),
+		eventtest.Content("m")))
+	for i, a := range d.authors {
+		d.hotWS[i].MustPublish(a.Signed(t, event.KindJoinRequest, eventtest.Channel(d.open), eventtest.Content("j")))
+	}
+
+	for round := range rounds {
+		switch round {
+		case 2: // the reader joins the private channel
+			d.hotWS[0].MustPublish(owner.Signed(t, event.KindPutUser, eventtest.Channel(d.private),
+				eventtest.Tag("p", d.reader.PubKey), eventtest.Content("r")))
+			// The reading process learns it when its cache of the reader's
+			// channels expires (10 s): without Redis nothing tells it.
+			time.Sleep(11 * time.Second)
+		case 3: // events written outside the relay's ingest
+			d.importEvents(pool)
+		case 4: // the windowed process restarts
+			hotRelay.Stop()
+			hotRelay = relaytest.Start(t, env("150"))
+			d.hot = hotRelay
+			d.connect(hotRelay, pgRelay)
+		}
+		d.publish(60)
+		for range queries {
+			d.compare(d.filter())
+		}
+	}
+	hits := hotRelay.Metric(t, `buzz_hot_window_reads_total{result="hit"}`)
+	t.Logf("the last process's filters: %v answered by the window, %v beyond its horizon, %v while cold, %v unservable", hits,
+		hotRelay.Metric(t, `buzz_hot_window_reads_total{result="beyond_horizon"}`),
+		hotRelay.Metric(t, `buzz_hot_window_reads_total{result="cold"}`),
+		hotRelay.Metric(t, `buzz_hot_window_reads_total{result="unservable"}`))
+	require.Positive(t, hits, "the window answered nothing itself")
+}
+
+type diff struct {
+	t         *testing.T
+	rng       *rand.Rand
+	host      string
+	community string
+	hot       *relaytest.Relay
+	authors   []eventtest.Key
+	reader    eventtest.Key
+	open      string
+	private   string
+	// hotWS and pgWS are one connection per author to each process;
+	// hotRead and pgRead the reader's.
+	hotWS, pgWS     []*relaytest.WS
+	hotRead, pgRead *relaytest.WS
+	// ids are the stored events, for e tags and deletions.
+	ids     []event.Event
+	expires []int64
+	n       int
+}
+
+func (d *diff) connect(hotRelay, pgRelay *relaytest.Relay) {
+	d.hotWS, d.pgWS = nil, nil
+	for _, a := range d.authors {
+		h := hotRelay.Dial(d.t, d.host)
+		h.Auth(a)
+		p := pgRelay.Dial(d.t, d.host)
+		p.Auth(a)
+		d.hotWS, d.pgWS = append(d.hotWS, h), append(d.pgWS, p)
+	}
+	d.hotRead, d.pgRead = d.hotWS[3], d.pgWS[3]
+}
+
+// publish sends n random events through the windowed process, each as its
+// author: its OK follows the window's update, so nothing is to wait for.
+func (d *diff) publish(n int) {
+	now := time.Now().Unix()
+	for range n {
+		i := d.rng.IntN(3)
+		a := d.authors[i]
+		ev := d.event(a, now)
+		if ok, _ := d.hotWS[i].Publish(ev); ok {
+			d.ids = append(d.ids, ev)
+		}
+	}
+}
+
+var words = []string{"alpha", "beta", "gamma"}
+
+// event is one random event by a at about now.
+func (d *diff) event(a eventtest.Key, now int64) event.Event {
+	d.n++
+	at := now - int64(d.rng.IntN(40))
+	if d.rng.IntN(8) == 0 {
+		at = now - 300 - int64(d.rng.IntN(500)) // below the horizon
+	}
+	opts := []eventtest.Option{eventtest.At(at), eventtest.Content("c" + strconv.Itoa(d.n))}
+	kind := 1
+	switch r := d.rng.IntN(20); {
+	case r < 8:
+		kind = event.KindStreamMessage
+		ch := d.open
+		if d.rng.IntN(3) == 0 {
+			ch = d.private
+		}
+		opts = append(opts, eventtest.Channel(ch))
+	case r < 10 && len(d.ids) > 0:
+		// a deletion of one of a's events, or of someone else's (refused)
+		kind = event.KindDeletion
+		target := d.ids[d.rng.IntN(len(d.ids))]
+		if mine := d.mine(a); len(mine) > 0 && d.rng.IntN(4) != 0 {
+			target = mine[d.rng.IntN(len(mine))]
+		}
+		opts = append(opts, eventtest.Tag("e", target.ID))
+		if target.Kind == event.KindStreamMessage {
+			opts = append(opts, eventtest.Channel(target.Tags.First("h").Value()))
+		}
+	case r < 11:
+		kind = 0
+	case r < 12:
+		kind = 30023
+		opts = append(opts, eventtest.Tag("d", words[d.rng.IntN(3)]))
+	}
+	if kind != event.KindDeletion {
+		if d.rng.IntN(3) == 0 && len(d.ids) > 0 {
+			opts = append(opts, eventtest.Tag("e", d.ids[d.rng.IntN(len(d.ids))].ID))
+		}
+		if d.rng.IntN(3) == 0 {
+			opts = append(opts, eventtest.Tag("p", d.authors[d.rng.IntN(4)].PubKey))
+		}
+		if d.rng.IntN(2) == 0 {
+			opts = append(opts, eventtest.Tag("t", words[d.rng.IntN(3)]))
+		}
+		if d.rng.IntN(10) == 0 {
+			exp := time.Now().Unix() + 2 + int64(d.rng.IntN(4))
+			d.expires = append(d.expires, exp)
+			opts = append(opts, eventtest.Tag("expiration", strconv.FormatInt(exp, 10)))
+		}
+	}
+	return a.Signed(d.t, kind, opts...)
+}
+
+func (d *diff) mine(a eventtest.Key) []event.Event {
+	var out []event.Event
+	for _, ev := range d.ids {
+		if ev.PubKey == a.PubKey && ev.Kind != event.KindDeletion {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// filter is a random REQ filter: mostly ones the window may answer.
+func (d *diff) filter() map[string]any {
+	f := map[string]any{}
+	kinds := [][]int{{1}, {9}, {1, 9}, {9, 5}, {5}, {1, 0}, {30023}}
+	f["kinds"] = kinds[d.rng.IntN(len(kinds))]
+	if d.rng.IntN(2) == 0 && len(d.ids) > 0 {
+		// a REQ without kinds is never the window's
+		if d.rng.IntN(6) == 0 {
+			delete(f, "kinds")
+		}
+	}
+	if d.rng.IntN(4) == 0 {
+		f["authors"] = []string{d.authors[d.rng.IntN(4)].PubKey}
+	}
+	switch d.rng.IntN(6) {
+	case 0:
+		f["#p"] = []string{d.authors[d.rng.IntN(4)].PubKey}
+	case 1:
+		if len(d.ids) > 0 {
+			f["#e"] = []string{d.ids[d.rng.IntN(len(d.ids))].ID, d.ids[d.rng.IntN(len(d.ids))].ID}
+		}
+	case 2:
+		f["#t"] = []string{words[d.rng.IntN(3)]}
+	case 3:
+		f["#h"] = []string{[]string{d.open, d.private}[d.rng.IntN(2)]}
+	}
+	now := time.Now().Unix()
+	if d.rng.IntN(4) == 0 {
+		f["since"] = now - int64(d.rng.IntN(900))
+	}
+	if d.rng.IntN(5) == 0 {
+		f["until"] = now - int64(d.rng.IntN(60))
+	}
+	if l := []int{1, 5, 20, 50, 200, -1}[d.rng.IntN(6)]; l >= 0 {
+		f["limit"] = l
+	}
+	return f
+}
+
+// compare sends f to both processes as the reader and requires the same
+// events in the same order. An expiration passing between the two reads
+// can make them differ for a second: then both are read again.
+func (d *diff) compare(f map[string]any) {
+	for attempt := 0; ; attempt++ {
+		got := d.answer(d.hotRead, f)
+		want := d.answer(d.pgRead, f)
+		if slices.Equal(got, want) {
+			return
+		}
+		if attempt < 2 && d.nearExpiry() {
+			time.Sleep(1100 * time.Millisecond)
+			continue
+		}
+		require.Equal(d.t, want, got, "filter %v", f)
+	}
+}
+
+func (d *diff) nearExpiry() bool {
+	now := time.Now().Unix()
+	for _, e := range d.expires {
+		if e >= now-2 && e <= now+2 {
+			return true
+		}
+	}
+	return false
+}
+
+// answer is a REQ's events as "id kind created_at content", in order.
+func (d *diff) answer(ws *relaytest.WS, f map[string]any) []string {
+	sub := "q" + strconv.Itoa(d.rng.IntN(1<<30))
+	evs, closed, _ := ws.Req(sub, f)
+	ws.Send("CLOSE", sub)
+	out := make([]string, 0, len(evs)+1)
+	for _, ev := range evs {
+		out = append(out, fmt.Sprintf("%s %d %d %s", ev.ID[:12], ev.Kind, ev.CreatedAt, ev.Content))
+	}
+	if closed != "" {
+		out = append(out, "CLOSED "+closed)
+	}
+	return out
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, name)
+	return n
+}
+
+// importEvents writes events to the community as the importer does,
+// outside the relay's ingest: a notification on store.HotWindowChannel
+// before the first write and after the last.
+func (d *diff) importEvents(pool *pgxpool.Pool) {
+	ctx := context.Background()
+	st := store.New(pool)
+	before := d.hot.Metric(d.t, `buzz_hot_window_resets_total{reason="external"}`)
+	require.NoError(d.t, st.NotifyHotWindow(ctx, d.community))
+	require.Eventually(d.t, func() bool {
+		return d.hot.Metric(d.t, `buzz_hot_window_resets_total{reason="external"}`) > before
+	}, 10*time.Second, 20*time.Millisecond, "the relay did not hear the notification")
+	now := time.Now().Unix()
+	for i := range 5 {
+		ev := d.authors[0].Signed(d.t, 1, eventtest.At(now-int64(i)), eventtest.Content("imported "+strconv.Itoa(i)),
+			eventtest.Tag("t", words[i%3]))
+		tags, err := json.Marshal(ev.Tags)
+		require.NoError(d.t, err)
+		id, _ := hex.DecodeString(ev.ID)
+		pub, _ := hex.DecodeString(ev.PubKey)
+		sig, _ := hex.DecodeString(ev.Sig)
+		_, err = pool.Exec(ctx, `INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig)
+			VALUES ($1, $2, $3, to_timestamp($4), 1, $5, $6, $7)`, d.community, id, pub, ev.CreatedAt, string(tags), ev.Content, sig)
+		require.NoError(d.t, err)
+		d.ids = append(d.ids, ev)
+	}
+	require.NoError(d.t, st.NotifyHotWindow(ctx, d.community))
+	d.compare(map[string]any{"kinds": []int{1}, "limit": 10})
+}

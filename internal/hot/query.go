@@ -1,0 +1,201 @@
+package hot
+
+import (
+	"container/heap"
+	"math"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// Servable reports whether the window may answer f at all: a filter that
+// names kinds, all of them window kinds, and no ids or search. Any other
+// filter could match rows the window does not hold.
+func Servable(f *event.Filter) bool {
+	if len(f.Kinds) == 0 || len(f.IDs) > 0 || f.Search != nil {
+		return false
+	}
+	for _, k := range f.Kinds {
+		if !IsWindowKind(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// Query answers a REQ filter from the window: the entries keep accepts
+// among f's candidates, newest first (created_at descending, id
+// ascending), at most limit, ending after the entry whose JSON takes the
+// total past maxBytes when it is above 0. keep is the reader's whole
+// visibility decision (the filter's exact match, the channel scope,
+// per-event visibility); expired entries (now is unix seconds) are never
+// offered to it.
+//
+// ok is false, and the caller reads PostgreSQL, unless the answer is
+// provably what PostgreSQL would give: the community's window is ready,
+// f is Servable, and the walk ended on its limit or byte bound, on f's
+// since at or after the horizon, or at the end of a window that holds
+// the whole community. A cold window starts warming.
+func (w *Window) Query(communityID string, f *event.Filter, limit, maxBytes int, now int64, keep func(*Entry) bool) (out []*Entry, ok bool) {
+	if w == nil {
+		return nil, false
+	}
+	if !Servable(f) || limit <= 0 {
+		w.m.HotWindow.Reads.WithLabelValues("unservable").Inc()
+		return nil, false
+	}
+	w.mu.Lock()
+	c := w.comms[communityID]
+	if c == nil {
+		c = newCommunity()
+		w.comms[communityID] = c
+	}
+	w.mu.Unlock()
+	c.lastRead.Store(time.Now().UnixNano())
+	c.mu.RLock()
+	if c.state != ready {
+		st := c.state
+		c.mu.RUnlock()
+		if st == cold {
+			w.warm(communityID, c)
+		}
+		w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
+		return nil, false
+	}
+	defer c.mu.RUnlock()
+	out, ok = c.walk(f, limit, maxBytes, now, keep)
+	if ok {
+		w.m.HotWindow.Reads.WithLabelValues("hit").Inc()
+	} else {
+		w.m.HotWindow.Reads.WithLabelValues("beyond_horizon").Inc()
+	}
+	return out, ok
+}
+
+// walk is Query on a ready window (the caller holds c.mu for reading).
+func (c *community) walk(f *event.Filter, limit, maxBytes int, now int64, keep func(*Entry) bool) ([]*Entry, bool) {
+	var out []*Entry
+	bytes := 0
+	it := c.candidates(f)
+	for e := it.next(); e != nil; e = it.next() {
+		at := e.Event.CreatedAt
+		if f.Until != nil && at > *f.Until {
+			continue
+		}
+		if f.Since != nil && at < *f.Since {
+			return out, true
+		}
+		if e.Expires != 0 && e.Expires <= now {
+			continue
+		}
+		if !keep(e) {
+			continue
+		}
+		out = append(out, e)
+		bytes += len(e.JSON)
+		if len(out) >= limit || (maxBytes > 0 && bytes > maxBytes) {
+			return out, true
+		}
+	}
+	return out, c.horizon == math.MinInt64 || (f.Since != nil && *f.Since >= c.horizon)
+}
+
+// candidates is the merge, newest first, of the lookup lists of f's most
+// selective indexed constraint: its kinds, its authors, or the values of
+// one of its indexed tags, whichever lists hold the fewest entries. Every
+// entry f can match is in them.
+func (c *community) candidates(f *event.Filter) *merge {
+	best := make([]*list, 0, len(f.Kinds))
+	size := 0
+	for _, k := range f.Kinds {
+		if l := c.kinds[k]; l != nil {
+			best = append(best, l)
+			size += l.len()
+		}
+	}
+	consider := func(lists []*list, n int) {
+		if n < size {
+			best, size = lists, n
+		}
+	}
+	if len(f.Authors) > 0 {
+		var lists []*list
+		n := 0
+		for _, a := range f.Authors {
+			if l := c.authors[a]; l != nil {
+				lists = append(lists, l)
+				n += l.len()
+			}
+		}
+		consider(lists, n)
+	}
+	for name, values := range f.Tags {
+		if len(values) == 0 || !isIndexed(name) {
+			continue
+		}
+		var lists []*list
+		n := 0
+		for _, v := range values {
+			if l := c.tags[tagKey{name[0], v}]; l != nil {
+				lists = append(lists, l)
+				n += l.len()
+			}
+		}
+		consider(lists, n)
+	}
+	m := &merge{}
+	seen := make(map[*list]bool, len(best))
+	for _, l := range best {
+		if l.len() > 0 && !seen[l] {
+			seen[l] = true
+			m.h = append(m.h, cursor{l: l, i: len(l.items) - 1})
+		}
+	}
+	heap.Init(&m.h)
+	return m
+}
+
+// merge walks several lists newest first, each entry once (an entry is in
+// at most one list of a constraint, save a tag repeated with two values of
+// the same name, which the last check drops).
+type merge struct {
+	h    cursors
+	last *Entry
+}
+
+type cursor struct {
+	l *list
+	i int
+}
+
+type cursors []cursor
+
+func (h cursors) Len() int           { return len(h) }
+func (h cursors) Less(i, j int) bool { return less(h[j].l.items[h[j].i], h[i].l.items[h[i].i]) }
+func (h cursors) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *cursors) Push(x any)        { *h = append(*h, x.(cursor)) }
+func (h *cursors) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// next is the newest entry not yet returned, nil at the end.
+func (m *merge) next() *Entry {
+	for len(m.h) > 0 {
+		top := &m.h[0]
+		e := top.l.items[top.i]
+		top.i--
+		if top.i < top.l.head {
+			heap.Pop(&m.h)
+		} else {
+			heap.Fix(&m.h, 0)
+		}
+		if e != m.last {
+			m.last = e
+			return e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package hot
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/buzz-relay/buzz/internal/event"
+)
+
+// Committed takes a stored event from the committed stream: a commit of
+// this process, before its OK and its live fan-out. A window kind is added; a NIP-09 deletion (kind
+// 5) takes its e target out when the target is its author's, exactly what
+// the deletion did in PostgreSQL; a NIP-29 admin deletion (kind 9005)
+// resets the community. Other kinds change nothing the window holds.
+func (w *Window) Committed(communityID, channel string, ev *event.Event, js []byte) {
+	if w == nil || event.IsEphemeral(ev.Kind) {
+		return
+	}
+	if ev.Kind == event.KindDeleteEvent {
+		w.Reset(communityID, "admin_deletion")
+		return
+	}
+	c := w.existing(communityID)
+	if c == nil {
+		return
+	}
+	c.mu.RLock()
+	st := c.state
+	c.mu.RUnlock()
+	if st == cold {
+		return // a warm reads what this committed
+	}
+	var o op
+	switch {
+	case ev.Kind == event.KindDeletion:
+		if t := ev.Tags.First("e"); t != nil {
+			o.del, o.by = t.Value(), ev.PubKey
+		} // an a-tag deletion: addressable kinds are not held
+		o.add = NewEntry(ev, channel, js)
+	case IsWindowKind(ev.Kind):
+		o.add = NewEntry(ev, channel, js)
+	default:
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case warming:
+		c.pending = append(c.pending, o)
+	case ready:
+		w.apply(c, o)
+	}
+}
+
+// apply is one stream change on a ready window (the caller holds c.mu).
+func (w *Window) apply(c *community, o op) {
+	if o.del != "" {
+		if e := c.ids[o.del]; e != nil && e.Event.PubKey == o.by {
+			c.drop(e, false)
+			w.events.Add(-1)
+			w.bytes.Add(-e.cost())
+		}
+	}
+	if o.add != nil && c.add(o.add) {
+		w.events.Add(1)
+		w.bytes.Add(o.add.cost())
+		n, b := c.trim(w.cfg.Events, w.cfg.Bytes)
+		w.events.Add(-int64(n))
+		w.bytes.Add(-b)
+	}
+	w.gauges()
+}
+
+// existing is the community's window when it has one.
+func (w *Window) existing(communityID string) *community {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.comms[communityID]
+}
+
+// Reset makes the community's window cold: what it held is dropped and a
+// warm in flight is thrown away. reason labels
+// buzz_hot_window_resets_total.
+func (w *Window) Reset(communityID, reason string) {
+	if w == nil {
+		return
+	}
+	c := w.existing(communityID)
+	if c == nil {
+		return
+	}
+	w.m.HotWindow.Resets.WithLabelValues(reason).Inc()
+	c.mu.Lock()
+	w.resetLocked(c)
+	c.mu.Unlock()
+	w.gauges()
+}
+
+// resetLocked is Reset with c.mu held.
+func (w *Window) resetLocked(c *community) {
+	n, b := c.clear()
+	c.state = cold
+	c.gen++
+	w.events.Add(-int64(n))
+	w.bytes.Add(-b)
+}
+
+// Hold resets the community's window and keeps it cold until until: a
+// program writing to the community's events outside this process's
+// stream (an import) holds it for as long as it writes.
+func (w *Window) Hold(communityID string, until time.Time) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	c := w.comms[communityID]
+	if c == nil {
+		c = newCommunity()
+		w.comms[communityID] = c
+	}
+	w.mu.Unlock()
+	w.m.HotWindow.Resets.WithLabelValues("external").Inc()
+	c.mu.Lock()
+	c.heldUntil.Store(until.UnixNano())
+	w.resetLocked(c)
+	c.mu.Unlock()
+	w.gauges()
+}
+
+// Holds reports whether the community's window is warm or warming and
+// would take an event of kind k: the caller then encodes the event once
+// for it and for fan-out.
+func (w *Window) Holds(communityID string, k int) bool {
+	if w == nil || !IsWindowKind(k) {
+		return false
+	}
+	c := w.existing(communityID)
+	if c == nil {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.state != cold
+}
+
+// ResetAll makes every window cold.
+func (w *Window) ResetAll(reason string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.epoch.Add(1)
+	comms := make([]*community, 0, len(w.comms))
+	for _, c := range w.comms {
+		comms = append(comms, c)
+	}
+	w.mu.Unlock()
+	w.m.HotWindow.Resets.WithLabelValues(reason).Inc()
+	for _, c := range comms {
+		c.mu.Lock()
+		w.resetLocked(c)
+		c.mu.Unlock()
+	}
+	w.gauges()
+}
+
+// SetEnabled turns answering and warming on or off for every community.
+// Turned off, every window is reset: while it is off the caller may miss
+// writes it must follow. Turned on, windows warm again on their next
+// read.
+func (w *Window) SetEnabled(on bool, reason string) {
+	if w == nil {
+		return
+	}
+	w.enabled.Store(on)
+	if !on {
+		w.ResetAll(reason)
+	}
+}
+
+// warm starts a warm of c if it is cold and the window is enabled; at most
+// cfg.Communities windows are warm or warming at once, the one read least
+// recently reset to make room.
+func (w *Window) warm(communityID string, c *community) {
+	// The epoch is read first: a ResetAll after the check below makes
+	// this warm stale.
+	epoch := w.epoch.Load()
+	if !w.enabled.Load() {
+		return
+	}
+	w.mu.Lock()
+	var victim *community
+	live := 0
+	for id, o := range w.comms {
+		if o == c || id == communityID {
+			continue
+		}
+		o.mu.RLock()
+		st := o.state
+		o.mu.RUnlock()
+		if st == cold {
+			continue
+		}
+		live++
+		if victim == nil || o.lastRead.Load() < victim.lastRead.Load() {
+			victim = o
+		}
+	}
+	w.mu.Unlock()
+	c.mu.Lock()
+	if c.state != cold || time.Now().UnixNano() < c.heldUntil.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.state = warming
+	gen := c.gen
+	c.mu.Unlock()
+	if live >= w.cfg.Communities && victim != nil {
+		w.m.HotWindow.Resets.WithLabelValues("communities").Inc()
+		victim.mu.Lock()
+		w.resetLocked(victim)
+		victim.mu.Unlock()
+	}
+	go w.load(communityID, c, gen, epoch)
+}
+
+// load runs the warm read and, unless the community was reset meanwhile,
+// makes its window ready: the rows, then the stream changes queued since
+// the warm began.
+func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WarmTimeout)
+	defer cancel()
+	rows, err := w.cfg.Warm(ctx, communityID, w.cfg.Events)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stale := w.epoch.Load() != epoch
+	if c.gen != gen || stale || c.state != warming {
+		if c.gen == gen && c.state == warming {
+			c.state, c.pending = cold, nil
+		}
+		return
+	}
+	if err != nil {
+		w.log.Warn("hot window warm failed", slog.String("community_id", communityID), slog.String("error", err.Error()))
+		w.m.HotWindow.Warms.WithLabelValues("error").Inc()
+		c.state, c.pending = cold, nil
+		return
+	}
+	if len(rows) >= w.cfg.Events && len(rows) > 0 {
+		// The oldest second read may hold more events than the read
+		// returned: the window starts after it.
+		c.horizon = rows[len(rows)-1].Event.CreatedAt + 1
+	}
+	added := 0
+	var bytes int64
+	for _, e := range rows {
+		if c.add(e) {
+			added++
+			bytes += e.cost()
+		}
+	}
+	w.events.Add(int64(added))
+	w.bytes.Add(bytes)
+	c.state = ready
+	pending := c.pending
+	c.pending = nil
+	for _, o := range pending {
+		w.apply(c, o)
+	}
+	n, b := c.trim(w.cfg.Events, w.cfg.Bytes)
+	w.events.Add(-int64(n))
+	w.bytes.Add(-b)
+	w.gauges()
+	w.m.HotWindow.Warms.WithLabelValues("ok").Inc()
+	w.log.Info("hot window warm", slog.String("community_id", communityID), slog.Int("events", c.all.len()),
+		slog.Int64("bytes", c.bytes), slog.Duration("took", time.Since(start)))
+}
+
+func (w *Window) gauges() {
+	w.m.HotWindow.Events.Set(float64(w.events.Load()))
+	w.m.HotWindow.Bytes.Set(float64(w.bytes.Load()))
+}
