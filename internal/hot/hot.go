@@ -260,16 +260,43 @@ func (l *list) popFront(e *Entry) {
 	}
 }
 
-// keys calls fn with every lookup list key of e.
-func keysOf(e *Entry, fn func(k tagKey)) {
+// distinctKeys is every lookup list key of e once: its stored channel as
+// an h value, and the first value of each indexed tag.
+func distinctKeys(e *Entry) []tagKey {
+	var keys []tagKey
+	// A set once there are more than a few: an event may carry thousands
+	// of tags, and a scan per tag would cost their square.
+	var set map[tagKey]bool
+	add := func(k tagKey) {
+		if set == nil && len(keys) >= 16 {
+			set = make(map[tagKey]bool, 2*len(keys))
+			for _, o := range keys {
+				set[o] = true
+			}
+		}
+		if set != nil {
+			if !set[k] {
+				set[k] = true
+				keys = append(keys, k)
+			}
+			return
+		}
+		for _, o := range keys {
+			if o == k {
+				return
+			}
+		}
+		keys = append(keys, k)
+	}
 	if e.Channel != "" {
-		fn(tagKey{'h', e.Channel})
+		add(tagKey{'h', e.Channel})
 	}
 	for _, t := range e.Event.Tags {
 		if len(t) > 1 && isIndexed(t[0]) {
-			fn(tagKey{t[0][0], t[1]})
+			add(tagKey{t[0][0], t[1]})
 		}
 	}
+	return keys
 }
 
 func newCommunity() *community {
@@ -301,13 +328,9 @@ func (c *community) add(e *Entry) bool {
 	c.all.insert(e)
 	listOf(c.kinds, e.Event.Kind).insert(e)
 	listOf(c.authors, e.Event.PubKey).insert(e)
-	seen := map[tagKey]bool{}
-	keysOf(e, func(k tagKey) {
-		if !seen[k] {
-			seen[k] = true
-			listOf(c.tags, k).insert(e)
-		}
-	})
+	for _, k := range distinctKeys(e) {
+		listOf(c.tags, k).insert(e)
+	}
 	c.bytes += e.cost()
 	return true
 }
@@ -326,13 +349,9 @@ func (c *community) drop(e *Entry, front bool) {
 	take(&c.all)
 	dropFrom(c.kinds, e.Event.Kind, take)
 	dropFrom(c.authors, e.Event.PubKey, take)
-	seen := map[tagKey]bool{}
-	keysOf(e, func(k tagKey) {
-		if !seen[k] {
-			seen[k] = true
-			dropFrom(c.tags, k, take)
-		}
-	})
+	for _, k := range distinctKeys(e) {
+		dropFrom(c.tags, k, take)
+	}
 	c.bytes -= e.cost()
 }
 

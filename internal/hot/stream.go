@@ -3,6 +3,7 @@ package hot
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -35,7 +36,8 @@ func (w *Window) Committed(communityID, channel string, ev *event.Event, js []by
 	switch {
 	case ev.Kind == event.KindDeletion:
 		if t := ev.Tags.First("e"); t != nil {
-			o.del, o.by = t.Value(), ev.PubKey
+			// The pipeline takes the target id in either case.
+			o.del, o.by = strings.ToLower(t.Value()), ev.PubKey
 		} // an a-tag deletion: addressable kinds are not held
 		o.add = NewEntry(ev, channel, js)
 	case IsWindowKind(ev.Kind):
@@ -255,7 +257,8 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 	}
 	added := 0
 	var bytes int64
-	for _, e := range rows {
+	for i := len(rows) - 1; i >= 0; i-- { // oldest first: every insert appends
+		e := rows[i]
 		if c.add(e) {
 			added++
 			bytes += e.cost()
