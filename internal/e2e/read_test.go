@@ -19,6 +19,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
@@ -89,6 +90,18 @@ func rpInsertEvents(t testing.TB, r *relaytest.Relay, host, channel string, evs 
 		WHERE e.community_id = $1::uuid AND e.id = ANY($2::bytea[])
 		  AND t->>0 = 'p' AND t->>1 ~ '^[0-9a-f]{64}$'`, rpCommunityID(t, r, host), ids)
 	require.NoError(t, err)
+	rpNotifyHotWindow(t, r, host)
+}
+
+// rpNotifyHotWindow tells the relay that host's community's events were
+// written around it, as the importer does (docs/OPERATIONS.md "Hot
+// window"), and waits until it heard.
+func rpNotifyHotWindow(t testing.TB, r *relaytest.Relay, host string) {
+	t.Helper()
+	const heard = `buzz_hot_window_resets_total{reason="external"}`
+	before := r.Metric(t, heard)
+	require.NoError(t, store.New(r.App.Pool()).NotifyHotWindow(context.Background(), rpCommunityID(t, r, host)))
+	require.Eventually(t, func() bool { return r.Metric(t, heard) > before }, 10*time.Second, 5*time.Millisecond)
 }
 
 // rpAddChannel inserts a channel of host's community with the given

@@ -234,7 +234,10 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WarmTimeout)
 	defer cancel()
-	rows, err := w.cfg.Warm(ctx, communityID, w.cfg.Events)
+	// One row more than the window holds: when it comes back, the
+	// community has more than the window, and the horizon starts after
+	// that row's second, so a second is never half held.
+	rows, err := w.cfg.Warm(ctx, communityID, w.cfg.Events+1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	stale := w.epoch.Load() != epoch
@@ -250,10 +253,8 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 		c.state, c.pending = cold, nil
 		return
 	}
-	if len(rows) >= w.cfg.Events && len(rows) > 0 {
-		// The oldest second read may hold more events than the read
-		// returned: the window starts after it.
-		c.horizon = rows[len(rows)-1].Event.CreatedAt + 1
+	if len(rows) > w.cfg.Events {
+		c.horizon = rows[w.cfg.Events].Event.CreatedAt + 1
 	}
 	added := 0
 	var bytes int64
