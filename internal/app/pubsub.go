@@ -171,6 +171,11 @@ func (f *fanout) Interrupt(communityID string) {
 	f.control(pubsub.Control{Community: communityID, Op: pubsub.OpGap, UntilMS: now.UnixMilli()})
 }
 
+// Unsettled follows a commit that may have stored an event the stream has
+// not carried (ingest.Live): the community's hot window goes cold until
+// warmed again from PostgreSQL, which holds the answer.
+func (f *fanout) Unsettled(communityID string) { f.hot.Reset(communityID, "ambiguous") }
+
 // Forget drops the cached access of reader in the community (every reader
 // when ""), here and on the other processes.
 func (f *fanout) Forget(communityID, channel, reader string) {

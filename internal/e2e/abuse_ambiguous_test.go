@@ -42,6 +42,10 @@ func TestAbuseAmbiguousCommit(t *testing.T) {
 		require.True(t, strings.HasPrefix(reason, "error:"), reason)
 		require.True(t, px.fired(), "the proxy cut the write")
 		require.True(t, eventRow(t, e.r, e.cid, msg.ID).live, "the write committed")
+		// The community's hot window (made by the live REQ) was dropped as
+		// the commit went unsettled: a REQ meanwhile reads PostgreSQL, which
+		// holds the event (docs/ARCHITECTURE.md "Hot window").
+		require.Equal(t, 1.0, e.r.Metric(t, `buzz_hot_window_resets_total{reason="ambiguous"}`))
 
 		got := ambNextEvent(t, wr, "live")
 		require.Equal(t, msg.ID, got.ID, "the stored event reaches the live subscriber")

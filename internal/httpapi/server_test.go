@@ -111,6 +111,7 @@ func (d *deliveries) Forget(cid, _, reader string) { d.reader.Forget(cid, reader
 func (d *deliveries) Evict(string, string, string, func(string) bool) {}
 
 func (d *deliveries) Interrupt(string) {}
+func (d *deliveries) Unsettled(string) {}
 
 func (d *deliveries) Broadcast(x ingest.Delivery) {
 	d.mu.Lock()

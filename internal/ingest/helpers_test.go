@@ -63,6 +63,8 @@ type recorder struct {
 	mu      sync.Mutex
 	got     []Delivery
 	evicted []string
+	// unsettled are the communities of Unsettled calls.
+	unsettled []string
 }
 
 func (r *recorder) Forget(_, _, _ string) {}
@@ -80,6 +82,12 @@ func (r *recorder) Evict(_, channel, pubkey string, nonMembersOnly func(string) 
 }
 
 func (r *recorder) Interrupt(string) {}
+
+func (r *recorder) Unsettled(cid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unsettled = append(r.unsettled, cid)
+}
 
 func (r *recorder) Broadcast(d Delivery) {
 	r.mu.Lock()

@@ -195,6 +195,9 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 		p.countIntentError(err)
 		if pg.MayHaveCommitted(err) {
 			_, plain := c.(oneStatement)
+			if live := p.cfg.Live; live != nil {
+				live.Unsettled(req.Tenant.CommunityID)
+			}
 			p.resolve.add(req, changeChannel(c, out), plain)
 		}
 		return p.answer(ctx, req, err)

@@ -114,4 +114,8 @@ type Live interface {
 	// stored an event that was not fanned out, so their clients re-read
 	// the history.
 	Interrupt(communityID string)
+	// Unsettled says a commit of the community may have stored an event
+	// that is not in the live stream yet (ambiguous.go): what holds the
+	// community's newest events from that stream drops them.
+	Unsettled(communityID string)
 }

@@ -27,7 +27,7 @@ type HotWindow struct {
 var HotWindowResetReasons = []string{
 	"admin_deletion", // a kind 9005 deletion: its target is not checked here
 	"communities",    // more communities than BUZZ_HOT_WINDOW_COMMUNITIES
-	"ambiguous",      // an ambiguous commit here was not fanned out
+	"ambiguous",      // a commit here may have stored an event the stream has not carried
 	"external",       // another program wrote to the community's events
 	"listen_down",    // the LISTEN connection broke: such a write could be missed
 }

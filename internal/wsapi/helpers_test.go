@@ -171,6 +171,7 @@ func (f *fanout) Evict(communityID, channel, pubkey string, nonMembersOnly func(
 }
 
 func (f *fanout) Interrupt(communityID string) { f.srv.InterruptCommunity(communityID, time.Now()) }
+func (f *fanout) Unsettled(string)             {}
 
 // setRelayMember adds pubkey to, or removes it from, community A's relay
 // members.
