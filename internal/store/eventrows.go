@@ -73,18 +73,8 @@ func scanEventRows(rows pgx.Rows, limit, maxBytes int) ([]EventRow, error) {
 	out := make([]EventRow, 0, min(max(limit, 0), 64))
 	total := 0
 	for rows.Next() {
-		var (
-			id, pub, sig, tags pgtype.DriverBytes
-			ts                 time.Time
-			channel            pgtype.Text
-			r                  EventRow
-		)
-		if err := rows.Scan(&id, &pub, &ts, &r.Event.Kind, &tags, &r.Event.Content, &sig, &channel); err != nil {
-			return nil, err
-		}
-		r.Event.CreatedAt = ts.Unix()
-		r.Channel = channel.String
-		if err := r.build(id, pub, sig, tags); err != nil {
+		r, err := scanEventRow(rows)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -93,6 +83,29 @@ func scanEventRows(rows pgx.Rows, limit, maxBytes int) ([]EventRow, error) {
 		}
 	}
 	return out, rows.Err()
+}
+
+// scanEventRow reads the current row of (id, pubkey, created_at, kind,
+// tags, content, sig, channel_id::text) and then the extra columns into
+// extra. The byte columns are read in place and copied into the row's
+// JSON.
+func scanEventRow(rows pgx.Rows, extra ...any) (EventRow, error) {
+	var (
+		id, pub, sig, tags pgtype.DriverBytes
+		ts                 time.Time
+		channel            pgtype.Text
+		r                  EventRow
+	)
+	dest := append([]any{&id, &pub, &ts, &r.Event.Kind, &tags, &r.Event.Content, &sig, &channel}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return EventRow{}, err
+	}
+	r.Event.CreatedAt = ts.Unix()
+	r.Channel = channel.String
+	if err := r.build(id, pub, sig, tags); err != nil {
+		return EventRow{}, err
+	}
+	return r, nil
 }
 
 // build sets the row's hex fields, JSON and RawTags. Tags that are not a
@@ -292,18 +305,9 @@ func (s *Store) HotWindowRows(ctx context.Context, communityID string, n int) ([
 	defer rows.Close()
 	out := make([]HotWindowRow, 0, min(n, 1024))
 	for rows.Next() {
-		var (
-			id, pub, sig, tags pgtype.DriverBytes
-			ts                 time.Time
-			channel            pgtype.Text
-			r                  HotWindowRow
-		)
-		if err := rows.Scan(&id, &pub, &ts, &r.Event.Kind, &tags, &r.Event.Content, &sig, &channel, &r.Expires); err != nil {
-			return nil, fmt.Errorf("hot window rows: %w", err)
-		}
-		r.Event.CreatedAt = ts.Unix()
-		r.Channel = channel.String
-		if err := r.build(id, pub, sig, tags); err != nil {
+		var r HotWindowRow
+		var err error
+		if r.EventRow, err = scanEventRow(rows, &r.Expires); err != nil {
 			return nil, fmt.Errorf("hot window rows: %w", err)
 		}
 		if err := r.DecodeTags(); err != nil {
