@@ -82,6 +82,19 @@ func TestBounds(t *testing.T) {
 		require.Equal(t, 1.0, r.Metric(t, `buzz_hot_window_resets_total{reason="communities"}`),
 			"one community over the cap: the one read least recently went cold")
 		require.Equal(t, 1.0, r.Metric(t, "buzz_hot_window_events"))
+
+		// Back to the first community: its warm would reset the second
+		// window too, less than 30 s after the last such reset. It is
+		// deferred, and PostgreSQL answers.
+		got := a.req(t, map[string]any{"kinds": []int{1}, "limit": 5})
+		require.Len(t, got, 1)
+		require.Equal(t, 1.0, r.Metric(t, `buzz_hot_window_warms_total{outcome="deferred"}`),
+			"a warm that evicts again within 30 s waits")
+		require.Equal(t, 2.0, r.Metric(t, `buzz_hot_window_warms_total{outcome="ok"}`))
+		require.Equal(t, 1.0, r.Metric(t, `buzz_hot_window_resets_total{reason="communities"}`))
+		before := hits(t, r)
+		require.Len(t, b.req(t, map[string]any{"kinds": []int{1}, "limit": 5}), 1)
+		require.Equal(t, before+1, hits(t, r), "the second window still answers")
 	})
 }
 

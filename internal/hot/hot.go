@@ -85,8 +85,13 @@ type Config struct {
 	Bytes int64
 	// Communities bounds the communities with a window at once
 	// (BUZZ_HOT_WINDOW_COMMUNITIES): warming one more resets the one
-	// read least recently.
+	// read least recently, at most once per EvictEvery.
 	Communities int
+	// EvictEvery spaces the warms that reset another community's window
+	// to make room. A reader of more communities than Communities would
+	// otherwise make every read a warm of up to Events rows. Default
+	// DefaultEvictEvery.
+	EvictEvery time.Duration
 	// Warm reads a community's newest events; required when Events > 0.
 	Warm WarmFunc
 	// WarmTimeout bounds one warm read. Default 10 s.
@@ -112,7 +117,14 @@ type Window struct {
 	epoch atomic.Uint64
 	// events and bytes are the totals of every window, for the gauges.
 	events, bytes atomic.Int64
+	// lastEvict is when a warm last reset another window for room (unix
+	// nanoseconds).
+	lastEvict atomic.Int64
 }
+
+// DefaultEvictEvery is Config.EvictEvery's default: a warm that evicts
+// reads up to Events rows, so at most one every 30 s.
+const DefaultEvictEvery = 30 * time.Second
 
 // New returns the window, or nil (off) when cfg.Events is 0. It starts
 // disabled: its caller turns it on (SetEnabled) once it follows every
@@ -135,6 +147,9 @@ func New(cfg Config) *Window {
 	}
 	if cfg.Communities <= 0 {
 		cfg.Communities = 1
+	}
+	if cfg.EvictEvery <= 0 {
+		cfg.EvictEvery = DefaultEvictEvery
 	}
 	return &Window{cfg: cfg, log: cfg.Logger.With(slog.String("component", "hot_window")), m: cfg.Metrics,
 		comms: map[string]*community{}}

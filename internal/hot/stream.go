@@ -183,7 +183,8 @@ func (w *Window) SetEnabled(on bool, reason string) {
 
 // warm starts a warm of c if it is cold and the window is enabled; at most
 // cfg.Communities windows are warm or warming at once, the one read least
-// recently reset to make room.
+// recently reset to make room, at most once per cfg.EvictEvery: until
+// then c stays cold and its reads go to PostgreSQL.
 func (w *Window) warm(communityID string, c *community) {
 	// The epoch is read first: a ResetAll after the check below makes
 	// this warm stale.
@@ -210,15 +211,25 @@ func (w *Window) warm(communityID string, c *community) {
 		}
 	}
 	w.mu.Unlock()
+	evict := live >= w.cfg.Communities && victim != nil
 	c.mu.Lock()
-	if c.state != cold || time.Now().UnixNano() < c.heldUntil.Load() {
+	now := time.Now().UnixNano()
+	if c.state != cold || now < c.heldUntil.Load() {
 		c.mu.Unlock()
 		return
+	}
+	if evict {
+		last := w.lastEvict.Load()
+		if now < last+int64(w.cfg.EvictEvery) || !w.lastEvict.CompareAndSwap(last, now) {
+			c.mu.Unlock()
+			w.m.HotWindow.Warms.WithLabelValues("deferred").Inc()
+			return
+		}
 	}
 	c.state = warming
 	gen := c.gen
 	c.mu.Unlock()
-	if live >= w.cfg.Communities && victim != nil {
+	if evict {
 		w.m.HotWindow.Resets.WithLabelValues("communities").Inc()
 		victim.mu.Lock()
 		w.resetLocked(victim)

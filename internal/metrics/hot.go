@@ -18,7 +18,9 @@ type HotWindow struct {
 	// Resets is buzz_hot_window_resets_total (counter, reason): windows
 	// made cold by something they cannot follow exactly.
 	Resets *prometheus.CounterVec
-	// Warms is buzz_hot_window_warms_total (counter, outcome ok or error).
+	// Warms is buzz_hot_window_warms_total (counter, outcome): warm reads
+	// that filled a window (ok) or failed (error), and warms not begun
+	// because one that evicts ran less than EvictEvery ago (deferred).
 	Warms *prometheus.CounterVec
 }
 
@@ -52,7 +54,7 @@ func newHotWindow(reg prometheus.Registerer) HotWindow {
 	for _, r := range HotWindowResetReasons {
 		h.Resets.WithLabelValues(r)
 	}
-	for _, o := range []string{"ok", "error"} {
+	for _, o := range []string{"ok", "error", "deferred"} {
 		h.Warms.WithLabelValues(o)
 	}
 	if reg != nil {
