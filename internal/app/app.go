@@ -128,7 +128,14 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	services.Listeners = newListenerWorker(cfg, db, st, relayKey, m, log)
 	resolver := tenant.NewResolver(tenant.Config{LookupFunc: st.CommunityIDByHost})
 	services.Replica = openReplica(ctx, cfg, db, m, log)
-	hw := newHotWindow(cfg, st, m, log)
+	// The fan-out is the Bus's receiver, and the hot window follows the
+	// other processes through the Bus; the reader is set once built.
+	fan := &fanout{resolver: resolver, store: st, pool: db.Pool, log: log}
+	if fan.bus, err = newBus(cfg, processID, m, log, fan); err != nil {
+		return nil, err
+	}
+	services.PubSub = fan.bus
+	hw := newHotWindow(cfg, st, m, log, fan.bus)
 	reader := read.New(read.Config{Pool: db.Pool, Metrics: m, Logger: log, Hot: hw,
 		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
 		RelayKey: relayKey, Caps: readCaps(cfg), Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes,
@@ -145,14 +152,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	if aud != nil { // a nil *audit.Observer must not become a non-nil interface
 		auditWake, observer = aud.Chainer.Wake, aud.Observer
 	}
-	fan := &fanout{reader: reader, resolver: resolver, store: st, pool: db.Pool, log: log, hot: hw}
+	fan.reader, fan.hot = reader, hw
 	if hw != nil {
 		services.HotListener = &hotListener{pool: db.Pool, w: hw, log: log}
 	}
-	if fan.bus, err = newBus(cfg, processID, m, log, fan); err != nil {
-		return nil, err
-	}
-	services.PubSub = fan.bus
 	lim, err := newAdmission(cfg, relayKey, st, db, m, log, observer)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/hot"
 	"github.com/buzz-relay/buzz/internal/metrics"
+	"github.com/buzz-relay/buzz/internal/pubsub"
 	"github.com/buzz-relay/buzz/internal/service"
 	"github.com/buzz-relay/buzz/internal/store"
 )
@@ -26,18 +27,36 @@ import (
 const HotWindowHold = 5 * time.Second
 
 // newHotWindow is the process's hot window, nil when
-// BUZZ_HOT_WINDOW_EVENTS is 0 or REDIS_URL is set: the window must see
-// every commit of its communities, and a process of several takes from
-// the bus only the topics its own subscriptions name (docs/OPERATIONS.md
-// "Hot window"). Its warm read runs on the writer.
-func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *slog.Logger) *hot.Window {
+// BUZZ_HOT_WINDOW_EVENTS is 0. Its warm read runs on the writer. With a
+// bus (REDIS_URL), each warm window follows its community's window topic,
+// which carries the other processes' commits, and a read from it waits
+// for the delivery barrier first (docs/ARCHITECTURE.md "Hot window").
+func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *slog.Logger, bus *pubsub.Bus) *hot.Window {
 	h := cfg.HotWindow
-	if h.Events > 0 && cfg.RedisURL != "" {
-		log.Info("hot window off: REDIS_URL is set, and this process sees only the bus topics its subscriptions name")
-		return nil
+	var (
+		follow   func(context.Context, string) bool
+		unfollow func(string)
+		barrier  func(context.Context) error
+	)
+	if bus != nil {
+		follow = func(ctx context.Context, community string) bool {
+			t := pubsub.WindowTopic(community)
+			select {
+			case <-bus.Retain(t):
+			case <-ctx.Done():
+			}
+			if !bus.Subscribed(t) {
+				bus.Release(t)
+				return false
+			}
+			return true
+		}
+		unfollow = func(community string) { bus.Release(pubsub.WindowTopic(community)) }
+		barrier = bus.Barrier
 	}
 	return hot.New(hot.Config{Events: h.Events, Bytes: h.Bytes, Communities: h.Communities,
 		WarmTimeout: cfg.Reads.StatementTimeout, Metrics: m, Logger: log,
+		Follow: follow, Unfollow: unfollow, Barrier: barrier,
 		Warm: func(ctx context.Context, community string, n int) ([]*hot.Entry, error) {
 			rows, err := st.HotWindowRows(ctx, community, n)
 			if err != nil {

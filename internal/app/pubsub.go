@@ -83,8 +83,8 @@ type fanout struct {
 	log      *slog.Logger
 	// bus is nil without REDIS_URL.
 	bus *pubsub.Bus
-	// hot is the hot window (nil when off, always with a bus), fed here
-	// from the committed stream.
+	// hot is the hot window (nil when off), fed here from the committed
+	// stream: this process's commits and the bus's window topics.
 	hot *hot.Window
 	// ws is nil until Start has built the server.
 	ws *wsapi.Server
@@ -101,11 +101,22 @@ func (f *fanout) crossProcess() wsapi.CrossProcess {
 }
 
 // deliverRemote is the Bus's DeliverFunc: an event another process
-// committed, fanned out here.
-func (f *fanout) deliverRemote(m pubsub.Message) { f.ws.DeliverRemote(m) }
+// committed, fanned out here, or, from a window topic, given to the hot
+// window.
+func (f *fanout) deliverRemote(m pubsub.Message) {
+	if m.Topic.Window {
+		f.hot.Committed(m.Topic.Community, m.Channel, m.Event, m.JSON)
+		return
+	}
+	f.ws.DeliverRemote(m)
+}
 
 // linkChanged is the Bus's LinkFunc: the link to Redis went down or up.
-func (f *fanout) linkChanged(ev pubsub.LinkEvent) { f.ws.LinkChanged(ev) }
+// A gap drops every hot window, which may have missed a commit.
+func (f *fanout) linkChanged(ev pubsub.LinkEvent) {
+	f.hot.SetLinked(ev.Up)
+	f.ws.LinkChanged(ev)
+}
 
 // Broadcast fans d out on this process, then publishes it; a kind 20001
 // also writes its presence key. It never fails the request: OK means
@@ -131,11 +142,26 @@ func (f *fanout) Broadcast(d ingest.Delivery) {
 	ctx := context.Background()
 	if event.IsEphemeral(d.Event.Kind) {
 		f.bus.PublishEphemeral(ctx, topic, d.Event.ID, d.JSON)
-	} else {
-		f.bus.Publish(ctx, topic, d.Event.ID, d.JSON)
+	} else if !f.bus.Publish(ctx, topic, d.Event.ID, d.JSON) && f.hot != nil {
+		// The other processes' windows may not see this commit: tell them
+		// through PostgreSQL, before the OK, as an import does. (The gap
+		// announcement comes only once Redis is back.)
+		f.notifyHotWindow(d.CommunityID)
 	}
 	if d.Event.Kind == event.KindPresence {
 		f.bus.SetPresence(ctx, d.CommunityID, d.Event.PubKey, presenceStatus(d.Event.Content))
+	}
+}
+
+// notifyHotWindow sends the hot window notification of communityID
+// (store.NotifyHotWindow), bounded like a PUBLISH; a failure is logged,
+// and the processes' LISTEN connections are then likely broken too, which
+// turns their windows off.
+func (f *fanout) notifyHotWindow(communityID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), pubsub.PublishTimeout)
+	defer cancel()
+	if err := f.store.NotifyHotWindow(ctx, communityID); err != nil {
+		f.log.Warn("hot window notification failed", slog.String("community_id", communityID), slog.String("error", err.Error()))
 	}
 }
 
@@ -221,6 +247,7 @@ func (f *fanout) applyControl(c pubsub.Control) {
 	case pubsub.OpHosts:
 		f.resolver.Forget()
 	case pubsub.OpGap:
+		f.hot.Reset(c.Community, "bus_gap")
 		f.ws.InterruptCommunity(c.Community, time.UnixMilli(c.UntilMS).Add(pubsub.GapClockMargin))
 	default:
 		f.log.Warn("control message ignored", slog.String("op", string(c.Op)))

@@ -95,13 +95,18 @@ func rpInsertEvents(t testing.TB, r *relaytest.Relay, host, channel string, evs 
 
 // rpNotifyHotWindow tells the relay that host's community's events were
 // written around it, as the importer does (docs/OPERATIONS.md "Hot
-// window"), and waits until it heard.
+// window"), and waits until it heard. A notification sent before the
+// relay's LISTEN began is heard by nobody (the window is off until then),
+// so it is sent again until one is heard.
 func rpNotifyHotWindow(t testing.TB, r *relaytest.Relay, host string) {
 	t.Helper()
 	const heard = `buzz_hot_window_resets_total{reason="external"}`
 	before := r.Metric(t, heard)
-	require.NoError(t, store.New(r.App.Pool()).NotifyHotWindow(context.Background(), rpCommunityID(t, r, host)))
-	require.Eventually(t, func() bool { return r.Metric(t, heard) > before }, 10*time.Second, 5*time.Millisecond)
+	st, id := store.New(r.App.Pool()), rpCommunityID(t, r, host)
+	require.Eventually(t, func() bool {
+		require.NoError(t, st.NotifyHotWindow(context.Background(), id))
+		return r.Metric(t, heard) > before
+	}, 10*time.Second, 50*time.Millisecond)
 }
 
 // rpAddChannel inserts a channel of host's community with the given

@@ -20,6 +20,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/redistest"
 	"github.com/buzz-relay/buzz/internal/relaytest"
 	"github.com/buzz-relay/buzz/internal/store"
 )
@@ -42,6 +43,21 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // (docs/OPERATIONS.md "Hot window"); the seed is logged.
 func TestDifferential(t *testing.T) {
 	t.Parallel()
+	runDiff(t, nil)
+}
+
+// TestDifferentialRedis is the differential test with two windowed
+// processes over Redis: the authors write through both, the reader asks
+// both, and each must answer as PostgreSQL does, so each window follows
+// the other process's commits. Its sixth round restarts Redis (every
+// process loses its link, and commits made meanwhile reach no window
+// through it) and writes during the gap.
+func TestDifferentialRedis(t *testing.T) {
+	t.Parallel()
+	runDiff(t, redistest.Start(t))
+}
+
+func runDiff(t *testing.T, rs *redistest.Server) {
 	rounds := envInt(t, "BUZZ_HOT_DIFF_ROUNDS", 6)
 	queries := envInt(t, "BUZZ_HOT_DIFF_QUERIES", 40)
 	seed := uint64(time.Now().UnixNano())
@@ -52,24 +68,32 @@ func TestDifferential(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed>>7))
 
 	_, url := dbtest.NewDB(t)
+	relayKey := hex.EncodeToString(event.GenerateKey())
 	env := func(events string) map[string]string {
-		return map[string]string{"DATABASE_URL": url, "BUZZ_HOT_WINDOW_EVENTS": events, "TEST_HEARTBEAT": "1h"}
+		e := map[string]string{"DATABASE_URL": url, "BUZZ_HOT_WINDOW_EVENTS": events, "TEST_HEARTBEAT": "1h"}
+		if rs != nil {
+			e["REDIS_URL"], e["BUZZ_RELAY_PRIVATE_KEY"] = rs.URL(), relayKey
+		}
+		return e
 	}
-	hotRelay := relaytest.Start(t, env("150"))
+	hots := []*relaytest.Relay{relaytest.Start(t, env("150"))}
+	if rs != nil {
+		hots = append(hots, relaytest.Start(t, env("150")))
+	}
 	pgRelay := relaytest.Start(t, env("0"))
-	host := hotRelay.Host
+	host := hots[0].Host
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c, err := hotRelay.App.Store().CommunityByHost(context.Background(), host)
+	c, err := hots[0].App.Store().CommunityByHost(context.Background(), host)
 	require.NoError(t, err)
 
-	d := &diff{t: t, rng: rng, host: host, community: c.ID, hot: hotRelay}
+	d := &diff{t: t, rng: rng, host: host, community: c.ID, hots: hots}
 	for range 4 {
 		d.authors = append(d.authors, eventtest.NewKey())
 	}
 	d.reader = d.authors[3]
-	d.connect(hotRelay, pgRelay)
+	d.connect(pgRelay)
 	owner := d.authors[0]
 	d.open = uuid.NewString()
 	d.private = uuid.NewString()
@@ -88,28 +112,49 @@ func TestDifferential(t *testing.T) {
 		case 2: // the reader joins the private channel
 			d.hotWS[0].MustPublish(owner.Signed(t, event.KindPutUser, eventtest.Channel(d.private),
 				eventtest.Tag("p", d.reader.PubKey), eventtest.Content("r")))
-			// The reading process learns it when its cache of the reader's
-			// channels expires (10 s): without Redis nothing tells it.
-			time.Sleep(11 * time.Second)
+			if rs == nil {
+				// The reading process learns it when its cache of the
+				// reader's channels expires (10 s): without Redis nothing
+				// tells it.
+				time.Sleep(11 * time.Second)
+			} else {
+				time.Sleep(time.Second) // the control message
+			}
 		case 3: // events written outside the relay's ingest
 			d.importEvents(pool)
-		case 4: // the windowed process restarts
-			hotRelay.Stop()
-			hotRelay = relaytest.Start(t, env("150"))
-			d.hot = hotRelay
-			d.connect(hotRelay, pgRelay)
+		case 4: // a windowed process restarts
+			d.hots[0].Stop()
+			d.hots[0] = relaytest.Start(t, env("150"))
+			d.connect(pgRelay)
+		case 5: // Redis restarts; events are written while links are down
+			if rs == nil {
+				break
+			}
+			rs.Restart()
+			d.publish(10)
+			d.reconnected(append([]*relaytest.Relay{pgRelay}, d.hots...))
 		}
 		d.publish(60)
 		for range queries {
 			d.compare(d.filter())
 		}
 	}
-	hits := hotRelay.Metric(t, `buzz_hot_window_reads_total{result="hit"}`)
-	t.Logf("the last process's filters: %v answered by the window, %v beyond its horizon, %v while cold, %v unservable", hits,
-		hotRelay.Metric(t, `buzz_hot_window_reads_total{result="beyond_horizon"}`),
-		hotRelay.Metric(t, `buzz_hot_window_reads_total{result="cold"}`),
-		hotRelay.Metric(t, `buzz_hot_window_reads_total{result="unservable"}`))
+	var hits float64
+	for _, r := range d.hots {
+		hits += r.Metric(t, `buzz_hot_window_reads_total{result="hit"}`)
+		t.Logf("a windowed process's filters: %v answered by the window, %v beyond its horizon, %v while cold, %v unservable",
+			r.Metric(t, `buzz_hot_window_reads_total{result="hit"}`),
+			r.Metric(t, `buzz_hot_window_reads_total{result="beyond_horizon"}`),
+			r.Metric(t, `buzz_hot_window_reads_total{result="cold"}`),
+			r.Metric(t, `buzz_hot_window_reads_total{result="unservable"}`))
+	}
 	require.Positive(t, hits, "the window answered nothing itself")
+	if rs != nil {
+		for _, r := range d.hots {
+			require.Positive(t, r.Metric(t, `buzz_hot_window_reads_total{result="hit"}`),
+				"each windowed process answered some filters itself")
+		}
+	}
 }
 
 type diff struct {
@@ -117,35 +162,52 @@ type diff struct {
 	rng       *rand.Rand
 	host      string
 	community string
-	hot       *relaytest.Relay
-	authors   []eventtest.Key
-	reader    eventtest.Key
-	open      string
-	private   string
-	// hotWS and pgWS are one connection per author to each process;
-	// hotRead and pgRead the reader's.
-	hotWS, pgWS     []*relaytest.WS
-	hotRead, pgRead *relaytest.WS
+	// hots are the windowed processes.
+	hots    []*relaytest.Relay
+	authors []eventtest.Key
+	reader  eventtest.Key
+	open    string
+	private string
+	// hotWS and pgWS are one connection per author, to a windowed process
+	// (author i to hots[i % len(hots)]) and to the process without a
+	// window; hotReads are the reader's, one to each windowed process.
+	hotWS, pgWS []*relaytest.WS
+	hotReads    []*relaytest.WS
+	pgRead      *relaytest.WS
 	// ids are the stored events, for e tags and deletions.
 	ids     []event.Event
 	expires []int64
 	n       int
 }
 
-func (d *diff) connect(hotRelay, pgRelay *relaytest.Relay) {
-	d.hotWS, d.pgWS = nil, nil
-	for _, a := range d.authors {
-		h := hotRelay.Dial(d.t, d.host)
+func (d *diff) connect(pgRelay *relaytest.Relay) {
+	d.hotWS, d.pgWS, d.hotReads = nil, nil, nil
+	for i, a := range d.authors {
+		h := d.hots[i%len(d.hots)].Dial(d.t, d.host)
 		h.Auth(a)
 		p := pgRelay.Dial(d.t, d.host)
 		p.Auth(a)
 		d.hotWS, d.pgWS = append(d.hotWS, h), append(d.pgWS, p)
 	}
-	d.hotRead, d.pgRead = d.hotWS[3], d.pgWS[3]
+	for _, r := range d.hots {
+		h := r.Dial(d.t, d.host)
+		h.Auth(d.reader)
+		d.hotReads = append(d.hotReads, h)
+	}
+	d.pgRead = d.pgWS[3]
 }
 
-// publish sends n random events through the windowed process, each as its
-// author: its OK follows the window's update, so nothing is to wait for.
+// reconnected waits until every process is linked to Redis again.
+func (d *diff) reconnected(relays []*relaytest.Relay) {
+	for _, r := range relays {
+		require.Eventually(d.t, func() bool { return r.Metric(d.t, "buzz_pubsub_connected") == 1 },
+			30*time.Second, 50*time.Millisecond, "a process did not reconnect to Redis")
+	}
+}
+
+// publish sends n random events through the windowed processes, each as
+// its author: its OK follows its own process's window update and its
+// PUBLISH, so nothing is to wait for.
 func (d *diff) publish(n int) {
 	now := time.Now().Unix()
 	for range n {
@@ -262,21 +324,24 @@ func (d *diff) filter() map[string]any {
 	return f
 }
 
-// compare sends f to both processes as the reader and requires the same
-// events in the same order. An expiration passing between the two reads
-// can make them differ for a second: then both are read again.
+// compare sends f as the reader to each windowed process and to the one
+// without a window and requires the same events in the same order. An
+// expiration passing between the reads can make them differ for a second:
+// then they are read again.
 func (d *diff) compare(f map[string]any) {
-	for attempt := 0; ; attempt++ {
-		got := d.answer(d.hotRead, f)
-		want := d.answer(d.pgRead, f)
-		if slices.Equal(got, want) {
-			return
+	for _, hotRead := range d.hotReads {
+		for attempt := 0; ; attempt++ {
+			got := d.answer(hotRead, f)
+			want := d.answer(d.pgRead, f)
+			if slices.Equal(got, want) {
+				break
+			}
+			if attempt < 2 && d.nearExpiry() {
+				time.Sleep(1100 * time.Millisecond)
+				continue
+			}
+			require.Equal(d.t, want, got, "filter %v", f)
 		}
-		if attempt < 2 && d.nearExpiry() {
-			time.Sleep(1100 * time.Millisecond)
-			continue
-		}
-		require.Equal(d.t, want, got, "filter %v", f)
 	}
 }
 
@@ -321,11 +386,17 @@ func envInt(t *testing.T, name string, def int) int {
 func (d *diff) importEvents(pool *pgxpool.Pool) {
 	ctx := context.Background()
 	st := store.New(pool)
-	before := d.hot.Metric(d.t, `buzz_hot_window_resets_total{reason="external"}`)
-	require.NoError(d.t, st.NotifyHotWindow(ctx, d.community))
-	require.Eventually(d.t, func() bool {
-		return d.hot.Metric(d.t, `buzz_hot_window_resets_total{reason="external"}`) > before
-	}, 10*time.Second, 20*time.Millisecond, "the relay did not hear the notification")
+	before := make([]float64, len(d.hots))
+	for i, r := range d.hots {
+		before[i] = r.Metric(d.t, `buzz_hot_window_resets_total{reason="external"}`)
+	}
+	for i, r := range d.hots {
+		require.Eventually(d.t, func() bool {
+			// Again until heard: one sent before a LISTEN began is lost.
+			require.NoError(d.t, st.NotifyHotWindow(ctx, d.community))
+			return r.Metric(d.t, `buzz_hot_window_resets_total{reason="external"}`) > before[i]
+		}, 10*time.Second, 50*time.Millisecond, "a relay did not hear the notification")
+	}
 	now := time.Now().Unix()
 	for i := range 5 {
 		ev := d.authors[0].Signed(d.t, 1, eventtest.At(now-int64(i)), eventtest.Content("imported "+strconv.Itoa(i)),

@@ -96,8 +96,20 @@ type Config struct {
 	Warm WarmFunc
 	// WarmTimeout bounds one warm read. Default 10 s.
 	WarmTimeout time.Duration
-	Metrics     *metrics.Metrics
-	Logger      *slog.Logger
+	// Follow is set when other processes commit to the same communities
+	// (REDIS_URL): it subscribes this process to every commit of the
+	// community they make (the bus's window topic, fed to Committed) and
+	// reports whether the subscription is confirmed; a warm reads
+	// PostgreSQL only after it is. Unfollow undoes one Follow, when the
+	// window goes cold. Nil with one process: it makes every commit.
+	Follow   func(ctx context.Context, community string) bool
+	Unfollow func(community string)
+	// Barrier, set with Follow, returns once every event another process
+	// acknowledged before the call has been given to Committed; a Query
+	// waits for it before it answers, and reads PostgreSQL when it fails.
+	Barrier func(ctx context.Context) error
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 }
 
 // Window is every community's hot window. The zero of *Window (nil) is a
@@ -110,8 +122,9 @@ type Window struct {
 	mu    sync.Mutex
 	comms map[string]*community
 	// enabled is false while the process may miss writes it must follow
-	// (SetEnabled): nothing warms, nothing is answered.
-	enabled atomic.Bool
+	// (SetEnabled): nothing warms, nothing is answered. linked is false
+	// while the bus has a gap (SetLinked); true without a bus.
+	enabled, linked atomic.Bool
 	// epoch is bumped by every ResetAll, so a warm begun before it is
 	// thrown away.
 	epoch atomic.Uint64
@@ -151,8 +164,10 @@ func New(cfg Config) *Window {
 	if cfg.EvictEvery <= 0 {
 		cfg.EvictEvery = DefaultEvictEvery
 	}
-	return &Window{cfg: cfg, log: cfg.Logger.With(slog.String("component", "hot_window")), m: cfg.Metrics,
+	w := &Window{cfg: cfg, log: cfg.Logger.With(slog.String("component", "hot_window")), m: cfg.Metrics,
 		comms: map[string]*community{}}
+	w.linked.Store(true)
+	return w
 }
 
 // state is a community window's state.
@@ -196,6 +211,10 @@ type community struct {
 	lastRead atomic.Int64
 	// heldUntil (unix nanoseconds): no warm starts before it (Hold).
 	heldUntil atomic.Int64
+	// id is the community id; followed is true between a Follow that
+	// succeeded and its Unfollow.
+	id       string
+	followed bool
 }
 
 // tagKey is one indexed tag value: e, p, h (the stored channel, and h
@@ -314,8 +333,8 @@ func distinctKeys(e *Entry) []tagKey {
 	return keys
 }
 
-func newCommunity() *community {
-	return &community{horizon: math.MinInt64, kinds: map[int]*list{}, authors: map[string]*list{},
+func newCommunity(id string) *community {
+	return &community{id: id, horizon: math.MinInt64, kinds: map[int]*list{}, authors: map[string]*list{},
 		tags: map[tagKey]*list{}, ids: map[string]*Entry{}}
 }
 

@@ -2,6 +2,7 @@ package hot
 
 import (
 	"container/heap"
+	"context"
 	"math"
 	"time"
 
@@ -35,8 +36,10 @@ func Servable(f *event.Filter) bool {
 // provably what PostgreSQL would give: the community's window is ready,
 // f is Servable, and the walk ended on its limit or byte bound, on f's
 // since at or after the horizon, or at the end of a window that holds
-// the whole community. A cold window starts warming.
-func (w *Window) Query(communityID string, f *event.Filter, limit, maxBytes int, now int64, keep func(*Entry) bool) (out []*Entry, ok bool) {
+// the whole community. A cold window starts warming. With other
+// processes (Config.Barrier), a ready window first waits for every event
+// they acknowledged before the call, and a failed wait reads PostgreSQL.
+func (w *Window) Query(ctx context.Context, communityID string, f *event.Filter, limit, maxBytes int, now int64, keep func(*Entry) bool) (out []*Entry, ok bool) {
 	if w == nil {
 		return nil, false
 	}
@@ -47,11 +50,18 @@ func (w *Window) Query(communityID string, f *event.Filter, limit, maxBytes int,
 	w.mu.Lock()
 	c := w.comms[communityID]
 	if c == nil {
-		c = newCommunity()
+		c = newCommunity(communityID)
 		w.comms[communityID] = c
 	}
 	w.mu.Unlock()
 	c.lastRead.Store(time.Now().UnixNano())
+	if w.cfg.Barrier != nil && w.isReady(c) {
+		// Outside the lock: the barrier's events are applied under it.
+		if err := w.cfg.Barrier(ctx); err != nil {
+			w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
+			return nil, false
+		}
+	}
 	c.mu.RLock()
 	if c.state != ready {
 		st := c.state
@@ -198,4 +208,10 @@ func (m *merge) next() *Entry {
 		}
 	}
 	return nil
+}
+
+func (w *Window) isReady(c *community) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.state == ready
 }

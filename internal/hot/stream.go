@@ -99,11 +99,24 @@ func (w *Window) Reset(communityID, reason string) {
 	w.gauges()
 }
 
+// coldLocked ends a warm that holds nothing yet (the caller holds c.mu).
+func (w *Window) coldLocked(c *community) {
+	c.state, c.pending = cold, nil
+	if c.followed {
+		c.followed = false
+		w.cfg.Unfollow(c.id)
+	}
+}
+
 // resetLocked is Reset with c.mu held.
 func (w *Window) resetLocked(c *community) {
 	n, b := c.clear()
 	c.state = cold
 	c.gen++
+	if c.followed {
+		c.followed = false
+		w.cfg.Unfollow(c.id)
+	}
 	w.events.Add(-int64(n))
 	w.bytes.Add(-b)
 }
@@ -118,7 +131,7 @@ func (w *Window) Hold(communityID string, until time.Time) {
 	w.mu.Lock()
 	c := w.comms[communityID]
 	if c == nil {
-		c = newCommunity()
+		c = newCommunity(communityID)
 		w.comms[communityID] = c
 	}
 	w.mu.Unlock()
@@ -181,6 +194,20 @@ func (w *Window) SetEnabled(on bool, reason string) {
 	}
 }
 
+// SetLinked records a gap in the bus that carries other processes'
+// commits (down) and its end (up): at a gap every window is reset, since a
+// commit may have been missed, and none warms until the bus is whole
+// again.
+func (w *Window) SetLinked(up bool) {
+	if w == nil {
+		return
+	}
+	w.linked.Store(up)
+	if !up {
+		w.ResetAll("bus_gap")
+	}
+}
+
 // warm starts a warm of c if it is cold and the window is enabled; at most
 // cfg.Communities windows are warm or warming at once, the one read least
 // recently reset to make room, at most once per cfg.EvictEvery: until
@@ -189,7 +216,7 @@ func (w *Window) warm(communityID string, c *community) {
 	// The epoch is read first: a ResetAll after the check below makes
 	// this warm stale.
 	epoch := w.epoch.Load()
-	if !w.enabled.Load() {
+	if !w.enabled.Load() || !w.linked.Load() {
 		return
 	}
 	w.mu.Lock()
@@ -245,6 +272,9 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WarmTimeout)
 	defer cancel()
+	if w.cfg.Follow != nil && !w.follow(ctx, c, gen) {
+		return
+	}
 	// One row more than the window holds: when it comes back, the
 	// community has more than the window, and the horizon starts after
 	// that row's second, so a second is never half held.
@@ -254,14 +284,14 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 	stale := w.epoch.Load() != epoch
 	if c.gen != gen || stale || c.state != warming {
 		if c.gen == gen && c.state == warming {
-			c.state, c.pending = cold, nil
+			w.coldLocked(c)
 		}
 		return
 	}
 	if err != nil {
 		w.log.Warn("hot window warm failed", slog.String("community_id", communityID), slog.String("error", err.Error()))
 		w.m.HotWindow.Warms.WithLabelValues("error").Inc()
-		c.state, c.pending = cold, nil
+		w.coldLocked(c)
 		return
 	}
 	if len(rows) > w.cfg.Events {
@@ -296,4 +326,27 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 func (w *Window) gauges() {
 	w.m.HotWindow.Events.Set(float64(w.events.Load()))
 	w.m.HotWindow.Bytes.Set(float64(w.bytes.Load()))
+}
+
+// follow subscribes to the other processes' commits of c before its warm
+// read, so that every commit after the read's snapshot reaches the window
+// (docs/ARCHITECTURE.md "Hot window"). It reports whether the warm may go
+// on: false when the subscription is not confirmed (c goes cold) or c was
+// reset meanwhile.
+func (w *Window) follow(ctx context.Context, c *community, gen uint64) bool {
+	ok := w.cfg.Follow(ctx, c.id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	current := c.gen == gen && c.state == warming
+	switch {
+	case ok && current:
+		c.followed = true
+		return true
+	case ok:
+		w.cfg.Unfollow(c.id) // reset meanwhile: nothing to hold
+	case current:
+		w.m.HotWindow.Warms.WithLabelValues("error").Inc()
+		c.state, c.pending = cold, nil
+	}
+	return false
 }

@@ -32,6 +32,7 @@ var HotWindowResetReasons = []string{
 	"ambiguous",      // a commit here may have stored an event the stream has not carried
 	"external",       // another program wrote to the community's events
 	"listen_down",    // the LISTEN connection broke: such a write could be missed
+	"bus_gap",        // Redis lost, dropped or failed to carry another process's commits
 }
 
 func newHotWindow(reg prometheus.Registerer) HotWindow {

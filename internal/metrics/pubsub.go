@@ -13,8 +13,9 @@ var (
 	PubSubPublishTopics = []string{"channel", "global", "control"}
 	// PubSubReceiveTopics are the values of
 	// buzz_pubsub_messages_received_total's topic label: the publish
-	// topics and the process's own barrier topic.
-	PubSubReceiveTopics = []string{"channel", "global", "control", "barrier"}
+	// topics, the window topics of the communities whose hot window the
+	// process holds, and the process's own barrier topic.
+	PubSubReceiveTopics = []string{"channel", "global", "window", "control", "barrier"}
 	// ControlOps are the values of buzz_control_messages_total's op label:
 	// the operations of docs/PROTOCOL.md §16.4.
 	ControlOps = []string{"membership", "accessible_all", "visibility", "evict",

@@ -104,6 +104,9 @@ type Message struct {
 	// JSON is the event's NIP-01 object exactly as received, ready to send
 	// to clients.
 	JSON []byte
+	// Channel is, for a message of a window topic (Topic.Window), the
+	// channel the event is stored in, "" for a global event.
+	Channel string
 }
 
 // LinkEvent reports a change in the completeness of live delivery
@@ -350,9 +353,10 @@ func (b *Bus) pool() *redis.Client {
 	return b.client.Load()
 }
 
-// Publish sends an event to the other processes: exactly one PUBLISH of
-// eventJSON (the event's NIP-01 object, as sent to clients) on topic,
-// bounded by PublishTimeout and never retried. Call it after commit and
+// Publish sends a stored event to the other processes: one PUBLISH of
+// eventJSON (the event's NIP-01 object, as sent to clients) on topic and
+// one on its community's WindowTopic, in one round trip, bounded by
+// PublishTimeout and never retried. Call it after commit and
 // local fan-out and before the OK is queued (docs/PROTOCOL.md §16.2). id is the event id,
 // marked in the local-echo set first so this process skips its own echo.
 //
@@ -362,23 +366,28 @@ func (b *Bus) pool() *redis.Client {
 // owes the other processes a gap announcement (gap.go); there is nothing
 // for the caller to do, because an OK means committed, not delivered. The caller's ctx only carries values:
 // its cancellation does not abort a PUBLISH of a committed event.
-func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte) {
-	b.publishEvent(ctx, t, id, eventJSON, true)
+//
+// It reports whether Redis took both PUBLISHes. The caller needs that only
+// for what must not wait for a gap announcement: a process that holds hot
+// windows tells the others through PostgreSQL instead
+// (docs/ARCHITECTURE.md "Hot window").
+func (b *Bus) Publish(ctx context.Context, t Topic, id string, eventJSON []byte) bool {
+	return b.publishEvent(ctx, t, id, eventJSON, true)
 }
 
 // PublishEphemeral is Publish for an ephemeral event (kinds 20000–29999,
-// never stored): a failure owes no gap announcement, because a
-// subscription told to resubscribe could not get the event back from
-// history anyway.
+// never stored), on topic only: a failure owes no gap announcement,
+// because a subscription told to resubscribe could not get the event back
+// from history anyway, and no hot window holds it.
 func (b *Bus) PublishEphemeral(ctx context.Context, t Topic, id string, eventJSON []byte) {
 	b.publishEvent(ctx, t, id, eventJSON, false)
 }
 
-func (b *Bus) publishEvent(ctx context.Context, t Topic, id string, eventJSON []byte, stored bool) {
+func (b *Bus) publishEvent(ctx context.Context, t Topic, id string, eventJSON []byte, stored bool) bool {
 	label := t.metricLabel()
 	if !t.Valid() {
 		b.publishFailed(label, t.String(), errors.New("invalid topic"))
-		return
+		return false
 	}
 	failed := func(err error) {
 		if stored {
@@ -389,15 +398,23 @@ func (b *Bus) publishEvent(ctx context.Context, t Topic, id string, eventJSON []
 	client := b.pool()
 	if client == nil {
 		failed(ErrDisconnected)
-		return
+		return false
 	}
 	// The mark stays even when the PUBLISH fails: Redis may have run it
 	// before the error (a reset after the write), and a mark costs nothing
 	// but expires with the set's 60 s.
 	b.echo.Mark(t.Community, id)
-	if err := publish(ctx, client, t.String(), eventJSON); err != nil {
-		failed(err)
+	var err error
+	if stored {
+		err = publishTwice(ctx, client, t.String(), eventJSON, WindowTopic(t.Community).String(), windowPayload(t.Channel, eventJSON))
+	} else {
+		err = publish(ctx, client, t.String(), eventJSON)
 	}
+	if err != nil {
+		failed(err)
+		return false
+	}
+	return true
 }
 
 // publish runs one PUBLISH bounded by PublishTimeout.
@@ -405,6 +422,33 @@ func publish(ctx context.Context, client *redis.Client, topic string, payload an
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PublishTimeout)
 	defer cancel()
 	return client.Publish(ctx, topic, payload).Err()
+}
+
+// publishTwice runs a PUBLISH of payload on topic, then one of
+// windowPayload on window, in one round trip bounded by PublishTimeout.
+// Redis runs them in that order.
+func publishTwice(ctx context.Context, client *redis.Client, topic string, payload []byte, window string, windowPayload []byte) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PublishTimeout)
+	defer cancel()
+	_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Publish(ctx, topic, payload)
+		p.Publish(ctx, window, windowPayload)
+		return nil
+	})
+	return err
+}
+
+// windowPayload is a window topic message (docs/PROTOCOL.md §16.1):
+// {"channel_id":"<channel id, or empty for a global event>","event":<the event's JSON>}.
+// The channel travels with the event because one topic carries every
+// channel of the community.
+func windowPayload(channel string, eventJSON []byte) []byte {
+	out := make([]byte, 0, len(eventJSON)+len(channel)+28)
+	out = append(out, `{"channel_id":"`...)
+	out = append(out, channel...)
+	out = append(out, `","event":`...)
+	out = append(out, eventJSON...)
+	return append(out, '}')
 }
 
 func (b *Bus) publishFailed(label, topic string, err error) {

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -43,6 +44,18 @@ func (b *Bus) handleEvent(name, payload string) {
 		return
 	}
 	raw := []byte(payload)
+	var channel string
+	if t.Window {
+		var msg struct {
+			Channel string          `json:"channel_id"`
+			Event   json.RawMessage `json:"event"`
+		}
+		if err := json.Unmarshal(raw, &msg); err != nil || (msg.Channel != "" && !isUUID(msg.Channel)) {
+			b.drop(name, "not a window message")
+			return
+		}
+		raw, channel = msg.Event, msg.Channel
+	}
 	ev, err := event.Parse(raw)
 	if err != nil {
 		b.drop(name, "not an event: "+err.Error())
@@ -58,7 +71,7 @@ func (b *Bus) handleEvent(name, payload string) {
 	}
 	b.m.FanoutTotal.Inc()
 	if b.cfg.DeliverFunc != nil {
-		b.cfg.DeliverFunc(Message{Topic: t, Event: &ev, JSON: raw})
+		b.cfg.DeliverFunc(Message{Topic: t, Event: &ev, JSON: raw, Channel: channel})
 	}
 }
 

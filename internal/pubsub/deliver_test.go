@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 )
 
@@ -49,6 +50,44 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, ev.ID, got.Event.ID)
 		require.True(t, got.Topic.Global())
 		require.Equal(t, 1.0, counter(t, bundle.b.metrics.PubSub.MessagesReceived.WithLabelValues("global")))
+	})
+
+	// A stored event goes a second time on its community's window topic,
+	// with its channel; an ephemeral one does not. The window topic is
+	// subscribed like any other (docs/PROTOCOL.md §16.1).
+	t.Run("WindowTopic", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		topic := newTopic()
+		window := WindowTopic(topic.Community)
+		require.Equal(t, "buzz:"+topic.Community+":window", window.String())
+		bundle.b.retain(t, window)
+		require.True(t, bundle.b.Subscribed(window))
+		require.False(t, bundle.b.Subscribed(topic), "not retained")
+		ev := bundle.a.publish(t, topic)
+		got := bundle.b.next(t)
+		require.Equal(t, ev.ID, got.Event.ID)
+		require.Equal(t, window, got.Topic)
+		require.Equal(t, topic.Channel, got.Channel, "the stored channel travels with the event")
+		require.JSONEq(t, string(ev.AppendJSON(nil)), string(got.JSON))
+		require.Equal(t, 1.0, counter(t, bundle.b.metrics.PubSub.MessagesReceived.WithLabelValues("window")))
+
+		global := bundle.a.publish(t, GlobalTopic(topic.Community))
+		got = bundle.b.next(t)
+		require.Equal(t, global.ID, got.Event.ID)
+		require.Empty(t, got.Channel)
+
+		eph := newEvent(func(e *event.Event) { e.Kind = 20001 })
+		bundle.a.PublishEphemeral(ctx, topic, eph.ID, eph.AppendJSON(nil))
+		bundle.b.barrier(t)
+		bundle.b.requireNoDelivery(t)
+
+		// A window message must carry a channel id or nothing.
+		require.NoError(t, bundle.rc.Publish(ctx, window.String(), `{"channel_id":"general","event":`+string(ev.AppendJSON(nil))+`}`).Err())
+		require.NoError(t, bundle.rc.Publish(ctx, window.String(), ev.AppendJSON(nil)).Err())
+		bundle.b.barrier(t)
+		bundle.b.requireNoDelivery(t)
+		require.Equal(t, 2.0, counter(t, bundle.b.metrics.PubSub.InvalidMessages))
 	})
 
 	t.Run("InOrder", func(t *testing.T) {

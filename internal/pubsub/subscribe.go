@@ -146,3 +146,15 @@ func (b *Bus) takeOps() []op {
 	b.ops = nil
 	return ops
 }
+
+// Subscribed reports whether topic is retained and Redis has confirmed its
+// SUBSCRIBE on the current connection: from then on every message
+// published on it reaches DeliverFunc, until a LinkEvent says otherwise.
+// A Retain's channel also closes on ConfirmTimeout or a lost link; this
+// tells those apart.
+func (b *Bus) Subscribed(t Topic) bool {
+	name := t.String()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.topics[name] != nil && b.state == linkUp && b.inflight[name] == 0
+}

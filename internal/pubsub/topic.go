@@ -15,6 +15,7 @@ const (
 	topicPrefix    = "buzz:"
 	channelInfix   = ":channel:"
 	globalSuffix   = ":global"
+	windowSuffix   = ":window"
 	barrierPrefix  = "buzz:barrier:"
 	presenceInfix  = ":presence:"
 	uuidLen        = 36
@@ -29,11 +30,16 @@ var ErrInvalidTopic = errors.New("not an event topic")
 // for a channel event, its channel. Both are lowercase hyphenated UUIDs,
 // never host names (a host can have aliases). The zero Channel means the
 // community's global topic, which carries every event without a channel.
+// Window marks the community's window topic, which carries every stored
+// event of the community a second time, for the processes that hold its
+// hot window (docs/ARCHITECTURE.md "Hot window").
 type Topic struct {
 	// Community is the community id.
 	Community string
-	// Channel is the channel id; "" for the global topic.
+	// Channel is the channel id; "" for the global and window topics.
 	Channel string
+	// Window is true for the window topic.
+	Window bool
 }
 
 // ChannelTopic is the topic of the events of channel in community.
@@ -44,9 +50,17 @@ func ChannelTopic(community, channel string) Topic {
 // GlobalTopic is the topic of community's events without a channel.
 func GlobalTopic(community string) Topic { return Topic{Community: community} }
 
-// String is the Redis topic name: buzz:{community}:channel:{channel} or
-// buzz:{community}:global. It does not check the ids; Valid does.
+// WindowTopic is the topic of every stored event of community, whatever
+// its channel.
+func WindowTopic(community string) Topic { return Topic{Community: community, Window: true} }
+
+// String is the Redis topic name: buzz:{community}:channel:{channel},
+// buzz:{community}:global or buzz:{community}:window. It does not check
+// the ids; Valid does.
 func (t Topic) String() string {
+	if t.Window {
+		return topicPrefix + t.Community + windowSuffix
+	}
 	if t.Channel == "" {
 		return topicPrefix + t.Community + globalSuffix
 	}
@@ -54,17 +68,20 @@ func (t Topic) String() string {
 }
 
 // Global reports whether t is a community's global topic.
-func (t Topic) Global() bool { return t.Channel == "" }
+func (t Topic) Global() bool { return t.Channel == "" && !t.Window }
 
 // Valid reports whether the community and (when set) the channel are
 // lowercase hyphenated UUIDs, so that String round-trips through
 // ParseTopic.
 func (t Topic) Valid() bool {
-	return isUUID(t.Community) && (t.Channel == "" || isUUID(t.Channel))
+	return isUUID(t.Community) && (t.Channel == "" || isUUID(t.Channel) && !t.Window)
 }
 
 // metricLabel is the topic label of the publish and receive metrics.
 func (t Topic) metricLabel() string {
+	if t.Window {
+		return "window"
+	}
 	if t.Global() {
 		return "global"
 	}
@@ -86,6 +103,9 @@ func ParseTopic(name string) (Topic, error) {
 	t := Topic{Community: rest[:uuidLen]}
 	switch scope := rest[uuidLen:]; {
 	case scope == globalSuffix:
+		return t, nil
+	case scope == windowSuffix:
+		t.Window = true
 		return t, nil
 	case strings.HasPrefix(scope, channelInfix) && isUUID(scope[len(channelInfix):]):
 		t.Channel = scope[len(channelInfix):]
@@ -114,6 +134,8 @@ func receiveLabel(name string) string {
 		return "barrier"
 	case strings.HasSuffix(name, globalSuffix):
 		return "global"
+	case strings.HasSuffix(name, windowSuffix):
+		return "window"
 	}
 	return "channel"
 }

@@ -22,7 +22,7 @@ func TestTopic(t *testing.T) {
 
 	t.Run("ParseRoundTrips", func(t *testing.T) {
 		t.Parallel()
-		for _, topic := range []Topic{ChannelTopic(c, ch), GlobalTopic(c)} {
+		for _, topic := range []Topic{ChannelTopic(c, ch), GlobalTopic(c), WindowTopic(c)} {
 			got, err := ParseTopic(topic.String())
 			require.NoError(t, err)
 			require.Equal(t, topic, got)
@@ -39,6 +39,8 @@ func TestTopic(t *testing.T) {
 			"buzz:" + strings.ReplaceAll(c, "-", "") + ":global",
 			"buzz:" + c + ":global:",
 			"buzz:" + c + ":globalx",
+			"buzz:" + c + ":window:",
+			"buzz:" + c + ":window:" + ch,
 			"buzz:" + c + ":channel:",
 			"buzz:" + c + ":channel:" + strings.ToUpper(ch),
 			"buzz:" + c + ":channel:" + ch + "x",
@@ -58,6 +60,8 @@ func TestTopic(t *testing.T) {
 		require.False(t, GlobalTopic("not-a-uuid").Valid())
 		require.False(t, ChannelTopic(c, strings.ToUpper(ch)).Valid())
 		require.False(t, Topic{}.Valid())
+		require.False(t, Topic{Community: c, Channel: ch, Window: true}.Valid(), "a window topic has no channel")
+		require.False(t, WindowTopic(c).Global())
 	})
 
 	t.Run("ReceiveLabels", func(t *testing.T) {

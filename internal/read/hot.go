@@ -31,7 +31,7 @@ func (r *Read) fromHot(ctx context.Context, f *event.Filter, maxBytes int) (rows
 	chans, named := r.channelScope(f)
 	sc, acc := r.req.Scope, r.acc
 	rf := newRowFilter(f)
-	entries, ok := w.Query(sc.CommunityID, f, limit, maxBytes, time.Now().Unix(), func(e *hot.Entry) bool {
+	entries, ok := w.Query(ctx, sc.CommunityID, f, limit, maxBytes, time.Now().Unix(), func(e *hot.Entry) bool {
 		if named && !slices.Contains(chans, e.Channel) {
 			return false // a named scope holds its channels only, never a global event
 		}
