@@ -176,10 +176,12 @@ func TestScaleOutRedisOutage(t *testing.T) {
 // Redis holds exactly the topics the processes need, by exact
 // name: the control topic, one barrier topic per process, and the channel
 // and global topics of live subscriptions, named by community id; never a
-// pattern subscription.
+// pattern subscription. The hot window is off here: a warm window adds its
+// community's window topic (internal/pubsub TestDeliver/WindowTopic,
+// internal/hot TestDifferentialRedis) on its own schedule.
 func TestScaleOutExactTopics(t *testing.T) {
 	t.Parallel()
-	s := startScaleOut(t, nil)
+	s := startScaleOut(t, map[string]string{"BUZZ_HOT_WINDOW_EVENTS": "0"})
 	monitor := s.redis.Monitor()
 	rc := s.redis.Client()
 	ctx := context.Background()

@@ -325,14 +325,14 @@ func (d *diff) filter() map[string]any {
 }
 
 // compare sends f as the reader to each windowed process and to the one
-// without a window and requires the same events in the same order. An
-// expiration passing between the reads can make them differ for a second:
-// then they are read again.
+// without a window, as a REQ and as a COUNT, and requires the same events
+// in the same order and the same count. An expiration passing between the
+// reads can make them differ for a second: then they are read again.
 func (d *diff) compare(f map[string]any) {
 	for _, hotRead := range d.hotReads {
 		for attempt := 0; ; attempt++ {
-			got := d.answer(hotRead, f)
-			want := d.answer(d.pgRead, f)
+			got := append(d.answer(hotRead, f), d.count(hotRead, f))
+			want := append(d.answer(d.pgRead, f), d.count(d.pgRead, f))
 			if slices.Equal(got, want) {
 				break
 			}
@@ -341,6 +341,26 @@ func (d *diff) compare(f map[string]any) {
 				continue
 			}
 			require.Equal(d.t, want, got, "filter %v", f)
+		}
+	}
+}
+
+// count is a COUNT's answer, or its CLOSED.
+func (d *diff) count(ws *relaytest.WS, f map[string]any) string {
+	sub := "c" + strconv.Itoa(d.rng.IntN(1<<30))
+	ws.Send("COUNT", sub, f)
+	for {
+		msg := ws.Next()
+		if len(msg) < 2 || msg[1] != sub {
+			continue
+		}
+		switch msg[0] {
+		case "COUNT":
+			b, err := json.Marshal(msg[2])
+			require.NoError(d.t, err)
+			return "COUNT " + string(b)
+		case "CLOSED":
+			return fmt.Sprintf("CLOSED %v", msg[2])
 		}
 	}
 }

@@ -43,9 +43,60 @@ func (w *Window) Query(ctx context.Context, communityID string, f *event.Filter,
 	if w == nil {
 		return nil, false
 	}
-	if !Servable(f) || limit <= 0 {
+	if limit <= 0 {
 		w.m.HotWindow.Reads.WithLabelValues("unservable").Inc()
 		return nil, false
+	}
+	c := w.open(ctx, communityID, f)
+	if c == nil {
+		return nil, false
+	}
+	defer c.mu.RUnlock()
+	out, ok = c.walk(f, limit, maxBytes, now, keep)
+	w.proved(ok)
+	return out, ok
+}
+
+// Count answers a COUNT filter from the window: how many of f's
+// candidates keep accepts (keep is, as for Query, the reader's whole
+// visibility decision, and expired entries are never offered). ok is
+// false, and the caller counts in PostgreSQL, unless the count is
+// provably PostgreSQL's: the window is ready, f is Servable, and the
+// window holds every event f can match, because it holds the whole
+// community or f's since is at or after the horizon. Same waits and
+// warms as Query.
+func (w *Window) Count(ctx context.Context, communityID string, f *event.Filter, now int64, keep func(*Entry) bool) (n int64, ok bool) {
+	c := w.open(ctx, communityID, f)
+	if c == nil {
+		return 0, false
+	}
+	defer c.mu.RUnlock()
+	if ok = c.horizon == math.MinInt64 || (f.Since != nil && *f.Since >= c.horizon); ok {
+		it := c.candidates(f)
+		for e := it.next(); e != nil; e = it.next() {
+			if f.Since != nil && e.Event.CreatedAt < *f.Since {
+				break
+			}
+			if c.matches(f, e, now) && keep(e) {
+				n++
+			}
+		}
+	}
+	w.proved(ok)
+	return n, ok
+}
+
+// open is the community's window, ready and read-locked, for a Servable
+// f; nil (counted) when f is not Servable or the window is not ready,
+// which starts a warm of a cold one. With Config.Barrier it first waits
+// for the other processes' acknowledged events.
+func (w *Window) open(ctx context.Context, communityID string, f *event.Filter) *community {
+	if w == nil {
+		return nil
+	}
+	if !Servable(f) {
+		w.m.HotWindow.Reads.WithLabelValues("unservable").Inc()
+		return nil
 	}
 	w.mu.Lock()
 	c := w.comms[communityID]
@@ -59,7 +110,7 @@ func (w *Window) Query(ctx context.Context, communityID string, f *event.Filter,
 		// Outside the lock: the barrier's events are applied under it.
 		if err := w.cfg.Barrier(ctx); err != nil {
 			w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
-			return nil, false
+			return nil
 		}
 	}
 	c.mu.RLock()
@@ -70,16 +121,18 @@ func (w *Window) Query(ctx context.Context, communityID string, f *event.Filter,
 			w.warm(communityID, c)
 		}
 		w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
-		return nil, false
+		return nil
 	}
-	defer c.mu.RUnlock()
-	out, ok = c.walk(f, limit, maxBytes, now, keep)
+	return c
+}
+
+// proved counts a walk's outcome.
+func (w *Window) proved(ok bool) {
 	if ok {
 		w.m.HotWindow.Reads.WithLabelValues("hit").Inc()
 	} else {
 		w.m.HotWindow.Reads.WithLabelValues("beyond_horizon").Inc()
 	}
-	return out, ok
 }
 
 // walk is Query on a ready window (the caller holds c.mu for reading).
@@ -88,17 +141,10 @@ func (c *community) walk(f *event.Filter, limit, maxBytes int, now int64, keep f
 	bytes := 0
 	it := c.candidates(f)
 	for e := it.next(); e != nil; e = it.next() {
-		at := e.Event.CreatedAt
-		if f.Until != nil && at > *f.Until {
-			continue
-		}
-		if f.Since != nil && at < *f.Since {
+		if f.Since != nil && e.Event.CreatedAt < *f.Since {
 			return out, true
 		}
-		if e.Expires != 0 && e.Expires <= now {
-			continue
-		}
-		if !keep(e) {
+		if !c.matches(f, e, now) || !keep(e) {
 			continue
 		}
 		out = append(out, e)
@@ -108,6 +154,15 @@ func (c *community) walk(f *event.Filter, limit, maxBytes int, now int64, keep f
 		}
 	}
 	return out, c.horizon == math.MinInt64 || (f.Since != nil && *f.Since >= c.horizon)
+}
+
+// matches reports whether e is within f's until and not expired at now;
+// since, and everything else f asks, the caller and keep decide.
+func (c *community) matches(f *event.Filter, e *Entry, now int64) bool {
+	if f.Until != nil && e.Event.CreatedAt > *f.Until {
+		return false
+	}
+	return e.Expires == 0 || e.Expires > now
 }
 
 // candidates is the merge, newest first, of the lookup lists of f's most

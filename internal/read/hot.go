@@ -28,15 +28,7 @@ func (r *Read) fromHot(ctx context.Context, f *event.Filter, maxBytes int) (rows
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
 	}
-	chans, named := r.channelScope(f)
-	sc, acc := r.req.Scope, r.acc
-	rf := newRowFilter(f)
-	entries, ok := w.Query(ctx, sc.CommunityID, f, limit, maxBytes, time.Now().Unix(), func(e *hot.Entry) bool {
-		if named && !slices.Contains(chans, e.Channel) {
-			return false // a named scope holds its channels only, never a global event
-		}
-		return rf.visibleEvent(sc, acc, &e.Event, e.Channel)
-	})
+	entries, ok := w.Query(ctx, r.req.CommunityID, f, limit, maxBytes, time.Now().Unix(), r.hotKeep(f))
 	if !ok {
 		return nil, false, nil
 	}
@@ -45,4 +37,37 @@ func (r *Read) fromHot(ctx context.Context, f *event.Filter, maxBytes int) (rows
 		rows[i] = Row{Event: e.Event, Channel: e.Channel, JSON: e.JSON}
 	}
 	return rows, true, nil
+}
+
+// countHot answers one COUNT filter over the WebSocket from the hot window
+// when the window holds every event it can match and COUNT(*) is exact
+// for it in PostgreSQL (fastPath): then both count the same rows. ok false
+// counts in PostgreSQL.
+func (r *Read) countHot(ctx context.Context, f *event.Filter) (n int64, ok bool, err error) {
+	w := r.e.cfg.Hot
+	if w == nil || r.req.Surface != SurfaceCOUNT || !fastPath(r.req.Scope, f) {
+		return 0, false, nil
+	}
+	if hook := r.e.cfg.QueryHookFunc; hook != nil {
+		if err := hook(ctx, f); err != nil {
+			return 0, false, err
+		}
+	}
+	n, ok = w.Count(ctx, r.req.CommunityID, f, time.Now().Unix(), r.hotKeep(f))
+	return n, ok, nil
+}
+
+// hotKeep is the reader's visibility of a window entry for f: the same
+// channel scope (channelScope) and the same decision (rowFilter.visibleEvent)
+// as PostgreSQL's rows get.
+func (r *Read) hotKeep(f *event.Filter) func(*hot.Entry) bool {
+	chans, named := r.channelScope(f)
+	sc, acc := r.req.Scope, r.acc
+	rf := newRowFilter(f)
+	return func(e *hot.Entry) bool {
+		if named && !slices.Contains(chans, e.Channel) {
+			return false // a named scope holds its channels only, never a global event
+		}
+		return rf.visibleEvent(sc, acc, &e.Event, e.Channel)
+	}
 }

@@ -268,7 +268,10 @@ func (r *Read) count(ctx context.Context) (int64, error) {
 		if named && len(chans) == 0 {
 			continue
 		}
-		n, err := r.e.count(ctx, r.req.Scope, r.acc, f, chans, named)
+		n, hit, err := r.countHot(ctx, f)
+		if !hit && err == nil {
+			n, err = r.e.count(ctx, r.req.Scope, r.acc, f, chans, named)
+		}
 		if errors.Is(err, errCountTooBroad) {
 			return 0, refuse(CodeCountTooBroad, wire.MsgCountTooBroad)
 		}
