@@ -183,7 +183,7 @@ func TestNew(t *testing.T) {
 		require.Len(t, got["buzz_auth_failures_total"].GetMetric(), 5)
 		require.Len(t, got["buzz_events_stored_total"].GetMetric(), len(acceptedKinds)+2)
 		require.Len(t, got["buzz_pubsub_publish_errors_total"].GetMetric(), 3)
-		require.Len(t, got["buzz_pubsub_messages_received_total"].GetMetric(), 4)
+		require.Len(t, got["buzz_pubsub_messages_received_total"].GetMetric(), len(PubSubReceiveTopics))
 		require.Len(t, got["buzz_control_messages_total"].GetMetric(), len(ControlOps)*2)
 		require.Len(t, got["buzz_operator_listener_deliveries_total"].GetMetric(), 3)
 		require.Len(t, got["buzz_operator_listener_reaped_total"].GetMetric(), 2)
