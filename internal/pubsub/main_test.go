@@ -63,7 +63,7 @@ func (tb *testBus) started(t *testing.T) {
 }
 
 // startBus starts a Bus on url; edit may change its Config first.
-func startBus(t *testing.T, url string, edit func(*Config)) *testBus {
+func startBus(t testing.TB, url string, edit func(*Config)) *testBus {
 	t.Helper()
 	tb := &testBus{
 		metrics:   metrics.New(prometheus.NewPedanticRegistry()),
