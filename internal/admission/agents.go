@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Bounds of the agent cache.
@@ -29,9 +31,12 @@ type agentEntry struct {
 }
 
 // agentCache remembers who is an agent. A failed lookup counts the pubkey
-// as a human (the smaller budgets) and is not cached.
+// as a human (the smaller budgets) and is not cached. Concurrent misses of
+// one pubkey share one lookup: a key that opens many sockets or bridge
+// calls at once costs one query, not one each.
 type agentCache struct {
 	lookup func(ctx context.Context, communityID, pubkey string) (bool, error)
+	flight singleflight.Group
 
 	mu      sync.Mutex
 	entries map[agentKey]agentEntry
@@ -53,9 +58,12 @@ func (c *agentCache) isAgent(ctx context.Context, log *slog.Logger, communityID,
 	if ok && now.Before(e.until) {
 		return e.agent
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentLookupTimeout)
-	agent, err := c.lookup(ctx, communityID, pubkey)
-	cancel()
+	v, err, _ := c.flight.Do(communityID+"/"+pubkey, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentLookupTimeout)
+		defer cancel()
+		return c.lookup(ctx, communityID, pubkey)
+	})
+	agent, _ := v.(bool)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/admission"
@@ -208,6 +209,36 @@ func TestLimiter(t *testing.T) {
 		b.clock.Add(admission.AgentCacheTTL)
 		spend(t, b, 4, admission.Messages, "c1", agent)
 		require.Equal(t, int64(3), b.lookups.Load(), "looked up again after the cache's 60 s")
+	})
+
+	// Many charges of one new pubkey at once (a key opening many sockets
+	// or bridge calls together) share one lookup.
+	t.Run("ConcurrentMissesShareOneLookup", func(t *testing.T) {
+		t.Parallel()
+		var lookups atomic.Int64
+		release := make(chan struct{})
+		l, err := admission.New(admission.Config{
+			Quotas: admission.Quotas{HumanMessagesPerMin: 100, AgentMessagesPerMin: 200}, Metrics: metrics.Disabled(),
+			AgentFunc: func(context.Context, string, string) (bool, error) {
+				lookups.Add(1)
+				<-release
+				return false, nil
+			},
+		})
+		require.NoError(t, err)
+		t.Cleanup(l.Close)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				d := l.Charge(context.Background(), admission.Charge{Limit: admission.Messages, CommunityID: "c1", Pubkey: human, Transport: "ws"})
+				assert.True(t, d.Allowed)
+			})
+		}
+		require.Eventually(t, func() bool { return lookups.Load() > 0 }, 5*time.Second, time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the other charges reach the lookup meanwhile
+		close(release)
+		wg.Wait()
+		require.Equal(t, int64(1), lookups.Load(), "one lookup for twenty concurrent misses")
 	})
 
 	t.Run("AgentLookupFailsAsHuman", func(t *testing.T) {
