@@ -71,13 +71,13 @@ func (w *Window) Count(ctx context.Context, communityID string, f *event.Filter,
 		return 0, false
 	}
 	defer c.mu.RUnlock()
-	if ok = c.horizon == math.MinInt64 || (f.Since != nil && *f.Since >= c.horizon); ok {
+	if ok = c.holdsAllFrom(f.Since); ok {
 		it := c.candidates(f)
 		for e := it.next(); e != nil; e = it.next() {
 			if f.Since != nil && e.Event.CreatedAt < *f.Since {
 				break
 			}
-			if c.matches(f, e, now) && keep(e) {
+			if inRange(f, e, now) && keep(e) {
 				n++
 			}
 		}
@@ -144,7 +144,7 @@ func (c *community) walk(f *event.Filter, limit, maxBytes int, now int64, keep f
 		if f.Since != nil && e.Event.CreatedAt < *f.Since {
 			return out, true
 		}
-		if !c.matches(f, e, now) || !keep(e) {
+		if !inRange(f, e, now) || !keep(e) {
 			continue
 		}
 		out = append(out, e)
@@ -153,12 +153,19 @@ func (c *community) walk(f *event.Filter, limit, maxBytes int, now int64, keep f
 			return out, true
 		}
 	}
-	return out, c.horizon == math.MinInt64 || (f.Since != nil && *f.Since >= c.horizon)
+	return out, c.holdsAllFrom(f.Since)
 }
 
-// matches reports whether e is within f's until and not expired at now;
+// holdsAllFrom reports whether the window holds every live event of a
+// window kind from since on (nil: from the beginning): it holds the whole
+// community, or since is at or after the horizon.
+func (c *community) holdsAllFrom(since *int64) bool {
+	return c.horizon == math.MinInt64 || (since != nil && *since >= c.horizon)
+}
+
+// inRange reports whether e is within f's until and not expired at now;
 // since, and everything else f asks, the caller and keep decide.
-func (c *community) matches(f *event.Filter, e *Entry, now int64) bool {
+func inRange(f *event.Filter, e *Entry, now int64) bool {
 	if f.Until != nil && e.Event.CreatedAt > *f.Until {
 		return false
 	}

@@ -102,6 +102,11 @@ func (w *Window) Reset(communityID, reason string) {
 // coldLocked ends a warm that holds nothing yet (the caller holds c.mu).
 func (w *Window) coldLocked(c *community) {
 	c.state, c.pending = cold, nil
+	w.unfollowLocked(c)
+}
+
+// unfollowLocked undoes c's Follow, if it has one (the caller holds c.mu).
+func (w *Window) unfollowLocked(c *community) {
 	if c.followed {
 		c.followed = false
 		w.cfg.Unfollow(c.id)
@@ -113,10 +118,7 @@ func (w *Window) resetLocked(c *community) {
 	n, b := c.clear()
 	c.state = cold
 	c.gen++
-	if c.followed {
-		c.followed = false
-		w.cfg.Unfollow(c.id)
-	}
+	w.unfollowLocked(c)
 	w.events.Add(-int64(n))
 	w.bytes.Add(-b)
 }
