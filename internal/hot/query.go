@@ -47,7 +47,7 @@ func (w *Window) Query(ctx context.Context, communityID string, f *event.Filter,
 		w.m.HotWindow.Reads.WithLabelValues("unservable").Inc()
 		return nil, false
 	}
-	c := w.open(ctx, communityID, f)
+	c := w.open(ctx, communityID, f, true)
 	if c == nil {
 		return nil, false
 	}
@@ -63,10 +63,11 @@ func (w *Window) Query(ctx context.Context, communityID string, f *event.Filter,
 // false, and the caller counts in PostgreSQL, unless the count is
 // provably PostgreSQL's: the window is ready, f is Servable, and the
 // window holds every event f can match, because it holds the whole
-// community or f's since is at or after the horizon. Same waits and
-// warms as Query.
+// community or f's since is at or after the horizon. Same wait as
+// Query, but a cold window stays cold: REQs warm windows, a COUNT (the
+// cheap request a flood repeats) never starts a warm read.
 func (w *Window) Count(ctx context.Context, communityID string, f *event.Filter, now int64, keep func(*Entry) bool) (n int64, ok bool) {
-	c := w.open(ctx, communityID, f)
+	c := w.open(ctx, communityID, f, false)
 	if c == nil {
 		return 0, false
 	}
@@ -88,9 +89,9 @@ func (w *Window) Count(ctx context.Context, communityID string, f *event.Filter,
 
 // open is the community's window, ready and read-locked, for a Servable
 // f; nil (counted) when f is not Servable or the window is not ready,
-// which starts a warm of a cold one. With Config.Barrier it first waits
+// which starts a warm of a cold one when warm is true. With Config.Barrier it first waits
 // for the other processes' acknowledged events.
-func (w *Window) open(ctx context.Context, communityID string, f *event.Filter) *community {
+func (w *Window) open(ctx context.Context, communityID string, f *event.Filter, warm bool) *community {
 	if w == nil {
 		return nil
 	}
@@ -117,7 +118,7 @@ func (w *Window) open(ctx context.Context, communityID string, f *event.Filter) 
 	if c.state != ready {
 		st := c.state
 		c.mu.RUnlock()
-		if st == cold {
+		if st == cold && warm {
 			w.warm(communityID, c)
 		}
 		w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
