@@ -277,6 +277,36 @@ func (w *WS) Publish(ev event.Event) (bool, string) {
 	}
 }
 
+// PublishWithin sends an EVENT and returns its OK, skipping other frames,
+// waiting up to d for it. It reports failures as an error instead of
+// failing the test, so it can run on a goroutine of its own.
+func (w *WS) PublishWithin(ev event.Event, d time.Duration) (bool, string, error) {
+	b, err := json.Marshal([]any{"EVENT", ev})
+	if err != nil {
+		return false, "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := w.C.Write(ctx, websocket.MessageText, b); err != nil {
+		return false, "", fmt.Errorf("send EVENT: %w", err)
+	}
+	for {
+		_, frame, err := w.C.Read(ctx)
+		if err != nil {
+			return false, "", fmt.Errorf("OK of %s: %w", ev.ID, err)
+		}
+		var msg []any
+		if err := json.Unmarshal(frame, &msg); err != nil {
+			return false, "", fmt.Errorf("frame %q: %w", frame, err)
+		}
+		if len(msg) == 4 && msg[0] == "OK" && msg[1] == ev.ID {
+			ok, _ := msg[2].(bool)
+			text, _ := msg[3].(string)
+			return ok, text, nil
+		}
+	}
+}
+
 // MustPublish publishes and requires OK true with an empty message.
 func (w *WS) MustPublish(ev event.Event) {
 	w.t.Helper()
