@@ -135,8 +135,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		return nil, err
 	}
 	services.PubSub = fan.bus
-	hw := newHotWindow(cfg, st, m, log, fan.bus)
-	reader := read.New(read.Config{Pool: db.Pool, Metrics: m, Logger: log, Hot: hw,
+	var reader *read.Engine // the warm's read share; built next, before any read
+	hw := newHotWindow(cfg, st, m, log, fan.bus, func(ctx context.Context) (func(), error) { return reader.Background(ctx) })
+	reader = read.New(read.Config{Pool: db.Pool, Metrics: m, Logger: log, Hot: hw,
 		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
 		RelayKey: relayKey, Caps: readCaps(cfg), Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes,
 		SearchRankWindow: cfg.SearchRankWindow})

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -27,11 +28,15 @@ import (
 const HotWindowHold = 5 * time.Second
 
 // newHotWindow is the process's hot window, nil when
-// BUZZ_HOT_WINDOW_EVENTS is 0. Its warm read runs on the writer. With a
+// BUZZ_HOT_WINDOW_EVENTS is 0. Its warm read runs on the writer under one
+// of the process's read shares, which share takes (read.Engine.Background),
+// so a flood of REQs that warm windows cannot take the connections kept
+// for ingest. With a
 // bus (REDIS_URL), each warm window follows its community's window topic,
 // which carries the other processes' commits, and a read from it waits
 // for the delivery barrier first (docs/ARCHITECTURE.md "Hot window").
-func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *slog.Logger, bus *pubsub.Bus) *hot.Window {
+func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *slog.Logger, bus *pubsub.Bus,
+	share func(context.Context) (func(), error)) *hot.Window {
 	h := cfg.HotWindow
 	var (
 		follow   func(context.Context, string) bool
@@ -58,6 +63,11 @@ func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *s
 		WarmTimeout: cfg.Reads.StatementTimeout, Metrics: m, Logger: log,
 		Follow: follow, Unfollow: unfollow, Barrier: barrier,
 		Warm: func(ctx context.Context, community string, n int) ([]*hot.Entry, error) {
+			release, err := share(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("read share: %w", err)
+			}
+			defer release()
 			rows, err := st.HotWindowRows(ctx, community, n)
 			if err != nil {
 				return nil, err

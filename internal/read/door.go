@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -227,6 +228,19 @@ func (e *Engine) admit(ctx context.Context, conn, pubkey string) (*grant, time.T
 		deadline = time.Now().Add(t)
 	}
 	return g, deadline, nil
+}
+
+// Background takes one of the process's read shares for a read the relay
+// makes on its own behalf, the hot window's warm (docs/ARCHITECTURE.md
+// "Hot window"): it waits like any read, is judged in the process scope
+// only (no connection, no pubkey, no read time), and so can never take a
+// connection the shares leave to ingest. release gives the share back.
+func (e *Engine) Background(ctx context.Context) (release func(), err error) {
+	if err := e.shares.acquire(ctx, "", ""); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { e.shares.release("", "", 1) }) }, nil
 }
 
 // Close gives back the read's shares. It may be called more than once, and
