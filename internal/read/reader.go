@@ -71,6 +71,10 @@ type Engine struct {
 	searcher *search.Searcher
 	mu       sync.Mutex
 	cache    map[accessKey]accessEntry
+	// forgets counts each community's Forget calls (under mu): a lookup
+	// that saw a Forget of its community while it ran stores nothing,
+	// since its answer may predate the change that was forgotten.
+	forgets map[string]uint64
 
 	// replicaSearcher runs search statements on the replica pool, with
 	// its own slots; nil without a replica.
@@ -111,7 +115,7 @@ func New(cfg Config) *Engine {
 	if cfg.NoReplicaReason == "" {
 		cfg.NoReplicaReason = "not_configured"
 	}
-	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, shares: newShares(cfg.Shares, cfg.Metrics),
+	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, forgets: map[string]uint64{}, shares: newShares(cfg.Shares, cfg.Metrics),
 		readTime: newReadTime(cfg.Shares.TimePerSecond, cfg.Shares.TimeBurst)}
 	if cfg.Pool != nil {
 		e.store = store.NewReader(cfg.Pool, cfg.Shares.AcquireTimeout)
@@ -138,25 +142,36 @@ func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 		return ent.acc, nil
 	}
 	e.cfg.Metrics.AccessibleChannelsCacheMisses.Inc()
+	e.mu.Lock()
+	gen := e.forgets[sc.CommunityID]
+	e.mu.Unlock()
 	chans, err := e.store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
 	if err != nil {
 		return nil, err
 	}
 	acc := newAccess(chans)
 	e.mu.Lock()
-	if len(e.cache) > 100_000 {
-		clear(e.cache) // bound memory; entries are cheap to rebuild
+	if e.forgets[sc.CommunityID] == gen { // no change forgotten while it ran
+		if len(e.cache) > 100_000 {
+			clear(e.cache) // bound memory; entries are cheap to rebuild
+		}
+		e.cache[k] = accessEntry{acc: acc, expires: now.Add(e.cfg.CacheTTL)}
 	}
-	e.cache[k] = accessEntry{acc: acc, expires: now.Add(e.cfg.CacheTTL)}
 	e.mu.Unlock()
 	return acc, nil
 }
 
 // Forget drops cached accessible sets: one reader's, or with reader "" every
 // entry of the community. Call it right after a commit that changes access.
+//
+// A lookup in flight when Forget runs may hold the set from before the
+// change: it answers its own read, which began before the change was
+// acknowledged, but is not cached. The count is per community, so the
+// map grows with the communities only.
 func (e *Engine) Forget(communityID, reader string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.forgets[communityID]++
 	for k := range e.cache {
 		if k.community == communityID && (reader == "" || k.reader == reader) {
 			delete(e.cache, k)

@@ -1,0 +1,112 @@
+package read_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/dbtest"
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/read"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// holdAccessLookup is a pgx tracer that, once armed, holds the next
+// accessible-channels lookup (the statement that fills the access cache)
+// after PostgreSQL has answered it and before the engine sees the answer.
+type holdAccessLookup struct {
+	mu      sync.Mutex
+	armed   bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+type heldKey struct{}
+
+func (h *holdAccessLookup) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.reached, h.release = true, make(chan struct{}), make(chan struct{})
+}
+
+func (h *holdAccessLookup) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	// The whole-set lookup passes no requested channels ($3 NULL); the
+	// uncached confirmation of named channels passes them.
+	if !strings.Contains(d.SQL, "FROM channels c") || len(d.Args) != 3 || d.Args[2] != nil {
+		return ctx
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.armed {
+		return ctx
+	}
+	h.armed = false
+	return context.WithValue(ctx, heldKey{}, [2]chan struct{}{h.reached, h.release})
+}
+
+func (h *holdAccessLookup) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if chans, ok := ctx.Value(heldKey{}).([2]chan struct{}); ok {
+		close(chans[0])
+		<-chans[1]
+	}
+}
+
+// TestAccessCacheForgetRace: a lookup of a reader's accessible channels
+// that PostgreSQL answered before a membership removal committed, and that
+// returns after the removal's Forget, must not be cached: the removed
+// member's next read sees the channel gone, not the set from before
+// (docs/PROTOCOL.md §5.6).
+func TestAccessCacheForgetRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, url := dbtest.NewDB(t)
+	hold := &holdAccessLookup{}
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = hold
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(traced.Close)
+	engine := read.New(read.Config{Pool: traced})
+
+	owner, reader := eventtest.NewKey(), eventtest.NewKey()
+	cid := fixture.Community(t, pool).ID
+	private := fixture.Channel(t, pool, cid, owner, fixture.Private(), fixture.Members(reader))
+	secret := fixture.Event(t, pool, cid, owner, 9, eventtest.Channel(private), eventtest.Content("members only"))
+	f, err := event.ParseFilter([]byte(`{"kinds":[9]}`))
+	require.NoError(t, err)
+	ids := func() []string {
+		rd, err := engine.Open(ctx, read.Request{Scope: read.Scope{CommunityID: cid, Reader: reader.PubKey},
+			Surface: read.SurfaceREQ, Filters: []event.Filter{f}})
+		require.NoError(t, err)
+		defer rd.Close()
+		var out []string
+		require.NoError(t, rd.Rows(ctx, func(r read.Row) bool { out = append(out, r.Event.ID); return true }))
+		return out
+	}
+
+	hold.arm()
+	done := make(chan []string)
+	go func() { done <- ids() }()
+	select {
+	case <-hold.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lookup never ran")
+	}
+	// The removal commits and forgets while the lookup's answer, taken
+	// before it, is on its way.
+	require.NoError(t, store.New(pool).ChannelMemberRemove(ctx, cid, private, reader.PubKey, owner.PubKey))
+	engine.Forget(cid, reader.PubKey)
+	close(hold.release)
+	require.Equal(t, []string{secret.ID}, <-done, "the read that began before the removal")
+
+	require.Empty(t, ids(), "the read after the removal's Forget")
+}
