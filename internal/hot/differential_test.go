@@ -174,8 +174,10 @@ type diff struct {
 	hotWS, pgWS []*relaytest.WS
 	hotReads    []*relaytest.WS
 	pgRead      *relaytest.WS
-	// ids are the stored events, for e tags and deletions.
+	// ids are the stored events, for e tags and deletions; refs the values
+	// of the e tags sent, other than deletions'.
 	ids     []event.Event
+	refs    []string
 	expires []int64
 	n       int
 }
@@ -258,7 +260,9 @@ func (d *diff) event(a eventtest.Key, now int64) event.Event {
 	}
 	if kind != event.KindDeletion {
 		if d.rng.IntN(3) == 0 && len(d.ids) > 0 {
-			opts = append(opts, eventtest.Tag("e", d.ids[d.rng.IntN(len(d.ids))].ID))
+			ref := d.ids[d.rng.IntN(len(d.ids))].ID
+			d.refs = append(d.refs, ref)
+			opts = append(opts, eventtest.Tag("e", ref))
 		}
 		if d.rng.IntN(3) == 0 {
 			opts = append(opts, eventtest.Tag("p", d.authors[d.rng.IntN(4)].PubKey))
@@ -303,8 +307,21 @@ func (d *diff) filter() map[string]any {
 	case 0:
 		f["#p"] = []string{d.authors[d.rng.IntN(4)].PubKey}
 	case 1:
-		if len(d.ids) > 0 {
-			f["#e"] = []string{d.ids[d.rng.IntN(len(d.ids))].ID, d.ids[d.rng.IntN(len(d.ids))].ID}
+		// Two ids, or (as often) two values some event's e tag holds, so
+		// that the events below the window's horizon are often among the
+		// answers.
+		pool := make([]string, len(d.ids))
+		for i, ev := range d.ids {
+			pool[i] = ev.ID
+		}
+		if d.rng.IntN(2) == 0 && len(d.refs) > 0 {
+			pool = d.refs
+		}
+		if len(pool) > 0 {
+			f["#e"] = []string{pool[d.rng.IntN(len(pool))], pool[d.rng.IntN(len(pool))]}
+			if _, ok := f["kinds"]; ok && d.rng.IntN(2) == 0 {
+				f["kinds"] = []int{1, event.KindStreamMessage} // the kinds that carry e tags here
+			}
 		}
 	case 2:
 		f["#t"] = []string{words[d.rng.IntN(3)]}

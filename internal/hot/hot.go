@@ -24,6 +24,7 @@ package hot
 
 import (
 	"context"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"sort"
@@ -94,6 +95,12 @@ type Config struct {
 	EvictEvery time.Duration
 	// Warm reads a community's newest events; required when Events > 0.
 	Warm WarmFunc
+	// ERefs reads the e tag values of a community's live events of window
+	// kinds created before before (unix seconds), looking at no more than
+	// maxRows events; complete is false when it stopped there. A warm that
+	// leaves a horizon calls it, so that the window can prove an #e filter
+	// has no match older than the horizon. Nil: it never can.
+	ERefs func(ctx context.Context, community string, before int64, maxRows int) (refs []string, complete bool, err error)
 	// WarmTimeout bounds one warm read. Default 10 s.
 	WarmTimeout time.Duration
 	// Follow is set when other processes commit to the same communities
@@ -215,7 +222,31 @@ type community struct {
 	// succeeded and its Unfollow.
 	id       string
 	followed bool
+	// olderE holds a hash (refHash) of every e tag value of the live
+	// events of window kinds older than the horizon, while olderEKnown:
+	// read by the warm (Config.ERefs), then added to by every event that
+	// falls below the horizon, trimmed or committed late. Deletions are
+	// not taken out: a value too many, or a collision, only sends a filter
+	// to PostgreSQL. More than olderECap values and it is dropped.
+	olderE      map[uint64]struct{}
+	olderEKnown bool
+	olderECap   int
 }
+
+// refSeed seeds refHash for the process.
+var refSeed = maphash.MakeSeed()
+
+// refHash is an e tag value's key in community.olderE.
+func refHash(v string) uint64 { return maphash.String(refSeed, v) }
+
+// olderERows is how many events older than the horizon a warm reads for
+// their e values, and olderECap how many distinct values a window keeps,
+// as multiples of Config.Events: past either, #e filters that run out of
+// candidates read PostgreSQL.
+const (
+	olderERows = 4
+	olderECap  = 4
+)
 
 // tagKey is one indexed tag value: e, p, h (the stored channel, and h
 // tags), d and t.
@@ -346,13 +377,60 @@ func (c *community) clear() (events int, bytes int64) {
 	c.kinds, c.authors, c.tags = map[int]*list{}, map[string]*list{}, map[tagKey]*list{}
 	c.ids = map[string]*Entry{}
 	c.bytes, c.pending, c.horizon = 0, nil, math.MinInt64
+	c.olderE, c.olderEKnown = nil, false
 	return events, bytes
+}
+
+// knowOlderE starts olderE from refs, the e values of every event older
+// than the horizon (the caller holds c.mu).
+func (c *community) knowOlderE(refs []string, limit int) {
+	c.olderE, c.olderEKnown, c.olderECap = make(map[uint64]struct{}, len(refs)), true, limit
+	for _, v := range refs {
+		c.olderE[refHash(v)] = struct{}{}
+	}
+	c.capOlderE()
+}
+
+// belowHorizon records e, an event that is or has just gone below the
+// horizon, in olderE (the caller holds c.mu).
+func (c *community) belowHorizon(e *Entry) {
+	if !c.olderEKnown {
+		return
+	}
+	for _, t := range e.Event.Tags {
+		if len(t) > 1 && t[0] == "e" {
+			c.olderE[refHash(t[1])] = struct{}{}
+		}
+	}
+	c.capOlderE()
+}
+
+func (c *community) capOlderE() {
+	if len(c.olderE) > c.olderECap {
+		c.olderE, c.olderEKnown = nil, false
+	}
+}
+
+// noOlderMatch reports whether no event older than the horizon can match
+// f: f names e values and none is an e value of such an event.
+func (c *community) noOlderMatch(f *event.Filter) bool {
+	values := f.Tags["e"]
+	if !c.olderEKnown || len(values) == 0 {
+		return false
+	}
+	for _, v := range values {
+		if _, ok := c.olderE[refHash(v)]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // add inserts e (the caller holds c.mu) unless it is older than the
 // horizon or already held.
 func (c *community) add(e *Entry) bool {
 	if e.Event.CreatedAt < c.horizon {
+		c.belowHorizon(e)
 		return false
 	}
 	if _, dup := c.ids[e.Event.ID]; dup {
@@ -399,6 +477,7 @@ func (c *community) trim(maxEvents int, maxBytes int64) (events int, bytes int64
 			bytes += e.cost()
 			events++
 			c.drop(e, true)
+			c.belowHorizon(e)
 		}
 		c.horizon = second + 1
 	}

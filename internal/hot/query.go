@@ -72,7 +72,7 @@ func (w *Window) Count(ctx context.Context, communityID string, f *event.Filter,
 		return 0, false
 	}
 	defer c.mu.RUnlock()
-	if ok = c.holdsAllFrom(f.Since); ok {
+	if ok = c.holdsAllFrom(f.Since) || c.noOlderMatch(f); ok {
 		it := c.candidates(f)
 		for e := it.next(); e != nil; e = it.next() {
 			if f.Since != nil && e.Event.CreatedAt < *f.Since {
@@ -154,7 +154,7 @@ func (c *community) walk(f *event.Filter, limit, maxBytes int, now int64, keep f
 			return out, true
 		}
 	}
-	return out, c.holdsAllFrom(f.Since)
+	return out, c.holdsAllFrom(f.Since) || c.noOlderMatch(f)
 }
 
 // holdsAllFrom reports whether the window holds every live event of a

@@ -3,6 +3,7 @@ package hot
 import (
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -281,6 +282,24 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 	// community has more than the window, and the horizon starts after
 	// that row's second, so a second is never half held.
 	rows, err := w.cfg.Warm(ctx, communityID, w.cfg.Events+1)
+	horizon := int64(math.MinInt64)
+	if err == nil && len(rows) > w.cfg.Events {
+		horizon = rows[w.cfg.Events].Event.CreatedAt + 1
+	}
+	// The e values below the horizon, read after the rows: any event
+	// committed between the two reads is in this one or in the stream
+	// changes queued meanwhile, which note what falls below the horizon.
+	var refs []string
+	refsKnown := horizon == math.MinInt64 // nothing is older
+	if !refsKnown && w.cfg.ERefs != nil {
+		var complete bool
+		var rerr error
+		refs, complete, rerr = w.cfg.ERefs(ctx, communityID, horizon, olderERows*w.cfg.Events)
+		if rerr != nil {
+			w.log.Warn("hot window e values not read", slog.String("community_id", communityID), slog.String("error", rerr.Error()))
+		}
+		refsKnown = rerr == nil && complete
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	stale := w.epoch.Load() != epoch
@@ -296,8 +315,9 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 		w.coldLocked(c)
 		return
 	}
-	if len(rows) > w.cfg.Events {
-		c.horizon = rows[w.cfg.Events].Event.CreatedAt + 1
+	c.horizon = horizon
+	if refsKnown {
+		c.knowOlderE(refs, olderECap*w.cfg.Events)
 	}
 	added := 0
 	var bytes int64

@@ -321,6 +321,29 @@ func (s *Store) HotWindowRows(ctx context.Context, communityID string, n int) ([
 	return out, nil
 }
 
+// HotWindowERefs reads the distinct e tag values (each tag's second
+// element, as the REQ filter's #e compares them) of a community's live
+// events of window kinds created before before (unix seconds), looking at
+// no more than maxRows events: complete is false when it stopped there,
+// so more may exist. The hot window keeps them to prove that no event
+// older than its horizon answers an #e filter (docs/ARCHITECTURE.md
+// "Hot window").
+func (s *Store) HotWindowERefs(ctx context.Context, communityID string, before int64, maxRows int) (refs []string, complete bool, err error) {
+	var rows int
+	err = s.q.QueryRow(ctx, `WITH s AS (
+			SELECT e.tags FROM events e
+			WHERE e.community_id = $1 AND e.created_at < $2 AND e.deleted_at IS NULL
+			  AND e.kind <> 0 AND e.kind <> 3 AND NOT (e.kind BETWEEN 10000 AND 39999)
+			LIMIT $3)
+		SELECT (SELECT count(*) FROM s),
+			ARRAY(SELECT DISTINCT t->>1 FROM s, jsonb_array_elements(s.tags) t WHERE t->>0 = 'e' AND t->>1 IS NOT NULL)`,
+		communityID, time.Unix(before, 0).UTC(), maxRows).Scan(&rows, &refs)
+	if err != nil {
+		return nil, false, fmt.Errorf("hot window e refs: %w", err)
+	}
+	return refs, rows < maxRows, nil
+}
+
 // HotWindowChannel is the NOTIFY channel of a program that writes a
 // community's events outside the relays' ingest (the importer), the
 // community id as payload: every relay process drops that community's hot
