@@ -73,3 +73,35 @@ func TestOlderE(t *testing.T) {
 	require.Equal(t, []any{"COUNT", "c1", map[string]any{"count": 2.0}}, msg)
 	require.Equal(t, h+2, hits(t, r))
 }
+
+// TestOlderECap: a window keeps at most 4 × BUZZ_HOT_WINDOW_EVENTS e
+// values below its horizon. At the cap it still proves; one over, it
+// drops the set and an #e filter short of its limit reads PostgreSQL.
+func TestOlderECap(t *testing.T) {
+	t.Parallel()
+	for name, values := range map[string]int{"AtCap": 80, "OneOver": 81} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := relaytest.Start(t, map[string]string{"BUZZ_HOT_WINDOW_EVENTS": "20", "TEST_HEARTBEAT": "1h"})
+			a := author(t, r)
+			base := time.Now().Unix() - 100
+			opts := []eventtest.Option{eventtest.At(base), eventtest.Content("many")}
+			for range values {
+				opts = append(opts, eventtest.Tag("e", hex.EncodeToString(event.GenerateKey())))
+			}
+			a.ws.MustPublish(a.key.Signed(t, 1, opts...)) // below the horizon once warm
+			for i := range 20 {
+				a.ws.MustPublish(a.key.Signed(t, 1, eventtest.At(base+1+int64(i)), eventtest.Content("e")))
+			}
+			warm(t, r, a)
+			h := hits(t, r)
+			require.Empty(t, a.req(t, map[string]any{"kinds": []int{1}, "#e": []string{hex.EncodeToString(event.GenerateKey())}, "limit": 10}))
+			if values <= 80 {
+				require.Equal(t, h+1, hits(t, r), "%d values: the window proves", values)
+			} else {
+				require.Equal(t, h, hits(t, r), "%d values: the window no longer proves", values)
+				require.Equal(t, 1.0, r.Metric(t, `buzz_hot_window_reads_total{result="beyond_horizon"}`))
+			}
+		})
+	}
+}
