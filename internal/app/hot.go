@@ -62,13 +62,14 @@ func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *s
 	return hot.New(hot.Config{Events: h.Events, Bytes: h.Bytes, Communities: h.Communities,
 		WarmTimeout: cfg.Reads.StatementTimeout, Metrics: m, Logger: log,
 		Follow: follow, Unfollow: unfollow, Barrier: barrier,
-		ERefs: func(ctx context.Context, community string, before int64, maxRows int) ([]string, bool, error) {
+		Older: func(ctx context.Context, community string, before int64, maxRows int) (hot.Older, bool, error) {
 			release, err := share(ctx)
 			if err != nil {
-				return nil, false, fmt.Errorf("read share: %w", err)
+				return hot.Older{}, false, fmt.Errorf("read share: %w", err)
 			}
 			defer release()
-			return st.HotWindowERefs(ctx, community, before, maxRows)
+			e, p, authors, complete, err := st.HotWindowOlder(ctx, community, before, maxRows)
+			return hot.Older{E: e, P: p, Authors: authors}, complete, err
 		},
 		Warm: func(ctx context.Context, community string, n int) ([]*hot.Entry, error) {
 			release, err := share(ctx)

@@ -488,6 +488,8 @@ func TestWarmTakesReadShare(t *testing.T) {
 		ids = append(ids, ev.ID)
 	}
 	require.Zero(t, r.Metric(t, "buzz_reads_in_flight"))
+	require.Eventually(t, func() bool { return r.Metric(t, "buzz_hot_window_on") == 1 },
+		10*time.Second, 10*time.Millisecond, "the window is on: a REQ warms it")
 
 	ctx := context.Background()
 	tx, err := r.App.Pool().Begin(ctx)

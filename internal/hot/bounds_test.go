@@ -131,6 +131,10 @@ func (c client) req(t *testing.T, f map[string]any) []string {
 // warm makes the first REQ of c's community, which starts the warm, and
 // waits for it to end.
 func warm(t *testing.T, r *relaytest.Relay, c client) {
+	// A REQ starts a warm only once the window is on, which waits for its
+	// LISTEN connection after the relay is ready.
+	require.Eventually(t, func() bool { return r.Metric(t, "buzz_hot_window_on") == 1 },
+		10*time.Second, 10*time.Millisecond, "the window is on")
 	before := r.Metric(t, `buzz_hot_window_warms_total{outcome="ok"}`)
 	c.req(t, map[string]any{"kinds": []int{1}, "limit": 1})
 	require.Eventually(t, func() bool {

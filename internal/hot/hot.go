@@ -95,12 +95,13 @@ type Config struct {
 	EvictEvery time.Duration
 	// Warm reads a community's newest events; required when Events > 0.
 	Warm WarmFunc
-	// ERefs reads the e tag values of a community's live events of window
-	// kinds created before before (unix seconds), looking at no more than
-	// maxRows events; complete is false when it stopped there. A warm that
-	// leaves a horizon calls it, so that the window can prove an #e filter
+	// Older reads what the live events of window kinds of a community
+	// created before before (unix seconds) carry: their e and p tag values
+	// and their authors, looking at no more than maxRows events; complete
+	// is false when it stopped there. A warm that leaves a horizon calls
+	// it, so that the window can prove that an #e, #p or authors filter
 	// has no match older than the horizon. Nil: it never can.
-	ERefs func(ctx context.Context, community string, before int64, maxRows int) (refs []string, complete bool, err error)
+	Older func(ctx context.Context, community string, before int64, maxRows int) (o Older, complete bool, err error)
 	// WarmTimeout bounds one warm read. Default 10 s.
 	WarmTimeout time.Duration
 	// Follow is set when other processes commit to the same communities
@@ -222,30 +223,43 @@ type community struct {
 	// succeeded and its Unfollow.
 	id       string
 	followed bool
-	// olderE holds a hash (refHash) of every e tag value of the live
-	// events of window kinds older than the horizon, while olderEKnown:
-	// read by the warm (Config.ERefs), then added to by every event that
-	// falls below the horizon, trimmed or committed late. Deletions are
-	// not taken out: a value too many, or a collision, only sends a filter
-	// to PostgreSQL. More than olderECap values and it is dropped.
-	olderE      map[uint64]struct{}
-	olderEKnown bool
-	olderECap   int
+	// older holds a hash (olderKey) of every e and p tag value and every
+	// author of the live events of window kinds older than the horizon,
+	// while olderKnown: read by the warm (Config.Older), then added to by
+	// every event that falls below the horizon, trimmed or committed late.
+	// Deletions are not taken out: a value too many, or a collision, only
+	// sends a filter to PostgreSQL. More than olderCap values and it is
+	// dropped.
+	older      map[uint64]struct{}
+	olderKnown bool
+	olderCap   int
 }
 
-// refSeed seeds refHash for the process.
-var refSeed = maphash.MakeSeed()
+// Older is what the events below a window's horizon carry (Config.Older):
+// the values of their e and p tags and their authors, each once.
+type Older struct {
+	E, P, Authors []string
+}
 
-// refHash is an e tag value's key in community.olderE.
-func refHash(v string) uint64 { return maphash.String(refSeed, v) }
+// authorName is the name of an author's olderKey; no tag has it.
+const authorName = 0
 
-// olderERows is how many events older than the horizon a warm reads for
-// their e values, and olderECap how many distinct values a window keeps,
-// as multiples of Config.Events: past either, #e filters that run out of
+// olderSeed seeds olderKey for the process.
+var olderSeed = maphash.MakeSeed()
+
+// olderKey is a value's key in community.older: a tag's name and value,
+// or authorName and a pubkey.
+func olderKey(name byte, v string) uint64 {
+	return maphash.Comparable(olderSeed, tagKey{name: name, value: v})
+}
+
+// olderRows is how many events older than the horizon a warm reads for
+// their values, and olderCap how many distinct values a window keeps, as
+// multiples of Config.Events: past either, the filters that run out of
 // candidates read PostgreSQL.
 const (
-	olderERows = 4
-	olderECap  = 4
+	olderRows = 4
+	olderCap  = 4
 )
 
 // tagKey is one indexed tag value: e, p, h (the stored channel, and h
@@ -377,53 +391,66 @@ func (c *community) clear() (events int, bytes int64) {
 	c.kinds, c.authors, c.tags = map[int]*list{}, map[string]*list{}, map[tagKey]*list{}
 	c.ids = map[string]*Entry{}
 	c.bytes, c.pending, c.horizon = 0, nil, math.MinInt64
-	c.olderE, c.olderEKnown = nil, false
+	c.older, c.olderKnown = nil, false
 	return events, bytes
 }
 
-// knowOlderE starts olderE from refs, the e values of every event older
-// than the horizon (the caller holds c.mu).
-func (c *community) knowOlderE(refs []string, limit int) {
-	c.olderE, c.olderEKnown, c.olderECap = make(map[uint64]struct{}, len(refs)), true, limit
-	for _, v := range refs {
-		c.olderE[refHash(v)] = struct{}{}
+// knowOlder starts older from o, what every event older than the horizon
+// carries (the caller holds c.mu).
+func (c *community) knowOlder(o Older, limit int) {
+	c.older, c.olderKnown, c.olderCap = make(map[uint64]struct{}, len(o.E)+len(o.P)+len(o.Authors)), true, limit
+	for _, v := range o.E {
+		c.older[olderKey('e', v)] = struct{}{}
 	}
-	c.capOlderE()
+	for _, v := range o.P {
+		c.older[olderKey('p', v)] = struct{}{}
+	}
+	for _, v := range o.Authors {
+		c.older[olderKey(authorName, v)] = struct{}{}
+	}
+	c.capOlder()
 }
 
 // belowHorizon records e, an event that is or has just gone below the
-// horizon, in olderE (the caller holds c.mu).
+// horizon, in older (the caller holds c.mu).
 func (c *community) belowHorizon(e *Entry) {
-	if !c.olderEKnown {
+	if !c.olderKnown {
 		return
 	}
+	c.older[olderKey(authorName, e.Event.PubKey)] = struct{}{}
 	for _, t := range e.Event.Tags {
-		if len(t) > 1 && t[0] == "e" {
-			c.olderE[refHash(t[1])] = struct{}{}
+		if len(t) > 1 && (t[0] == "e" || t[0] == "p") {
+			c.older[olderKey(t[0][0], t[1])] = struct{}{}
 		}
 	}
-	c.capOlderE()
+	c.capOlder()
 }
 
-func (c *community) capOlderE() {
-	if len(c.olderE) > c.olderECap {
-		c.olderE, c.olderEKnown = nil, false
+func (c *community) capOlder() {
+	if len(c.older) > c.olderCap {
+		c.older, c.olderKnown = nil, false
 	}
 }
 
 // noOlderMatch reports whether no event older than the horizon can match
-// f: f names e values and none is an e value of such an event.
+// f: one of its authors, #e or #p constraints names only values that no
+// such event carries (a match must meet every constraint).
 func (c *community) noOlderMatch(f *event.Filter) bool {
-	values := f.Tags["e"]
-	if !c.olderEKnown || len(values) == 0 {
+	if !c.olderKnown {
 		return false
 	}
-	for _, v := range values {
-		if _, ok := c.olderE[refHash(v)]; ok {
+	absent := func(name byte, values []string) bool {
+		if len(values) == 0 {
 			return false
 		}
+		for _, v := range values {
+			if _, ok := c.older[olderKey(name, v)]; ok {
+				return false
+			}
+		}
+		return true
 	}
-	return true
+	return absent(authorName, f.Authors) || absent('e', f.Tags["e"]) || absent('p', f.Tags["p"])
 }
 
 // add inserts e (the caller holds c.mu) unless it is older than the

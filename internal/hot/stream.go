@@ -195,6 +195,16 @@ func (w *Window) SetEnabled(on bool, reason string) {
 	if !on {
 		w.ResetAll(reason)
 	}
+	w.onGauge()
+}
+
+// onGauge sets buzz_hot_window_on from the two switches.
+func (w *Window) onGauge() {
+	v := 0.0
+	if w.enabled.Load() && w.linked.Load() {
+		v = 1
+	}
+	w.m.HotWindow.On.Set(v)
 }
 
 // SetLinked records a gap in the bus that carries other processes'
@@ -209,6 +219,7 @@ func (w *Window) SetLinked(up bool) {
 	if !up {
 		w.ResetAll("bus_gap")
 	}
+	w.onGauge()
 }
 
 // warm starts a warm of c if it is cold and the window is enabled; at most
@@ -286,19 +297,21 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 	if err == nil && len(rows) > w.cfg.Events {
 		horizon = rows[w.cfg.Events].Event.CreatedAt + 1
 	}
-	// The e values below the horizon, read after the rows: any event
-	// committed between the two reads is in this one or in the stream
-	// changes queued meanwhile, which note what falls below the horizon.
-	var refs []string
-	refsKnown := horizon == math.MinInt64 // nothing is older
-	if !refsKnown && w.cfg.ERefs != nil {
+	// What the events below the horizon carry, read after the rows: any
+	// event committed between the two reads is in this one or in the
+	// stream changes queued meanwhile, which note what falls below the
+	// horizon.
+	var older Older
+	olderKnown := horizon == math.MinInt64 // nothing is older
+	if !olderKnown && w.cfg.Older != nil {
 		var complete bool
-		var rerr error
-		refs, complete, rerr = w.cfg.ERefs(ctx, communityID, horizon, olderERows*w.cfg.Events)
-		if rerr != nil {
-			w.log.Warn("hot window e values not read", slog.String("community_id", communityID), slog.String("error", rerr.Error()))
+		var oerr error
+		older, complete, oerr = w.cfg.Older(ctx, communityID, horizon, olderRows*w.cfg.Events)
+		if oerr != nil {
+			w.log.Warn("hot window: what lies below the horizon not read", slog.String("community_id", communityID),
+				slog.String("error", oerr.Error()))
 		}
-		refsKnown = rerr == nil && complete
+		olderKnown = oerr == nil && complete
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -316,8 +329,8 @@ func (w *Window) load(communityID string, c *community, gen, epoch uint64) {
 		return
 	}
 	c.horizon = horizon
-	if refsKnown {
-		c.knowOlderE(refs, olderECap*w.cfg.Events)
+	if olderKnown {
+		c.knowOlder(older, olderCap*w.cfg.Events)
 	}
 	added := 0
 	var bytes int64

@@ -10,6 +10,11 @@ type HotWindow struct {
 	Events prometheus.Gauge
 	// Bytes is buzz_hot_window_bytes (gauge): their estimated memory.
 	Bytes prometheus.Gauge
+	// On is buzz_hot_window_on (gauge): 1 while windows may warm and
+	// answer, 0 while the process may miss a write it must follow (its
+	// LISTEN connection, or with Redis its link, is down) or before it
+	// first follows every write.
+	On prometheus.Gauge
 	// Reads is buzz_hot_window_reads_total (counter, result): REQ filters
 	// answered from the window (hit) or sent to PostgreSQL because the
 	// filter cannot be (unservable), the window was cold or warming
@@ -41,6 +46,8 @@ func newHotWindow(reg prometheus.Registerer) HotWindow {
 			Name: "buzz_hot_window_events", Help: "Events held in the hot window, every community."}),
 		Bytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "buzz_hot_window_bytes", Help: "Estimated memory of the events held in the hot window, in bytes."}),
+		On: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "buzz_hot_window_on", Help: "1 while the hot window may warm and answer, 0 while it is off."}),
 		Reads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "buzz_hot_window_reads_total", Help: "REQ filters answered from the hot window (hit) or sent to PostgreSQL, by result."},
 			[]string{"result"}),
@@ -59,7 +66,7 @@ func newHotWindow(reg prometheus.Registerer) HotWindow {
 		h.Warms.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(h.Events, h.Bytes, h.Reads, h.Resets, h.Warms)
+		reg.MustRegister(h.Events, h.Bytes, h.On, h.Reads, h.Resets, h.Warms)
 	}
 	return h
 }

@@ -119,6 +119,7 @@ var specNames = map[string]dto.MetricType{
 	// docs/OPERATIONS.md "Hot window"
 	"buzz_hot_window_events":       dto.MetricType_GAUGE,
 	"buzz_hot_window_bytes":        dto.MetricType_GAUGE,
+	"buzz_hot_window_on":           dto.MetricType_GAUGE,
 	"buzz_hot_window_reads_total":  dto.MetricType_COUNTER,
 	"buzz_hot_window_resets_total": dto.MetricType_COUNTER,
 	"buzz_hot_window_warms_total":  dto.MetricType_COUNTER,

@@ -321,27 +321,32 @@ func (s *Store) HotWindowRows(ctx context.Context, communityID string, n int) ([
 	return out, nil
 }
 
-// HotWindowERefs reads the distinct e tag values (each tag's second
-// element, as the REQ filter's #e compares them) of a community's live
-// events of window kinds created before before (unix seconds), looking at
-// no more than maxRows events: complete is false when it stopped there,
-// so more may exist. The hot window keeps them to prove that no event
-// older than its horizon answers an #e filter (docs/ARCHITECTURE.md
-// "Hot window").
-func (s *Store) HotWindowERefs(ctx context.Context, communityID string, before int64, maxRows int) (refs []string, complete bool, err error) {
+// HotWindowOlder reads what a community's live events of window kinds
+// created before before (unix seconds) carry: the distinct values of
+// their e and p tags (each tag's second element, as a REQ filter's #e and
+// #p compare them) and their distinct authors, looking at no more than
+// maxRows events: complete is false when it stopped there, so more may
+// exist. The hot window keeps them to prove that no event older than its
+// horizon answers an #e, #p or authors filter (docs/ARCHITECTURE.md "Hot
+// window").
+func (s *Store) HotWindowOlder(ctx context.Context, communityID string, before int64, maxRows int) (e, p, authors []string, complete bool, err error) {
 	var rows int
-	err = s.q.QueryRow(ctx, `WITH s AS (
-			SELECT e.tags FROM events e
+	err = s.q.QueryRow(ctx, `WITH s AS MATERIALIZED (
+			SELECT e.pubkey, e.tags FROM events e
 			WHERE e.community_id = $1 AND e.created_at < $2 AND e.deleted_at IS NULL
 			  AND e.kind <> 0 AND e.kind <> 3 AND NOT (e.kind BETWEEN 10000 AND 39999)
-			LIMIT $3)
+			LIMIT $3),
+		t AS MATERIALIZED (SELECT t->>0 AS name, t->>1 AS value FROM s, jsonb_array_elements(s.tags) t
+			WHERE t->>0 IN ('e', 'p') AND t->>1 IS NOT NULL)
 		SELECT (SELECT count(*) FROM s),
-			ARRAY(SELECT DISTINCT t->>1 FROM s, jsonb_array_elements(s.tags) t WHERE t->>0 = 'e' AND t->>1 IS NOT NULL)`,
-		communityID, time.Unix(before, 0).UTC(), maxRows).Scan(&rows, &refs)
+			ARRAY(SELECT DISTINCT value FROM t WHERE name = 'e'),
+			ARRAY(SELECT DISTINCT value FROM t WHERE name = 'p'),
+			ARRAY(SELECT DISTINCT encode(pubkey, 'hex') FROM s)`,
+		communityID, time.Unix(before, 0).UTC(), maxRows).Scan(&rows, &e, &p, &authors)
 	if err != nil {
-		return nil, false, fmt.Errorf("hot window e refs: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("hot window older values: %w", err)
 	}
-	return refs, rows < maxRows, nil
+	return e, p, authors, rows < maxRows, nil
 }
 
 // HotWindowChannel is the NOTIFY channel of a program that writes a

@@ -110,34 +110,36 @@ func TestAppendCompactTags(t *testing.T) {
 	}
 }
 
-// TestHotWindowERefs: the distinct e values of the community's live
-// events of window kinds before the bound, and whether the read was
-// whole: complete below its row cap, not at it (at the cap more may
-// exist). Other communities, later events, deleted events and kinds the
-// window does not hold are not read.
-func TestHotWindowERefs(t *testing.T) {
+// TestHotWindowOlder: the distinct e and p values and authors of the
+// community's live events of window kinds before the bound, and whether
+// the read was whole: complete below its row cap, not at it (at the cap
+// more may exist). Other communities, later events, deleted events and
+// kinds the window does not hold are not read.
+func TestHotWindowOlder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupTx(t)
-	key := eventtest.NewKey()
+	k1, k2, k3 := eventtest.NewKey(), eventtest.NewKey(), eventtest.NewKey()
 	const before = 1_700_000_100
 	at := eventtest.At
-	fixture.Event(t, b.tx, b.a, key, 1, at(before-10), eventtest.Tag("e", "aa"), eventtest.Tag("e", "bb"))
-	fixture.Event(t, b.tx, b.a, key, 7, at(before-9), eventtest.Tag("e", "aa"), eventtest.Tag("p", "cc"))
-	fixture.Event(t, b.tx, b.a, key, 1, at(before-8), eventtest.Tag("e")) // no value
-	gone := fixture.Event(t, b.tx, b.a, key, 1, at(before-7), eventtest.Tag("e", "deleted"))
+	fixture.Event(t, b.tx, b.a, k1, 1, at(before-10), eventtest.Tag("e", "aa"), eventtest.Tag("e", "bb"), eventtest.Tag("p", "pp"))
+	fixture.Event(t, b.tx, b.a, k2, 7, at(before-9), eventtest.Tag("e", "aa"), eventtest.Tag("q", "cc"))
+	fixture.Event(t, b.tx, b.a, k1, 1, at(before-8), eventtest.Tag("e"), eventtest.Tag("p")) // no values
+	gone := fixture.Event(t, b.tx, b.a, k3, 1, at(before-7), eventtest.Tag("e", "deleted"))
 	_, err := b.tx.Exec(ctx, `UPDATE events SET deleted_at = now() WHERE community_id = $1 AND id = $2`, b.a, unhex(t, gone.ID))
 	require.NoError(t, err)
-	fixture.Event(t, b.tx, b.a, key, 30023, at(before-6), eventtest.Tag("d", "x"), eventtest.Tag("e", "addressable"))
-	fixture.Event(t, b.tx, b.a, key, 1, at(before), eventtest.Tag("e", "at the bound"))
-	fixture.Event(t, b.tx, b.b, key, 1, at(before-5), eventtest.Tag("e", "elsewhere"))
+	fixture.Event(t, b.tx, b.a, k3, 30023, at(before-6), eventtest.Tag("d", "x"), eventtest.Tag("e", "addressable"))
+	fixture.Event(t, b.tx, b.a, k3, 1, at(before), eventtest.Tag("e", "at the bound"))
+	fixture.Event(t, b.tx, b.b, k3, 1, at(before-5), eventtest.Tag("e", "elsewhere"))
 
-	refs, complete, err := b.s.HotWindowERefs(ctx, b.a, before, 4)
+	e, p, authors, complete, err := b.s.HotWindowOlder(ctx, b.a, before, 4)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"aa", "bb"}, refs)
+	require.ElementsMatch(t, []string{"aa", "bb"}, e)
+	require.ElementsMatch(t, []string{"pp"}, p)
+	require.ElementsMatch(t, []string{k1.PubKey, k2.PubKey}, authors)
 	require.True(t, complete, "3 rows read, under the cap of 4")
 
-	_, complete, err = b.s.HotWindowERefs(ctx, b.a, before, 3)
+	_, _, _, complete, err = b.s.HotWindowOlder(ctx, b.a, before, 3)
 	require.NoError(t, err)
 	require.False(t, complete, "3 rows read at a cap of 3: more may exist")
 }
