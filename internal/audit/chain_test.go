@@ -555,11 +555,13 @@ func TestChainerService(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cid := b.community(t, "a.test")
+		// Both intents are there before the chainer starts: a poll between
+		// them would chain them in two batches.
+		b.intent(t, cid, 9)
+		b.intent(t, cid, 9)
 		require.NoError(t, b.chainer.Start(context.Background()))
 		require.NoError(t, b.chainer.Start(context.Background()))
 		defer b.chainer.Stop()
-		b.intent(t, cid, 9)
-		b.intent(t, cid, 9)
 		got := waitChained(t, b.chainer, cid, 10*audit.PollInterval)
 		require.Equal(t, audit.ChainedBatch{CommunityID: cid, N: 2, Head: 2}, got)
 		require.Len(t, rows(t, b.pool, cid), 2)
