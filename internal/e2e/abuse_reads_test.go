@@ -70,7 +70,7 @@ func bridgeCall(t *testing.T, r *relaytest.Relay, from, host, path string, key e
 // TestAbuseReads is the /count flood: one attacker key floods community A
 // with expensive /count and COUNT and REQ from many HTTP requests and
 // several WebSockets, while an honest publisher in community B keeps
-// getting OK true within a second and an honest reader of B gets its
+// getting OK true within 2 s and an honest reader of B gets its
 // answers. The attacker is the only one refused: "rate-limited: too many
 // concurrent reads" once its pubkey's share is full, "error: read timed
 // out" (CLOSED, HTTP 503) for the reads that ran into their deadline; both
@@ -179,18 +179,21 @@ func TestAbuseReads(t *testing.T) {
 		20*time.Second, 20*time.Millisecond, "the attack gets answers")
 
 	// The honest side, in community B: a publisher whose every OK comes
-	// within a second, and a reader who gets its answers.
+	// within 2 s, and a reader who gets its answers.
 	pub := r.Dial(t, hostB)
 	pub.Auth(publisher)
 	rd := r.Dial(t, hostB)
 	rd.Auth(reader)
+	// An OK that waited for a connection held by the flood would wait for
+	// a read's 3 s deadline; 2 s leaves room for a loaded machine (the
+	// race detector beside the rest of the suite: 1.16 s seen once).
 	var acked []string
 	for i := range 20 {
 		ev := publisher.Signed(t, 1, eventtest.Content("honest "+strconv.Itoa(i)))
 		start := time.Now()
 		ok, msg := pub.Publish(ev)
 		require.True(t, ok, msg)
-		require.Less(t, time.Since(start), time.Second, "OK %d took %s during the flood", i, time.Since(start))
+		require.Less(t, time.Since(start), 2*time.Second, "OK %d took %s during the flood", i, time.Since(start))
 		acked = append(acked, ev.ID)
 		if i%5 == 4 {
 			start = time.Now()
