@@ -204,12 +204,36 @@ func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Q
 
 // accept hydrates one page of hits and returns, in rank order, at most want
 // rows that pass the acceptance checks of docs/PROTOCOL.md §12.6. Its
-// statements run in on, or on the writer when on is nil.
+// statements run in on, or on the writer when on is nil. It hydrates the
+// hits in rank-ordered chunks, the first of want hits and each next one of
+// at least twice the rows still wanted, so a page whose first hits all pass
+// reads want rows, not the whole page (docs/PROTOCOL.md §12.6).
 func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
 	hits []search.Hit, seen map[string]struct{}, want int, transport string, tally map[hitKey]int) ([]Row, error) {
-	if len(hits) == 0 || want <= 0 {
-		return nil, nil
+	var out []Row
+	m := f.Compile() // a page costs each hit's tags, not tags × values
+	chunk := want
+	for len(hits) > 0 && len(out) < want {
+		n := min(len(hits), chunk)
+		rows, err := e.acceptChunk(ctx, on, sc, acc, f, m, channels, hits[:n], seen, want-len(out), transport, tally)
+		out = append(out, rows...)
+		if err != nil {
+			return out, err
+		}
+		hits = hits[n:]
+		chunk = max(2*(want-len(out)), minHydrateChunk)
 	}
+	return out, nil
+}
+
+// minHydrateChunk is the smallest chunk accept hydrates after the first, so
+// a page whose hits mostly fail costs few statements.
+const minHydrateChunk = 16
+
+// acceptChunk hydrates hits, all of them, and returns at most want of them
+// that pass, in rank order.
+func (e *Engine) acceptChunk(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, m *event.Matcher, channels map[string]struct{},
+	hits []search.Hit, seen map[string]struct{}, want int, transport string, tally map[hitKey]int) ([]Row, error) {
 	count := func(result string) {
 		if tally != nil {
 			tally[hitKey{transport, result}]++
@@ -250,7 +274,6 @@ func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc 
 		}
 	}
 	var out []Row
-	m := f.Compile() // a page costs each hit's tags, not tags × values
 	for i := range hits {
 		st, ok := stored[hits[i].IDHex()]
 		switch {
