@@ -425,7 +425,9 @@ func TestReadStateBarrier(t *testing.T) {
 // 50 clients publish to one coordinate with random created_at in
 // a 3-second span, half through POST /events and half over WebSocket:
 // afterwards exactly one row, equal to the watermark and to the greatest
-// tuple submitted.
+// tuple submitted. While they write, no connection of the relay waits on
+// the coordinate's advisory lock: the writes queue in the process before
+// they take one (docs/ARCHITECTURE.md "Writes of one coordinate").
 func TestReadStateConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	b := setupRS(t)
@@ -444,6 +446,8 @@ func TestReadStateConcurrentWriters(t *testing.T) {
 	// loaded machine (the race detector, the rest of the suite beside it)
 	// the last one can wait several seconds, which is not what this tests.
 	const wait = time.Minute
+	sampled, waiting := make(chan struct{}), make(chan int, 1)
+	go func() { waiting <- advisoryWaiters(b.r.DBURL, sampled) }()
 	var wg sync.WaitGroup
 	answers := make([]string, len(evs))
 	for i := range evs {
@@ -461,6 +465,8 @@ func TestReadStateConcurrentWriters(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(sampled)
+	require.Zero(t, <-waiting, "relay connections seen waiting on an advisory lock")
 	for i, a := range answers {
 		require.True(t, strings.HasPrefix(a, "true") || strings.HasPrefix(a, "200"), "client %d: %s", i, a)
 	}
@@ -474,6 +480,31 @@ func TestReadStateConcurrentWriters(t *testing.T) {
 	id, ts, ok := b.watermark(t, b.user.PubKey, d)
 	require.True(t, ok)
 	require.Equal(t, [2]any{best.ID, best.CreatedAt}, [2]any{id, ts})
+}
+
+// advisoryWaiters samples, until stop closes, the backends of url's
+// database that wait on an advisory lock, and returns the most seen at once
+// (-1 if it could not sample).
+func advisoryWaiters(url string, stop <-chan struct{}) int {
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	most := 0
+	for {
+		select {
+		case <-stop:
+			return most
+		default:
+		}
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&n); err != nil {
+			return -1
+		}
+		most = max(most, n)
+	}
 }
 
 // docs/PROTOCOL.md §14.8: right after the purge migration is applied, the relay logs

@@ -225,6 +225,15 @@ func (p *Pipeline) commit(ctx context.Context, req *Request, reg *registration, 
 		out, err := c.apply(ctx, w)
 		return out, during("apply", reg.name, err)
 	}
+	if k, ok := c.(coordinated); ok {
+		// One connection per coordinate at a time: the writes behind it
+		// wait here, not on its advisory lock holding a connection each.
+		unlock, err := p.coords.lock(ctx, k.coordinate())
+		if err != nil {
+			return outcome{}, fmt.Errorf("commit %s: wait for the coordinate: %w", reg.name, err)
+		}
+		defer unlock()
+	}
 	var (
 		out      outcome
 		applyErr error

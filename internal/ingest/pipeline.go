@@ -83,6 +83,9 @@ type Pipeline struct {
 	resolve *resolver
 	// st runs the statements outside a transaction, on Config.Pool.
 	st *store.Store
+	// coords queues this process's writes of one coordinate before they
+	// take a connection (coordlock.go).
+	coords coordLocks
 }
 
 // New returns a Pipeline.
