@@ -54,6 +54,60 @@ func perr(format string, args ...any) *ParseError {
 // ParseClient parses one client frame. It never panics; every failure is a
 // *ParseError whose Notice is the answer the client gets.
 func ParseClient(b []byte) (ClientMessage, error) {
+	if msg, ok := parseEvent(b); ok {
+		return msg, nil
+	}
+	return parseClient(b)
+}
+
+// parseEvent is ParseClient's path for the frame most clients send most,
+// ["EVENT",{…}]: the event object goes to event.Parse as it lies in the
+// frame, without decoding the array around it first, so the frame is
+// scanned once less and the object is not copied. ok is false for any
+// other shape, and for an object event.Parse refuses: parseClient then
+// reads the frame and gives the same message, or the error text the client
+// must get (docs/PROTOCOL.md §7.2).
+func parseEvent(b []byte) (msg ClientMessage, ok bool) {
+	const head = `"` + TypeEvent + `"`
+	b = trimJSONSpace(b)
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return msg, false
+	}
+	rest := trimJSONSpace(b[1 : len(b)-1])
+	if !bytes.HasPrefix(rest, []byte(head)) {
+		return msg, false
+	}
+	rest = trimJSONSpace(rest[len(head):])
+	if len(rest) == 0 || rest[0] != ',' {
+		return msg, false
+	}
+	obj := trimJSONSpace(rest[1:])
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return msg, false
+	}
+	ev, err := event.Parse(obj)
+	if err != nil {
+		return msg, false
+	}
+	return ClientMessage{Type: TypeEvent, Event: ev}, true
+}
+
+// trimJSONSpace trims what JSON counts as white space: space, tab, line
+// feed and carriage return, and nothing else.
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// parseClient is ParseClient's general path: the frame decoded as a JSON
+// array, then each element by the message's type.
+func parseClient(b []byte) (ClientMessage, error) {
 	var arr []json.RawMessage
 	if err := json.Unmarshal(b, &arr); err != nil {
 		if !json.Valid(b) {
