@@ -41,8 +41,18 @@ func (r *SQLRecorder) Take() []string {
 // set-up on. It is closed when the test ends.
 func TracedPool(t testing.TB, pool *pgxpool.Pool, rec *SQLRecorder, maxConns int32) *pgxpool.Pool {
 	t.Helper()
+	traced := TracedPoolWith(t, pool, rec, maxConns)
+	rec.Take()
+	return traced
+}
+
+// TracedPoolWith is TracedPool with any pgx query tracer: one that holds a
+// statement's answer, or reads its arguments. Its connections are set up
+// and have run one statement of their own ("SELECT 1") when it returns.
+func TracedPoolWith(t testing.TB, pool *pgxpool.Pool, tracer pgx.QueryTracer, maxConns int32) *pgxpool.Pool {
+	t.Helper()
 	cfg := pool.Config().Copy()
-	cfg.ConnConfig.Tracer = rec
+	cfg.ConnConfig.Tracer = tracer
 	cfg.MaxConns, cfg.MinConns = maxConns, 0
 	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -52,6 +62,5 @@ func TracedPool(t testing.TB, pool *pgxpool.Pool, rec *SQLRecorder, maxConns int
 	if _, err := traced.Exec(context.Background(), "SELECT 1"); err != nil {
 		t.Fatalf("dbtest: traced pool: %v", err)
 	}
-	rec.Take()
 	return traced
 }

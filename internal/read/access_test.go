@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -67,15 +66,9 @@ func (h *holdAccessLookup) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx
 func TestAccessCacheForgetRace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, url := dbtest.NewDB(t)
+	pool, _ := dbtest.NewDB(t)
 	hold := &holdAccessLookup{}
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = hold
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(traced.Close)
-	engine := read.New(read.Config{Pool: traced})
+	engine := read.New(read.Config{Pool: dbtest.TracedPoolWith(t, pool, hold, 10)})
 
 	owner, reader := eventtest.NewKey(), eventtest.NewKey()
 	cid := fixture.Community(t, pool).ID

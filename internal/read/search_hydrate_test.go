@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -56,15 +55,9 @@ func (c *countHydrated) take() []int {
 func TestSearchHydratesWhatItSends(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, url := dbtest.NewDB(t)
+	pool, _ := dbtest.NewDB(t)
 	trace := &countHydrated{}
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = trace
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(traced.Close)
-	engine := read.New(read.Config{Pool: traced})
+	engine := read.New(read.Config{Pool: dbtest.TracedPoolWith(t, pool, trace, 10)})
 
 	owner, reader := eventtest.NewKey(), eventtest.NewKey()
 	cid := fixture.Community(t, pool).ID
