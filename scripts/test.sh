@@ -53,6 +53,7 @@ tags=$(scripts/secp256k1-tags.sh)
 # The fuzz targets: one "package target" a line.
 fuzz_targets='
 ./internal/wire FuzzClientMessage
+./internal/wire FuzzParseClientEvent
 ./internal/negentropy FuzzRespond
 ./internal/event FuzzParseFilter
 ./internal/event FuzzParseEvent

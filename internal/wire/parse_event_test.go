@@ -83,9 +83,9 @@ func sameAnswer(t *testing.T, b []byte) {
 	require.Equal(t, want, got, "frame %q", b)
 }
 
-// FuzzParseEvent: the EVENT path never answers differently from the
-// general path (go test -fuzz FuzzParseEvent ./internal/wire explores).
-func FuzzParseEvent(f *testing.F) {
+// FuzzParseClientEvent: the EVENT path never answers differently from the
+// general path (go test -fuzz FuzzParseClientEvent ./internal/wire explores).
+func FuzzParseClientEvent(f *testing.F) {
 	for _, frame := range eventFrames() {
 		f.Add([]byte(frame))
 	}
