@@ -74,16 +74,8 @@ func TestAccessCacheForgetRace(t *testing.T) {
 	cid := fixture.Community(t, pool).ID
 	private := fixture.Channel(t, pool, cid, owner, fixture.Private(), fixture.Members(reader))
 	secret := fixture.Event(t, pool, cid, owner, 9, eventtest.Channel(private), eventtest.Content("members only"))
-	f, err := event.ParseFilter([]byte(`{"kinds":[9]}`))
-	require.NoError(t, err)
 	ids := func() []string {
-		rd, err := engine.Open(ctx, read.Request{Scope: read.Scope{CommunityID: cid, Reader: reader.PubKey},
-			Surface: read.SurfaceREQ, Filters: []event.Filter{f}})
-		require.NoError(t, err)
-		defer rd.Close()
-		var out []string
-		require.NoError(t, rd.Rows(ctx, func(r read.Row) bool { out = append(out, r.Event.ID); return true }))
-		return out
+		return reqIDs(t, engine, read.Scope{CommunityID: cid, Reader: reader.PubKey}, `{"kinds":[9]}`)
 	}
 
 	hold.arm()
@@ -102,4 +94,19 @@ func TestAccessCacheForgetRace(t *testing.T) {
 	require.Equal(t, []string{secret.ID}, <-done, "the read that began before the removal")
 
 	require.Empty(t, ids(), "the read after the removal's Forget")
+}
+
+// reqIDs reads one REQ filter (raw JSON) in sc through engine and returns
+// the ids it answers, in order.
+func reqIDs(t *testing.T, engine *read.Engine, sc read.Scope, raw string) []string {
+	t.Helper()
+	ctx := context.Background()
+	f, err := event.ParseFilter([]byte(raw))
+	require.NoError(t, err)
+	rd, err := engine.Open(ctx, read.Request{Scope: sc, Surface: read.SurfaceREQ, Filters: []event.Filter{f}})
+	require.NoError(t, err)
+	defer rd.Close()
+	var out []string
+	require.NoError(t, rd.Rows(ctx, func(r read.Row) bool { out = append(out, r.Event.ID); return true }))
+	return out
 }

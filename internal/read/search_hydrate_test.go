@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
-	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
 	"github.com/buzz-relay/buzz/internal/read"
@@ -54,7 +53,6 @@ func (c *countHydrated) take() []int {
 // reading the whole page answered.
 func TestSearchHydratesWhatItSends(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
 	trace := &countHydrated{}
 	engine := read.New(read.Config{Pool: dbtest.TracedPoolWith(t, pool, trace, 10)})
@@ -75,15 +73,7 @@ func TestSearchHydratesWhatItSends(t *testing.T) {
 		}
 	}
 	search := func(raw string) []string {
-		f, err := event.ParseFilter([]byte(raw))
-		require.NoError(t, err)
-		rd, err := engine.Open(ctx, read.Request{Scope: read.Scope{CommunityID: cid, Reader: reader.PubKey},
-			Surface: read.SurfaceREQ, Filters: []event.Filter{f}})
-		require.NoError(t, err)
-		defer rd.Close()
-		var out []string
-		require.NoError(t, rd.Rows(ctx, func(r read.Row) bool { out = append(out, r.Event.ID); return true }))
-		return out
+		return reqIDs(t, engine, read.Scope{CommunityID: cid, Reader: reader.PubKey}, raw)
 	}
 
 	got := search(`{"search":"needle","limit":5}`)
