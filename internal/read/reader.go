@@ -75,6 +75,9 @@ type Engine struct {
 	// that saw a Forget of its community while it ran stores nothing,
 	// since its answer may predate the change that was forgotten.
 	forgets map[string]uint64
+	// refreshing holds the sets Visible is renewing in the background
+	// (under mu; refreshAhead).
+	refreshing map[accessKey]bool
 
 	// replicaSearcher runs search statements on the replica pool, with
 	// its own slots; nil without a replica.
@@ -115,7 +118,8 @@ func New(cfg Config) *Engine {
 	if cfg.NoReplicaReason == "" {
 		cfg.NoReplicaReason = "not_configured"
 	}
-	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, forgets: map[string]uint64{}, shares: newShares(cfg.Shares, cfg.Metrics),
+	e := &Engine{cfg: cfg, cache: map[accessKey]accessEntry{}, forgets: map[string]uint64{}, refreshing: map[accessKey]bool{},
+		shares:   newShares(cfg.Shares, cfg.Metrics),
 		readTime: newReadTime(cfg.Shares.TimePerSecond, cfg.Shares.TimeBurst)}
 	if cfg.Pool != nil {
 		e.store = store.NewReader(cfg.Pool, cfg.Shares.AcquireTimeout)
@@ -151,14 +155,61 @@ func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 	}
 	acc := newAccess(chans)
 	e.mu.Lock()
-	if e.forgets[sc.CommunityID] == gen { // no change forgotten while it ran
-		if len(e.cache) > 100_000 {
-			clear(e.cache) // bound memory; entries are cheap to rebuild
-		}
-		e.cache[k] = accessEntry{acc: acc, expires: now.Add(e.cfg.CacheTTL)}
-	}
+	e.cacheLocked(k, acc, gen, now)
 	e.mu.Unlock()
 	return acc, nil
+}
+
+// cacheLocked stores a lookup that began at start with its community's
+// Forget count then, unless a Forget ran while it did. Call it under mu.
+func (e *Engine) cacheLocked(k accessKey, acc *Access, gen uint64, start time.Time) {
+	if e.forgets[k.community] != gen { // a change was forgotten while it ran
+		return
+	}
+	if len(e.cache) > 100_000 {
+		clear(e.cache) // bound memory; entries are cheap to rebuild
+	}
+	e.cache[k] = accessEntry{acc: acc, expires: start.Add(e.cfg.CacheTTL)}
+}
+
+// Background renewal of the sets live delivery uses (refreshAhead).
+const (
+	maxAccessRefreshes   = 4
+	accessRefreshTimeout = 5 * time.Second
+)
+
+// refreshAhead renews a reader's cached set in the background once it is
+// past half its lifetime: live delivery asks for it with every event, and
+// would otherwise wait on a lookup, on the delivering goroutine, each time
+// it expires. The renewed set still lives CacheTTL from its own lookup, a
+// Forget during the lookup still discards it, and at most
+// maxAccessRefreshes run at once; a reader not renewed in time is looked
+// up on delivery as before (docs/PROTOCOL.md §5.6).
+func (e *Engine) refreshAhead(sc Scope) {
+	k := accessKey{sc.CommunityID, sc.Reader}
+	start := e.cfg.NowFunc()
+	e.mu.Lock()
+	ent, ok := e.cache[k]
+	if !ok || start.Before(ent.expires.Add(-e.cfg.CacheTTL/2)) || e.refreshing[k] || len(e.refreshing) >= maxAccessRefreshes {
+		e.mu.Unlock()
+		return
+	}
+	e.refreshing[k] = true
+	gen := e.forgets[k.community]
+	e.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), accessRefreshTimeout)
+		defer cancel()
+		chans, err := e.store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		delete(e.refreshing, k)
+		if err != nil {
+			e.cfg.Logger.Warn("access refresh failed", slog.String("err", err.Error()))
+			return
+		}
+		e.cacheLocked(k, newAccess(chans), gen, start)
+	}()
 }
 
 // Forget drops cached accessible sets: one reader's, or with reader "" every
@@ -308,7 +359,12 @@ func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel
 	if !visibleTo(sc.Reader, ev) {
 		return false
 	}
-	return channel == "" || e.canAccess(ctx, sc, channel)
+	if channel == "" {
+		return true
+	}
+	ok := e.canAccess(ctx, sc, channel)
+	e.refreshAhead(sc)
+	return ok
 }
 
 // count counts one filter's matches in its channel scope. A filter whose
