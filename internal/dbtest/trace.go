@@ -64,3 +64,67 @@ func TracedPoolWith(t testing.TB, pool *pgxpool.Pool, tracer pgx.QueryTracer, ma
 	}
 	return traced
 }
+
+// Holder is a pgx query tracer for the statements Match picks: it counts
+// them and, once armed, holds the next one after PostgreSQL has answered it
+// and before its caller sees the answer, until Release.
+type Holder struct {
+	// Match picks the statements to count and hold.
+	Match func(pgx.TraceQueryStartData) bool
+
+	mu      sync.Mutex
+	started int
+	armed   bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+type heldKey struct{}
+
+// TraceQueryStart counts a picked statement and marks it held when armed.
+func (h *Holder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if h.Match == nil || !h.Match(data) {
+		return ctx
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.started++
+	if !h.armed {
+		return ctx
+	}
+	h.armed = false
+	return context.WithValue(ctx, heldKey{}, [2]chan struct{}{h.reached, h.release})
+}
+
+// TraceQueryEnd holds a marked statement until Release.
+func (h *Holder) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if chans, ok := ctx.Value(heldKey{}).([2]chan struct{}); ok {
+		close(chans[0])
+		<-chans[1]
+	}
+}
+
+// Arm holds the next picked statement. It returns a channel closed once
+// that statement is answered and held.
+func (h *Holder) Arm() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.reached, h.release = true, make(chan struct{}), make(chan struct{})
+	return h.reached
+}
+
+// Release lets the held statement's caller go on.
+func (h *Holder) Release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.release)
+}
+
+// Take returns how many picked statements started since the last Take.
+func (h *Holder) Take() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.started
+	h.started = 0
+	return n
+}

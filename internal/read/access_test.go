@@ -2,12 +2,9 @@ package read_test
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
@@ -18,46 +15,6 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// holdAccessLookup is a pgx tracer that, once armed, holds the next
-// accessible-channels lookup (the statement that fills the access cache)
-// after PostgreSQL has answered it and before the engine sees the answer.
-type holdAccessLookup struct {
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	release chan struct{}
-}
-
-type heldKey struct{}
-
-func (h *holdAccessLookup) arm() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.armed, h.reached, h.release = true, make(chan struct{}), make(chan struct{})
-}
-
-func (h *holdAccessLookup) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	// The whole-set lookup passes no requested channels ($3 NULL); the
-	// uncached confirmation of named channels passes them.
-	if !strings.Contains(d.SQL, "FROM channels c") || len(d.Args) != 3 || d.Args[2] != nil {
-		return ctx
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.armed {
-		return ctx
-	}
-	h.armed = false
-	return context.WithValue(ctx, heldKey{}, [2]chan struct{}{h.reached, h.release})
-}
-
-func (h *holdAccessLookup) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
-	if chans, ok := ctx.Value(heldKey{}).([2]chan struct{}); ok {
-		close(chans[0])
-		<-chans[1]
-	}
-}
-
 // TestAccessCacheForgetRace: a lookup of a reader's accessible channels
 // that PostgreSQL answered before a membership removal committed, and that
 // returns after the removal's Forget, must not be cached: the removed
@@ -67,7 +24,7 @@ func TestAccessCacheForgetRace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	hold := &holdAccessLookup{}
+	hold := &dbtest.Holder{Match: read.AccessLookup}
 	engine := read.New(read.Config{Pool: dbtest.TracedPoolWith(t, pool, hold, 10)})
 
 	owner, reader := eventtest.NewKey(), eventtest.NewKey()
@@ -78,11 +35,11 @@ func TestAccessCacheForgetRace(t *testing.T) {
 		return reqIDs(t, engine, read.Scope{CommunityID: cid, Reader: reader.PubKey}, `{"kinds":[9]}`)
 	}
 
-	hold.arm()
+	reached := hold.Arm()
 	done := make(chan []string)
 	go func() { done <- ids() }()
 	select {
-	case <-hold.reached:
+	case <-reached:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lookup never ran")
 	}
@@ -90,7 +47,7 @@ func TestAccessCacheForgetRace(t *testing.T) {
 	// before it, is on its way.
 	require.NoError(t, store.New(pool).ChannelMemberRemove(ctx, cid, private, reader.PubKey, owner.PubKey))
 	engine.Forget(cid, reader.PubKey)
-	close(hold.release)
+	hold.Release()
 	require.Equal(t, []string{secret.ID}, <-done, "the read that began before the removal")
 
 	require.Empty(t, ids(), "the read after the removal's Forget")

@@ -16,51 +16,12 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// lookupTracer counts the accessible-channels lookups a pool runs and,
-// once armed, holds the next one after PostgreSQL answered it.
-type lookupTracer struct {
-	mu      sync.Mutex
-	started int
-	armed   bool
-	reached chan struct{}
-	release chan struct{}
-}
-
-type heldLookup struct{}
-
-func (l *lookupTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.Contains(d.SQL, "FROM channels c") || len(d.Args) != 3 || d.Args[2] != nil {
-		return ctx
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.started++
-	if !l.armed {
-		return ctx
-	}
-	l.armed = false
-	return context.WithValue(ctx, heldLookup{}, [2]chan struct{}{l.reached, l.release})
-}
-
-func (l *lookupTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
-	if chans, ok := ctx.Value(heldLookup{}).([2]chan struct{}); ok {
-		close(chans[0])
-		<-chans[1]
-	}
-}
-
-func (l *lookupTracer) take() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.started
-	l.started = 0
-	return n
-}
-
-func (l *lookupTracer) arm() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.armed, l.reached, l.release = true, make(chan struct{}), make(chan struct{})
+// AccessLookup picks the statement that fills the access cache: the
+// whole-set lookup passes no requested channels ($3 NULL), the uncached
+// confirmation of named channels passes them. For dbtest.Holder, here and
+// in package read_test.
+func AccessLookup(d pgx.TraceQueryStartData) bool {
+	return strings.Contains(d.SQL, "FROM channels c") && len(d.Args) == 3 && d.Args[2] == nil
 }
 
 // TestAccessRefreshAhead: live delivery's check (Visible) renews a reader's
@@ -71,7 +32,7 @@ func TestAccessRefreshAhead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	trace := &lookupTracer{}
+	trace := &dbtest.Holder{Match: AccessLookup}
 	var clockMu sync.Mutex
 	clock := time.Now()
 	at := func(d time.Duration) {
@@ -91,34 +52,34 @@ func TestAccessRefreshAhead(t *testing.T) {
 	visible := func() bool { return e.Visible(ctx, sc, &ev, ch) }
 
 	require.True(t, visible())
-	require.Equal(t, 1, trace.take(), "the first delivery looks the set up")
+	require.Equal(t, 1, trace.Take(), "the first delivery looks the set up")
 	at(4 * time.Second)
 	require.True(t, visible())
 	require.True(t, settled())
-	require.Zero(t, trace.take(), "a set younger than half its life is not renewed")
+	require.Zero(t, trace.Take(), "a set younger than half its life is not renewed")
 
 	at(2 * time.Second) // 6 s old
 	require.True(t, visible())
 	require.Eventually(t, settled, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, 1, trace.take(), "a set past half its life is renewed in the background")
+	require.Equal(t, 1, trace.Take(), "a set past half its life is renewed in the background")
 	at(5 * time.Second) // 11 s: the first set has expired, the renewed one has not
 	require.True(t, visible())
-	require.Zero(t, trace.take(), "the delivery after the expiry uses the renewed set")
+	require.Zero(t, trace.Take(), "the delivery after the expiry uses the renewed set")
 
 	// The next renewal (the set is now 5 s old) is overtaken by a removal
 	// and its Forget: it must not bring the old set back.
-	trace.arm()
+	reached := trace.Arm()
 	require.True(t, visible())
 	select {
-	case <-trace.reached:
+	case <-reached:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the renewal never ran")
 	}
 	require.NoError(t, store.New(pool).ChannelMemberRemove(ctx, cid, ch, reader.PubKey, owner.PubKey))
 	e.Forget(cid, reader.PubKey)
-	close(trace.release)
+	trace.Release()
 	require.Eventually(t, settled, 10*time.Second, 5*time.Millisecond)
-	trace.take()
+	trace.Take()
 	require.False(t, visible(), "the removed member's next delivery")
-	require.Equal(t, 1, trace.take(), "looked up again, not answered from the overtaken renewal")
+	require.Equal(t, 1, trace.Take(), "looked up again, not answered from the overtaken renewal")
 }
