@@ -116,6 +116,11 @@ type Metrics struct {
 	// AccessibleChannelsCacheMisses is
 	// buzz_accessible_channels_cache_misses_total (counter).
 	AccessibleChannelsCacheMisses prometheus.Counter
+	// AccessibleChannelsRenewals is
+	// buzz_accessible_channels_renewals_total{outcome} (counter): the
+	// background renewals live delivery starts (docs/PROTOCOL.md §5.6),
+	// "kept", "overtaken" by a forget, or "failed".
+	AccessibleChannelsRenewals *prometheus.CounterVec
 	// CountFallbackRejections is buzz_count_fallback_rejections_total
 	// (counter): COUNT refused as too broad.
 	CountFallbackRejections prometheus.Counter
@@ -273,6 +278,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "buzz_accessible_channels_cache_misses_total",
 			Help: "Accessible-channel cache misses.",
 		}),
+		AccessibleChannelsRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "buzz_accessible_channels_renewals_total",
+			Help: "Accessible-channel sets renewed in the background for live delivery, by outcome (kept, overtaken, failed).",
+		}, []string{"outcome"}),
 		CountFallbackRejections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_count_fallback_rejections_total",
 			Help: "COUNT requests refused as too broad.",
@@ -317,7 +326,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.EventProcessingSeconds, m.FanoutRecipients, m.FanoutQueued, m.PostCommitDispatchErrors,
 		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits, m.PosterChecks,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
-		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.CountFallbackRejections,
+		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.AccessibleChannelsRenewals, m.CountFallbackRejections,
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,
 		m.pool,
 	)
@@ -332,6 +341,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, by := range []string{"read", "write", "refused_by_write"} {
 		m.PosterChecks.WithLabelValues(by)
+	}
+	for _, o := range []string{"kept", "overtaken", "failed"} {
+		m.AccessibleChannelsRenewals.WithLabelValues(o)
 	}
 	for _, method := range AuthMethods {
 		m.AuthAttempts.WithLabelValues(method)

@@ -49,6 +49,7 @@ var specNames = map[string]dto.MetricType{
 	"buzz_membership_cache_misses_total":          dto.MetricType_COUNTER,
 	"buzz_accessible_channels_cache_hits_total":   dto.MetricType_COUNTER,
 	"buzz_accessible_channels_cache_misses_total": dto.MetricType_COUNTER,
+	"buzz_accessible_channels_renewals_total":     dto.MetricType_COUNTER,
 	"buzz_count_fallback_rejections_total":        dto.MetricType_COUNTER,
 	"buzz_channels_created_total":                 dto.MetricType_COUNTER,
 	"buzz_partition_maintenance_errors_total":     dto.MetricType_COUNTER,

@@ -161,15 +161,17 @@ func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 }
 
 // cacheLocked stores a lookup that began at start with its community's
-// Forget count then, unless a Forget ran while it did. Call it under mu.
-func (e *Engine) cacheLocked(k accessKey, acc *Access, gen uint64, start time.Time) {
+// Forget count then, unless a Forget ran while it did, and reports whether
+// it stored it. Call it under mu.
+func (e *Engine) cacheLocked(k accessKey, acc *Access, gen uint64, start time.Time) bool {
 	if e.forgets[k.community] != gen { // a change was forgotten while it ran
-		return
+		return false
 	}
 	if len(e.cache) > 100_000 {
 		clear(e.cache) // bound memory; entries are cheap to rebuild
 	}
 	e.cache[k] = accessEntry{acc: acc, expires: start.Add(e.cfg.CacheTTL)}
+	return true
 }
 
 // Background renewal of the sets live delivery uses (refreshAhead).
@@ -204,11 +206,15 @@ func (e *Engine) refreshAhead(sc Scope) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		delete(e.refreshing, k)
-		if err != nil {
+		outcome := "kept"
+		switch {
+		case err != nil:
+			outcome = "failed"
 			e.cfg.Logger.Warn("access refresh failed", slog.String("err", err.Error()))
-			return
+		case !e.cacheLocked(k, newAccess(chans), gen, start):
+			outcome = "overtaken"
 		}
-		e.cacheLocked(k, newAccess(chans), gen, start)
+		e.cfg.Metrics.AccessibleChannelsRenewals.WithLabelValues(outcome).Inc()
 	}()
 }
 

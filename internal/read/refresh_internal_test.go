@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/fixture"
+	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
@@ -40,7 +42,11 @@ func TestAccessRefreshAhead(t *testing.T) {
 		defer clockMu.Unlock()
 		clock = clock.Add(d)
 	}
-	e := New(Config{Pool: dbtest.TracedPoolWith(t, pool, trace, 10), CacheTTL: 10 * time.Second,
+	m := metrics.Disabled()
+	renewals := func(outcome string) float64 {
+		return testutil.ToFloat64(m.AccessibleChannelsRenewals.WithLabelValues(outcome))
+	}
+	e := New(Config{Pool: dbtest.TracedPoolWith(t, pool, trace, 10), CacheTTL: 10 * time.Second, Metrics: m,
 		NowFunc: func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }})
 	settled := func() bool { e.mu.Lock(); defer e.mu.Unlock(); return len(e.refreshing) == 0 }
 
@@ -62,6 +68,7 @@ func TestAccessRefreshAhead(t *testing.T) {
 	require.True(t, visible())
 	require.Eventually(t, settled, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, 1, trace.Take(), "a set past half its life is renewed in the background")
+	require.Equal(t, 1.0, renewals("kept"))
 	at(5 * time.Second) // 11 s: the first set has expired, the renewed one has not
 	require.True(t, visible())
 	require.Zero(t, trace.Take(), "the delivery after the expiry uses the renewed set")
@@ -80,6 +87,7 @@ func TestAccessRefreshAhead(t *testing.T) {
 	trace.Release()
 	require.Eventually(t, settled, 10*time.Second, 5*time.Millisecond)
 	trace.Take()
+	require.Equal(t, 1.0, renewals("overtaken"))
 	require.False(t, visible(), "the removed member's next delivery")
 	require.Equal(t, 1, trace.Take(), "looked up again, not answered from the overtaken renewal")
 }
