@@ -69,12 +69,15 @@ func TestAccessRefreshAhead(t *testing.T) {
 	require.Eventually(t, settled, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, 1, trace.Take(), "a set past half its life is renewed in the background")
 	require.Equal(t, 1.0, renewals("kept"))
-	at(5 * time.Second) // 11 s: the first set has expired, the renewed one has not
+	// 10.5 s: the first set has expired; the renewed one has not and, 4.5 s
+	// old, starts no renewal of its own that the count below could catch.
+	at(4500 * time.Millisecond)
 	require.True(t, visible())
 	require.Zero(t, trace.Take(), "the delivery after the expiry uses the renewed set")
 
-	// The next renewal (the set is now 5 s old) is overtaken by a removal
-	// and its Forget: it must not bring the old set back.
+	// The next renewal (at 11 s the set is 5 s old) is overtaken by a
+	// removal and its Forget: it must not bring the old set back.
+	at(500 * time.Millisecond)
 	reached := trace.Arm()
 	require.True(t, visible())
 	select {
