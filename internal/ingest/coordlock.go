@@ -56,13 +56,6 @@ func (l *coordLocks) leave(key int64, c *coordLock) {
 	}
 }
 
-// size is the number of keys held or waited for.
-func (l *coordLocks) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.keys)
-}
-
 // coordinated is a change written under a coordinate's advisory lock:
 // commit takes the same key in the process first.
 type coordinated interface {

@@ -46,3 +46,10 @@ func TestCoordLocks(t *testing.T) {
 	unlock2()
 	require.Equal(t, 0, l.size(), "no key is kept once nobody holds or waits for it")
 }
+
+// size is the number of keys held or waited for.
+func (l *coordLocks) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}

@@ -136,6 +136,13 @@ func New(cfg Config) *Engine {
 
 // accessible returns the reader's accessible channels, from a 10 s cache.
 func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
+	ent, err := e.accessEntry(ctx, sc)
+	return ent.acc, err
+}
+
+// accessEntry is accessible with the set's expiry: the cached entry, or the
+// one a lookup just made.
+func (e *Engine) accessEntry(ctx context.Context, sc Scope) (accessEntry, error) {
 	k := accessKey{sc.CommunityID, sc.Reader}
 	now := e.cfg.NowFunc()
 	e.mu.Lock()
@@ -143,7 +150,7 @@ func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 	e.mu.Unlock()
 	if ok && now.Before(ent.expires) {
 		e.cfg.Metrics.AccessibleChannelsCacheHits.Inc()
-		return ent.acc, nil
+		return ent, nil
 	}
 	e.cfg.Metrics.AccessibleChannelsCacheMisses.Inc()
 	e.mu.Lock()
@@ -151,13 +158,13 @@ func (e *Engine) accessible(ctx context.Context, sc Scope) (*Access, error) {
 	e.mu.Unlock()
 	chans, err := e.store.AccessibleChannels(ctx, sc.CommunityID, sc.Reader)
 	if err != nil {
-		return nil, err
+		return accessEntry{}, err
 	}
-	acc := newAccess(chans)
+	ent = accessEntry{acc: newAccess(chans), expires: now.Add(e.cfg.CacheTTL)}
 	e.mu.Lock()
-	e.cacheLocked(k, acc, gen, now)
+	e.cacheLocked(k, ent.acc, gen, now)
 	e.mu.Unlock()
-	return acc, nil
+	return ent, nil
 }
 
 // cacheLocked stores a lookup that began at start with its community's
@@ -181,7 +188,7 @@ const (
 )
 
 // refreshAhead renews a reader's cached set in the background once it is
-// past half its lifetime: live delivery asks for it with every event, and
+// past half its lifetime (canAccess calls it only then): live delivery asks for it with every event, and
 // would otherwise wait on a lookup, on the delivering goroutine, each time
 // it expires. The renewed set still lives CacheTTL from its own lookup, a
 // Forget during the lookup still discards it, and at most
@@ -273,14 +280,17 @@ func (e *Engine) confirm(ctx context.Context, sc Scope, acc *Access, requested [
 
 // canAccess reports whether the reader may read channel ch now, from the
 // cache; any error answers false (fail closed). Live delivery calls it per
-// recipient.
+// recipient, and it starts the renewal of a set past half its life.
 func (e *Engine) canAccess(ctx context.Context, sc Scope, ch string) bool {
-	acc, err := e.accessible(ctx, sc)
+	ent, err := e.accessEntry(ctx, sc)
 	if err != nil {
 		e.cfg.Logger.Warn("access check failed", slog.String("err", err.Error()))
 		return false
 	}
-	return acc.Has(ch)
+	if !e.cfg.NowFunc().Before(ent.expires.Add(-e.cfg.CacheTTL / 2)) {
+		e.refreshAhead(sc)
+	}
+	return ent.acc.Has(ch)
 }
 
 // query runs one filter's history read: limit clamped to MaxLimit (absent
@@ -368,9 +378,7 @@ func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel
 	if channel == "" {
 		return true
 	}
-	ok := e.canAccess(ctx, sc, channel)
-	e.refreshAhead(sc)
-	return ok
+	return e.canAccess(ctx, sc, channel)
 }
 
 // count counts one filter's matches in its channel scope. A filter whose
