@@ -141,6 +141,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
 		RelayKey: relayKey, Caps: readCaps(cfg), Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes,
 		SearchRankWindow: cfg.SearchRankWindow})
+	if err := reader.LoadCeiling(ctx); err != nil {
+		return nil, err
+	}
 	aud, err := startAudit(ctx, cfg, db, m, log)
 	if err != nil {
 		return nil, err

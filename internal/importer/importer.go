@@ -140,6 +140,8 @@ func Run(ctx context.Context, p Params, h export.Header, t export.Trailer, r io.
 			s.SkippedRelaySigned++
 		case expired(&ev, p.Now()):
 			s.refuse(it.line, wire.MsgExpired)
+		case ahead(&ev, p.Now()):
+			s.refuse(it.line, wire.MsgClockDrift)
 		default:
 			clock.Store(ev.CreatedAt)
 			res := pl.Submit(ctx, ingest.Request{Tenant: ten, Author: ev.PubKey, Source: ingest.SourceWebSocket, Event: ev})
@@ -197,6 +199,16 @@ func regenerated(h export.Header, ev *event.Event) bool {
 func expired(ev *event.Event, now time.Time) bool {
 	at, present, ok := ev.Expiration()
 	return ok && present && at <= now.Unix()
+}
+
+// ahead reports whether ev is dated more than the drift the pipeline
+// allows ahead of the real clock. The pipeline judges an imported event at
+// its own created_at, so without this an import could store an event from
+// the future, which no live door accepts and which reads bounded by the
+// created-at ceiling would not see (docs/ARCHITECTURE.md "Created-at
+// ceiling").
+func ahead(ev *event.Event, now time.Time) bool {
+	return ev.CreatedAt > now.Add(event.MaxClockDrift).Unix()
 }
 
 // provenance is the audit detail of the import: the source header's host,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
 	"github.com/buzz-relay/buzz/internal/export"
 	"github.com/buzz-relay/buzz/internal/importer"
@@ -19,18 +20,28 @@ import (
 func file(t *testing.T, n int) []string {
 	t.Helper()
 	key := eventtest.NewKey()
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = key.Signed(t, 9, eventtest.Content(strings.Repeat("x", i+1)))
+	}
+	return exportLines(t, evs)
+}
+
+// exportLines is an export of evs with a matching trailer, as its lines,
+// each with its "\n".
+func exportLines(t *testing.T, evs []event.Event) []string {
+	t.Helper()
 	head, err := json.Marshal(export.Header{Type: "header", Format: export.Format, Version: export.Version,
-		Host: "team.test", Events: int64(n)})
+		Host: "team.test", Events: int64(len(evs))})
 	require.NoError(t, err)
 	lines := []string{string(head) + "\n"}
 	sum := sha256.New()
-	for i := range n {
-		ev := key.Signed(t, 9, eventtest.Content(strings.Repeat("x", i+1)))
-		line := string(ev.AppendJSON(nil)) + "\n"
+	for i := range evs {
+		line := string(evs[i].AppendJSON(nil)) + "\n"
 		sum.Write([]byte(line))
 		lines = append(lines, line)
 	}
-	tr, err := json.Marshal(export.Trailer{Type: "trailer", Events: int64(n), SHA256: hex.EncodeToString(sum.Sum(nil))})
+	tr, err := json.Marshal(export.Trailer{Type: "trailer", Events: int64(len(evs)), SHA256: hex.EncodeToString(sum.Sum(nil))})
 	require.NoError(t, err)
 	return append(lines, string(tr)+"\n")
 }

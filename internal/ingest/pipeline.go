@@ -21,7 +21,6 @@ import (
 // Limits of the pipeline (docs/PROTOCOL.md §7.11).
 const (
 	MaxContentBytes = 262144
-	MaxClockDrift   = 900 * time.Second
 	MaxDTagBytes    = 1024
 	MaxEmojiChars   = 64
 	// DefaultMaxPTags is Config.MaxPTags's default (BUZZ_MAX_P_TAGS).
@@ -136,9 +135,9 @@ func reject(prefix, format string, args ...any) error {
 	return &refusal{Result{Code: Rejected, Message: wire.Reason(prefix, fmt.Sprintf(format, args...))}}
 }
 
-// msgClockDrift answers an event outside the ±900 s drift (step 6) and one
+// clockDrift answers an event outside the ±900 s drift (step 6) and one
 // whose commit the created_at floor refused.
-const msgClockDrift = "event timestamp too far from server time"
+func clockDrift() error { return &refusal{Result{Code: Rejected, Message: wire.MsgClockDrift}} }
 
 func invalid(format string, args ...any) error { return reject(wire.Invalid, format, args...) }
 
@@ -192,7 +191,7 @@ func (p *Pipeline) submit(ctx context.Context, req *Request) Result {
 		return Result{Code: Duplicate, Message: wire.MsgDuplicate}
 	}
 	if pg.IsCreatedAtFloor(err) { // committed too long after created_at: the replica proof's floor (docs/PROTOCOL.md §16.6)
-		return p.answer(ctx, req, invalid(msgClockDrift))
+		return p.answer(ctx, req, clockDrift())
 	}
 	if err != nil {
 		p.countIntentError(err)
@@ -308,8 +307,8 @@ func (p *Pipeline) check(req *Request) error {
 		return invalid("invalid schnorr signature")
 	}
 	now := p.cfg.NowFunc().Unix()
-	if d := ev.CreatedAt - now; d > int64(MaxClockDrift/time.Second) || d < -int64(MaxClockDrift/time.Second) { // 6
-		return invalid(msgClockDrift)
+	if d := ev.CreatedAt - now; d > int64(event.MaxClockDrift/time.Second) || d < -int64(event.MaxClockDrift/time.Second) { // 6
+		return clockDrift()
 	}
 	if n := len(ev.Content); n > MaxContentBytes { // 7
 		return invalid("content exceeds maximum size of %d bytes (got %d)", MaxContentBytes, n)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -91,6 +92,11 @@ type Engine struct {
 	// readTime is every reader's read-time budget (readtime.go); nil
 	// when off.
 	readTime *readTime
+
+	// future is the newest created_at (Unix seconds) of the rows stored
+	// above the ceiling when the engine started, 0 when none
+	// (LoadCeiling, ceiling.go).
+	future atomic.Int64
 }
 
 type accessKey struct{ community, reader string }
@@ -312,7 +318,7 @@ func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *
 	if f.Limit != nil {
 		limit = min(*f.Limit, MaxLimit)
 	}
-	p := params(sc, acc, f, channels, named)
+	p := e.params(sc, acc, f, channels, named)
 	p.Limit = limit
 	p.BeforeID = beforeID
 	p.MaxBytes = maxBytes
@@ -347,9 +353,10 @@ func (e *Engine) query(ctx context.Context, on *replica.Session, sc Scope, acc *
 }
 
 // params builds the store parameters of a filter's channel scope: the named
-// channels only, or every accessible channel plus channel-less events.
-func params(sc Scope, acc *Access, f *event.Filter, channels []string, named bool) store.EventQueryParams {
-	p := store.EventQueryParams{CommunityID: sc.CommunityID, Reader: sc.Reader, Filter: f}
+// channels only, or every accessible channel plus channel-less events,
+// read up to the created-at ceiling.
+func (e *Engine) params(sc Scope, acc *Access, f *event.Filter, channels []string, named bool) store.EventQueryParams {
+	p := store.EventQueryParams{CommunityID: sc.CommunityID, Reader: sc.Reader, Filter: f, Ceiling: e.ceiling()}
 	if named {
 		p.Channels, p.ChannelOnly = channels, true
 	} else {
@@ -388,7 +395,7 @@ func (e *Engine) Visible(ctx context.Context, sc Scope, ev *event.Event, channel
 // than CountFallbackMaximum answers errCountTooBroad. The caller has
 // skipped a filter that matches nothing or names no accessible channel.
 func (e *Engine) count(ctx context.Context, sc Scope, acc *Access, f *event.Filter, channels []string, named bool) (int64, error) {
-	p := params(sc, acc, f, channels, named)
+	p := e.params(sc, acc, f, channels, named)
 	if hook := e.cfg.QueryHookFunc; hook != nil {
 		if err := hook(ctx, f); err != nil {
 			return 0, err

@@ -42,7 +42,7 @@ func (r *Read) records(ctx context.Context, maximum int, each func(int64, [32]by
 		if named && len(chans) == 0 {
 			continue
 		}
-		p := params(r.req.Scope, r.acc, f, chans, named)
+		p := r.e.params(r.req.Scope, r.acc, f, chans, named)
 		p.Limit = maximum + 1
 		exact := fastPath(r.req.Scope, f)
 		if hook := r.e.cfg.QueryHookFunc; hook != nil {

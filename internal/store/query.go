@@ -40,6 +40,12 @@ type EventQueryParams struct {
 	// hold more than MaxBytes of JSON: the row that crosses it is the last
 	// one returned, so the caller sees where its byte budget ran out.
 	MaxBytes int
+	// Ceiling, when not zero, is a created_at no stored event is above
+	// (docs/ARCHITECTURE.md "Created-at ceiling"). A filter without until,
+	// or with a later one, is read up to it, so the planner skips the
+	// partitions above it, which the partition job creates months ahead
+	// and which hold nothing. It changes no answer.
+	Ceiling time.Time
 }
 
 // EventQuery returns up to Limit live events matching the filter's pushable
@@ -155,6 +161,9 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 			b.where = append(b.where, "e.created_at <= "+until)
 		}
 	}
+	if ceilingApplies(p) {
+		b.where = append(b.where, "e.created_at <= "+b.arg(p.Ceiling.UTC()))
+	}
 
 	addressableOnly := len(f.Kinds) > 0
 	for _, k := range f.Kinds {
@@ -191,6 +200,30 @@ func buildQuery(p EventQueryParams) *queryBuilder {
 	return b
 }
 
+// ceilingApplies reports whether p's ceiling bounds its read more tightly
+// than the filter's own until.
+func ceilingApplies(p EventQueryParams) bool {
+	return !p.Ceiling.IsZero() && (p.Filter.Until == nil || *p.Filter.Until > p.Ceiling.Unix())
+}
+
+// FutureRows returns the newest created_at of the stored events dated
+// after after, in any community, or the zero time when there is none. The
+// read engine asks it once at start with its ceiling, so that rows stored
+// before the importer refused events from the future, or under a clock
+// that has since moved back, stay readable (docs/ARCHITECTURE.md
+// "Created-at ceiling"). Only the partitions above after are scanned, and
+// those normally hold nothing.
+func (s *Store) FutureRows(ctx context.Context, after time.Time) (time.Time, error) {
+	var newest *time.Time
+	if err := s.q.QueryRow(ctx, `SELECT max(created_at) FROM events WHERE created_at > $1`, after.UTC()).Scan(&newest); err != nil {
+		return time.Time{}, fmt.Errorf("future rows: %w", err)
+	}
+	if newest == nil {
+		return time.Time{}, nil
+	}
+	return *newest, nil
+}
+
 // mentionCopies repeats the kind, time and channel predicates on the
 // mention rows, so the walk over event_mentions skips what cannot match
 // before any event is looked up. The predicates on e stay: these only
@@ -205,6 +238,9 @@ func (b *queryBuilder) mentionCopies(p EventQueryParams) {
 	}
 	if f.Until != nil {
 		b.mention = append(b.mention, "m.event_created_at <= "+b.arg(time.Unix(*f.Until, 0).UTC()))
+	}
+	if ceilingApplies(p) {
+		b.mention = append(b.mention, "m.event_created_at <= "+b.arg(p.Ceiling.UTC()))
 	}
 	switch {
 	case p.ChannelOnly:

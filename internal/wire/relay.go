@@ -62,6 +62,10 @@ const (
 	// MsgExpired refuses an event whose NIP-40 expiration is not after the
 	// server clock (docs/PROTOCOL.md §6.6), stored and ephemeral kinds alike.
 	MsgExpired = "invalid: event has expired"
+	// MsgClockDrift refuses an event whose created_at is more than 900 s
+	// from the server clock (docs/PROTOCOL.md §3.2), on both doors and in
+	// an import (dated ahead of the clock only).
+	MsgClockDrift = "invalid: event timestamp too far from server time"
 	// MsgBadExpiration refuses an event with more than one expiration tag
 	// or a value that is not a decimal Unix time in seconds
 	// (docs/PROTOCOL.md §6.6).

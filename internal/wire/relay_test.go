@@ -36,6 +36,7 @@ func TestMessages(t *testing.T) {
 		{"AuthViaEvent", wire.MsgAuthViaEvent, "invalid: AUTH events cannot be submitted via EVENT"},
 		{"PubkeyMismatch", wire.MsgPubkeyMismatch, "invalid: event pubkey does not match authenticated identity"},
 		{"Expired", wire.MsgExpired, "invalid: event has expired"},
+		{"ClockDrift", wire.MsgClockDrift, "invalid: event timestamp too far from server time"},
 		{"BadExpiration", wire.MsgBadExpiration, "invalid: malformed expiration tag"},
 		{"PGateREQ", wire.MsgPGateREQ, "restricted: p-gated events require #p matching your pubkey"},
 		{"PGateCount", wire.MsgPGateCount, "restricted: p-gated kinds require #p tag matching your pubkey"},

@@ -1,0 +1,9 @@
+package importer_test
+
+import (
+	"testing"
+
+	"github.com/buzz-relay/buzz/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
