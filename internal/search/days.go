@@ -175,14 +175,22 @@ func buildDays(q *Query, text string, page, perPage int64, window int, p daysPla
 		sinceDay = dayOf(*q.Since)
 	}
 	w := arg(int64(window))
+	// A day-key branch ranks each match as it reads it and sorts narrow
+	// rows: its matches are one span's, already in memory (the function's
+	// result), and carrying every tsvector through the sorts cost more than
+	// ranking the few past the window (docs/PERFORMANCE.md "Day-key
+	// branches rank as they read"). The older branch ranks only the window
+	// it keeps, since it may match far more rows than it returns.
+	const rankedCols = "SELECT id, kind, pubkey, channel_id, created_at, ts_rank_cd(search_tsv, search_query.query) AS rank\n"
 	const cols = "SELECT id, kind, pubkey, channel_id, created_at, search_tsv, search_query.query\n"
 	const lateral = " AS events CROSS JOIN LATERAL (SELECT " + fullTextQuery + " AS query) AS search_query\nWHERE "
 	tail := "\nORDER BY created_at DESC, id\nLIMIT " + w + ")"
 
 	var b strings.Builder
+	// No window count: only the recent-span statement of build reads it.
 	b.WriteString(`SELECT id, kind, pubkey, channel_id::text,
        EXTRACT(EPOCH FROM created_at)::bigint AS created_at_s,
-       ts_rank_cd(search_tsv, query) AS rank, count(*) OVER () AS candidates
+       rank, 0::bigint AS candidates
 FROM (SELECT * FROM (`)
 	var branches []string
 	hi := p.anchor
@@ -192,7 +200,7 @@ FROM (SELECT * FROM (`)
 		if last {
 			lo = sinceDay
 		}
-		branches = append(branches, "("+cols+"FROM search_day_matches("+arg(dayKeys(p.prefix, lo, hi, p.lexeme))+
+		branches = append(branches, "("+rankedCols+"FROM search_day_matches("+arg(dayKeys(p.prefix, lo, hi, p.lexeme))+
 			"::text[])"+lateral+preds+tail)
 		hi = lo - 1
 		if last {
@@ -201,8 +209,9 @@ FROM (SELECT * FROM (`)
 	}
 	if q.Since == nil || hi >= sinceDay {
 		// Everything older than the spans, from the search_tsv GIN.
-		branches = append(branches, "("+cols+"FROM events"+lateral+preds+
-			"\n  AND created_at < "+arg(time.Unix((hi+1)*secondsPerDay, 0).UTC())+tail)
+		branches = append(branches, "(SELECT id, kind, pubkey, channel_id, created_at, ts_rank_cd(search_tsv, query) AS rank\nFROM ("+
+			cols+"FROM events"+lateral+preds+
+			"\n  AND created_at < "+arg(time.Unix((hi+1)*secondsPerDay, 0).UTC())+tail+" AS older)")
 	}
 	b.WriteString(strings.Join(branches, "\nUNION ALL\n"))
 	b.WriteString(") AS spans\nLIMIT " + w + ") AS candidates")
