@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/buzz-relay/buzz/internal/pg"
 )
 
@@ -72,8 +75,14 @@ func (s *Store) EventInsertBatch(ctx context.Context, ps []EventInsertParams) ([
 // batchArgs are the column arrays of eventBatchSQL: one element per event
 // for the event columns and the audit intent, one per row for mentions and
 // listener targets.
+//
+// The uuid columns are sent as pgtype.UUID: pgx has no binary encoding of a
+// string as uuid, and for a []string it searched for one, failed and fell
+// back to text on every batch (docs/PERFORMANCE.md "Batch uuid columns in
+// binary").
 type batchArgs struct {
-	community, channel, dTag           []*string
+	community, channel                 []pgtype.UUID
+	dTag                               []*string
 	id, pubkey, sig                    [][]byte
 	createdAt                          []int64
 	expires                            []*int64
@@ -82,10 +91,10 @@ type batchArgs struct {
 	auditKey, auditAction, auditObject []*string
 	auditActor                         [][]byte
 	auditDetail                        []*string
-	mCommunity                         []string
+	mCommunity                         []pgtype.UUID
 	mID                                [][]byte
 	mPubkey                            []string
-	lCommunity                         []string
+	lCommunity                         []pgtype.UUID
 	lID, lTarget                       [][]byte
 	posterCheck                        []bool
 }
@@ -95,13 +104,21 @@ func (b *batchArgs) add(p EventInsertParams) error {
 	if err != nil {
 		return err
 	}
-	ev, cid := p.Event, p.CommunityID
-	b.community = append(b.community, &cid)
+	ev := p.Event
+	cid, err := uuidArg(p.CommunityID)
+	if err != nil {
+		return fmt.Errorf("community id: %w", err)
+	}
+	channel, err := uuidArg(p.Channel)
+	if err != nil {
+		return fmt.Errorf("channel id: %w", err)
+	}
+	b.community = append(b.community, cid)
 	b.id, b.pubkey, b.sig = append(b.id, r.id), append(b.pubkey, r.pub), append(b.sig, r.sig)
 	b.createdAt, b.kind = append(b.createdAt, ev.CreatedAt), append(b.kind, int32(ev.Kind))
 	b.expires = append(b.expires, r.expires)
 	b.tags, b.content = append(b.tags, string(r.tags)), append(b.content, ev.Content)
-	b.channel, b.dTag = append(b.channel, nullUUID(p.Channel)), append(b.dTag, p.DTag)
+	b.channel, b.dTag = append(b.channel, channel), append(b.dTag, p.DTag)
 	b.auditKey, b.auditAction = append(b.auditKey, r.auditKey), append(b.auditAction, r.auditAction)
 	b.auditActor, b.auditObject, b.auditDetail = append(b.auditActor, r.auditActor), append(b.auditObject, r.auditObject), append(b.auditDetail, r.auditDetail)
 	b.posterCheck = append(b.posterCheck, p.PosterCheck)
@@ -112,6 +129,18 @@ func (b *batchArgs) add(p EventInsertParams) error {
 		b.lCommunity, b.lID, b.lTarget = append(b.lCommunity, cid), append(b.lID, r.id), append(b.lTarget, tg)
 	}
 	return nil
+}
+
+// uuidArg is s as a uuid parameter, NULL when s is empty.
+func uuidArg(s string) (pgtype.UUID, error) {
+	if s == "" {
+		return pgtype.UUID{}, nil
+	}
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return pgtype.UUID{}, err
+	}
+	return pgtype.UUID{Bytes: u, Valid: true}, nil
 }
 
 func (b *batchArgs) values() []any {
