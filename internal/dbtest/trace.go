@@ -12,16 +12,27 @@ import (
 // SQLRecorder is a pgx query tracer that records the SQL text of every
 // statement its pool runs, for tests that count or compare statements.
 type SQLRecorder struct {
-	mu  sync.Mutex
-	sql []string
+	mu   sync.Mutex
+	sql  []string
+	last pgx.TraceQueryStartData
 }
 
-// TraceQueryStart records the statement's SQL.
+// TraceQueryStart records the statement's SQL, and keeps it with its
+// arguments as the last statement.
 func (r *SQLRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sql = append(r.sql, data.SQL)
+	r.last = data
 	return ctx
+}
+
+// Last returns the SQL and arguments of the last statement recorded, for
+// a test that runs it again (under EXPLAIN, say).
+func (r *SQLRecorder) Last() (sql string, args []any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last.SQL, r.last.Args
 }
 
 // TraceQueryEnd does nothing.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,32 +18,13 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
-// lastStatement keeps the SQL and arguments of the last statement its
-// pool ran.
-type lastStatement struct {
-	mu   sync.Mutex
-	sql  string
-	args []any
-}
-
-func (l *lastStatement) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sql, l.args = d.SQL, d.Args
-	return ctx
-}
-
-func (l *lastStatement) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// partitions returns the events partitions the plan of l's statement
-// reads, on pool.
-func (l *lastStatement) partitions(t *testing.T, q interface {
+// partitions returns the events partitions the plan of rec's last
+// statement reads, on q.
+func partitions(t *testing.T, rec *dbtest.SQLRecorder, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) []string {
 	t.Helper()
-	l.mu.Lock()
-	sql, args := l.sql, l.args
-	l.mu.Unlock()
+	sql, args := rec.Last()
 	var plan []byte
 	require.NoError(t, q.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&plan))
 	var out []string
@@ -83,7 +63,7 @@ func TestEventQueryCeiling(t *testing.T) {
 	// Partitions for this month and the three after it, as the partition
 	// job keeps them (docs/PROTOCOL.md §3.3).
 	require.NoError(t, pg.EnsurePartitions(ctx, pool, time.Now(), 3))
-	var trace lastStatement
+	var trace dbtest.SQLRecorder
 	traced := dbtest.TracedPoolWith(t, pool, &trace, 2)
 	s := store.New(traced)
 	cid := fixture.Community(t, pool).ID
@@ -97,7 +77,7 @@ func TestEventQueryCeiling(t *testing.T) {
 	read := func(f event.Filter, ceiling time.Time) ([]string, []string) {
 		rows, err := s.EventQuery(ctx, store.EventQueryParams{CommunityID: cid, Filter: &f, Limit: 10, Ceiling: ceiling})
 		require.NoError(t, err)
-		return ids(rows), trace.partitions(t, pool)
+		return ids(rows), partitions(t, &trace, pool)
 	}
 	// above are the partitions of parts that start after the ceiling. The
 	// default partition is not among them: it also holds whatever is older
@@ -148,5 +128,5 @@ func TestEventQueryCeiling(t *testing.T) {
 	n, err := s.EventCount(ctx, store.EventQueryParams{CommunityID: cid, Filter: &event.Filter{Kinds: []int{1}}, Ceiling: ceiling})
 	require.NoError(t, err)
 	require.Equal(t, int64(4), n)
-	require.Empty(t, above(trace.partitions(t, pool)), "COUNT is bounded too")
+	require.Empty(t, above(partitions(t, &trace, pool)), "COUNT is bounded too")
 }
