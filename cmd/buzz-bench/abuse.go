@@ -162,28 +162,30 @@ func runAbuse(ctx context.Context, cfg config, out io.Writer, sum map[string]abu
 		}
 		at, _ := abuse.Lookup(name)
 		line := abuseLine{Phase: "abuse", Attack: at.Name, What: at.What}
-		env := &abuse.Env{Target: target, Key: event.GenerateKey(), Opts: a.opts, Outcomes: abuse.NewOutcomes()}
-		if at.Prepare != nil { // before both windows: its work is in neither
-			if err := at.Prepare(env, time.Now().Add(a.window), a.window); err != nil {
-				return fmt.Errorf("prepare %s: %w", at.Name, err)
-			}
+		// The attacker's process is started and prepared before both
+		// windows: its start-up and its Prepare are in neither.
+		att, err := startAttacker(ctx, attackerSpec{Attack: at.Name, URL: target.URL, Host: target.Host, Opts: a.opts, Window: a.window})
+		if err != nil {
+			return fmt.Errorf("%s: %w", at.Name, err)
 		}
 		b0, cpu0 := time.Now(), sampleCPU(cfg.pids)
 		sleepCtx(ctx, a.window)
 		b1, cpu1 := time.Now(), sampleCPU(cfg.pids)
 		baselineCPU := cpuSince(cfg.pids, cpu0)
-		actx, cancel := context.WithTimeout(ctx, a.window)
-		var attackErr error
-		var attacking sync.WaitGroup
-		attacking.Go(func() { attackErr = at.Run(actx, env) })
-		<-actx.Done()
-		d1, duringCPU := time.Now(), cpuSince(cfg.pids, cpu1)
-		attacking.Wait()
-		cancel()
-		line.AttackSeconds = round3(time.Since(b1).Seconds())
-		if attackErr != nil {
-			line.Error = attackErr.Error()
+		if err := att.begin(); err != nil {
+			_, _ = att.finish()
+			return fmt.Errorf("%s: abuse: attacker process: %w", at.Name, err)
 		}
+		sleepCtx(ctx, a.window)
+		// The child is still this process's, live or not yet reaped, so
+		// the bench group's CPU counts it.
+		d1, duringCPU := time.Now(), cpuSince(cfg.pids, cpu1)
+		res, err := att.finish()
+		if err != nil {
+			return fmt.Errorf("%s: %w", at.Name, err)
+		}
+		line.AttackSeconds = round3(time.Since(b1).Seconds())
+		line.Error = res.Error
 		var refusedMsgs []string
 		line.Baseline, refusedMsgs = h.window(b0, b1)
 		line.During, line.HonestRefused = h.window(b1, d1)
@@ -195,9 +197,13 @@ func runAbuse(ctx context.Context, cfg config, out io.Writer, sum map[string]abu
 			"req_p50":     ratio(line.During.Req.P50, line.Baseline.Req.P50),
 			"req_p99":     ratio(line.During.Req.P99, line.Baseline.Req.P99),
 		}
-		line.Attacker, line.AttackerFirst = env.Outcomes.Counts(), env.Outcomes.First()
+		line.Attacker, line.AttackerFirst = res.Counts, res.First
+		total := 0
+		for _, n := range res.Counts {
+			total += n
+		}
 		sum[at.Name] = abuseSummary{PublishP99Ratio: line.Ratio["publish_p99"], ReqP99Ratio: line.Ratio["req_p99"],
-			AttackerOK: line.Attacker[abuse.OK], AttackerTotal: env.Outcomes.Total()}
+			AttackerOK: line.Attacker[abuse.OK], AttackerTotal: total}
 		writeLine(out, line)
 	}
 	return nil

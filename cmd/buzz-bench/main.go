@@ -99,7 +99,7 @@ as {"error": …} lines with exit status 2.`,
   buzz-bench windows --small
   buzz-bench help soak`,
 	})
-	return cli.Group(root, append(relayCommands(), windowsCommand(), fixtureCommand(), soakCommand())...)
+	return cli.Group(root, append(relayCommands(), windowsCommand(), fixtureCommand(), soakCommand(), newAttackerCommand())...)
 }
 
 // runRelay runs the relay benchmark of cfg, bounded by --duration.

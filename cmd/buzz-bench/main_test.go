@@ -26,7 +26,15 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+// TestMain runs the test binary as the abuse phase's attacker process
+// when the phase starts it as one (attacker.go re-executes its own binary),
+// and the tests otherwise.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == attackerCommand {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	dbtest.Main(m)
+}
 
 // parseConfig parses args as "buzz-bench run" does.
 func parseConfig(args []string, stderr io.Writer) (config, error) {
