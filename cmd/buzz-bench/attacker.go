@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -134,8 +135,12 @@ func startAttacker(ctx context.Context, spec attackerSpec) (*attacker, error) {
 	if _, err := stdin.Write(append(b, '\n')); err != nil {
 		return nil, a.fail(err)
 	}
-	if r, err := a.read(); err != nil || !r.Ready {
-		return nil, a.fail(fmt.Errorf("not ready: %v", err))
+	r, err := a.read()
+	if err == nil && !r.Ready {
+		err = errors.New("its first line is not the ready line")
+	}
+	if err != nil {
+		return nil, a.fail(fmt.Errorf("not ready: %w", err))
 	}
 	return a, nil
 }
