@@ -22,27 +22,26 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// clock is a settable local clock for Config.NowFunc: time.Now, or the
-// pinned instant when there is one, plus the offset.
+// clock is the local clock of Config.NowFunc: it stands still from its
+// start until a test advances it, so a probe ages only when the test says
+// so, however slowly a loaded machine replays.
 type clock struct {
-	mu     sync.Mutex
-	pinned time.Time
-	offset time.Duration
+	mu sync.Mutex
+	at time.Time
 }
+
+func newClock() *clock { return &clock{at: time.Now()} }
 
 func (c *clock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.pinned.IsZero() {
-		return c.pinned.Add(c.offset)
-	}
-	return time.Now().Add(c.offset)
+	return c.at
 }
 
 func (c *clock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offset += d
+	c.at = c.at.Add(d)
 }
 
 // testBundle is a real primary and standby, the relay's armed writer pool
@@ -69,7 +68,7 @@ func setup(t *testing.T) *testBundle {
 	pool, err := OpenPool(ctx, pair.ReplicaURL, 8, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	b := &testBundle{pair: pair, writer: writer, pool: pool, m: metrics.Disabled(), clock: &clock{}, logs: &logtest.Buffer{}}
+	b := &testBundle{pair: pair, writer: writer, pool: pool, m: metrics.Disabled(), clock: newClock(), logs: &logtest.Buffer{}}
 	b.r = b.newReplica()
 	return b
 }
@@ -81,12 +80,10 @@ func (b *testBundle) newReplica() *Replica {
 }
 
 // fork returns a bundle on the same pair and pools with a fresh Replica,
-// metrics, log and a pinned clock, for subtests that share a standby: a
-// probe ages only when the subtest says so, however slowly a loaded
-// machine replays.
+// metrics, clock and log, for subtests that share a standby.
 func (b *testBundle) fork() *testBundle {
 	c := *b
-	c.m, c.clock, c.logs = metrics.Disabled(), &clock{pinned: time.Now()}, &logtest.Buffer{}
+	c.m, c.clock, c.logs = metrics.Disabled(), newClock(), &logtest.Buffer{}
 	c.r = c.newReplica()
 	return &c
 }
