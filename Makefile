@@ -56,7 +56,7 @@ bench-idle: ## P6: 10,000 idle authenticated sockets, relay RSS; heap profile in
 bench-move: ## export and import of one community of 1M events: rates and peak RSS (about 30 min)
 	@scripts/bench-move.sh
 
-bench-abuse: ## honest p50/p99 with and without each attack, default quotas (about 6 min)
+bench-abuse: ## honest p50/p99 with and without each attack, default quotas (about 20 min)
 	@scripts/bench-abuse.sh
 
 lint: ## gofmt check, go vet, golangci-lint (pinned; installed into ~/.cache/buzz-lint/ on first use)

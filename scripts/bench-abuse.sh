@@ -8,7 +8,7 @@
 # `buzz-relay community add` on the same relay. Prints the JSON lines.
 #
 #   scripts/bench-abuse.sh [buzz-bench flags…]
-#   scripts/bench-abuse.sh --abuse-seconds 15 --abuse-attacks wide-req,read-flood
+#   scripts/bench-abuse.sh --abuse-seconds 15 --abuse-attacks wide-req,read-flood  # quicker, noisier p99s
 #   scripts/bench-abuse.sh --abuse-scale 0.05   # against a relay without the defences
 #
 # Environment:
@@ -64,4 +64,4 @@ env DATABASE_URL="postgres://buzz@/buzz?host=$sock&port=5432&sslmode=disable" RE
 pgpid=$(head -1 "$data/pg/data/postmaster.pid")
 echo "{\"relay_bin\":\"$relay_bin\",\"attacked_host\":\"$attacked\"}"
 "$bin/buzz-bench" abuse --relay "ws://localhost:$port" --pids "relay=$relay,postgres=$pgpid" \
-  --abuse-host "$attacked" --duration 20m "$@" || true
+  --abuse-host "$attacked" --duration 40m "$@" || true

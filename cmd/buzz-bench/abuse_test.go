@@ -69,7 +69,7 @@ func TestParseAbuse(t *testing.T) {
 	c, err := parseConfig([]string{"--phase", "abuse", "--abuse-host", "b.test:3000"}, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, abuse.Names(), c.abuse.attacks, "every attack by default")
-	require.Equal(t, 15*time.Second, c.abuse.window)
+	require.Equal(t, 60*time.Second, c.abuse.window, "768 honest operations of each kind a window")
 	require.Equal(t, abuse.DefaultOptions(), c.abuse.opts, "the full attack by default")
 
 	c, err = parseConfig([]string{"--phase", "abuse", "--abuse-host", "b.test", "--abuse-attacks", "read-flood, wide-req",

@@ -49,7 +49,7 @@ func relayFlags(fs *pflag.FlagSet, phase string) func() (config, error) {
 	searchWords := fs.String("search-words", "", "req: comma-separated words, each measured as a NIP-50 search shape after the four REQ shapes")
 	targets := fs.String("req-targets", "", "req: JSON file of a preloaded dataset's authors, e and p values (buzz-bench fixture --targets)")
 	fs.StringVar(&c.abuse.host, "abuse-host", "", "abuse: host of the attacked community, served by the first --relay (the honest clients stay in --relay's own)")
-	abuseSecs := fs.Float64("abuse-seconds", 15, "abuse: seconds of each window, the baseline and the attack")
+	abuseSecs := fs.Float64("abuse-seconds", 60, "abuse: seconds of each window, the baseline and the attack (60: 768 honest operations of each kind, so a p99 is the eighth-slowest)")
 	fs.IntVar(&c.abuse.honest, "abuse-honest", 16, "abuse: honest sockets, each its own key")
 	fs.Float64Var(&c.abuse.rate, "abuse-rate", 0.8, "abuse: publish+REQ pairs per second of each honest socket (within the default per-user quotas)")
 	fs.IntVar(&c.abuse.seed, "abuse-seed", 5000, "abuse: kind 1 notes stored in the attacked community before the first window")
@@ -182,7 +182,7 @@ them (--pids relay=PID), and its heap profile when --pprof is given.` + relayLon
 --abuse-attacks runs against --abuse-host, another community of the same
 relay, and reports each window's honest percentiles and what the attacker
 saw.` + relayLong,
-			Example: `  buzz-bench abuse --relay ws://localhost:3390 --abuse-host attacked.localhost:3390 --duration 20m
+			Example: `  buzz-bench abuse --relay ws://localhost:3390 --abuse-host attacked.localhost:3390 --duration 40m
   buzz-bench abuse --relay ws://localhost:3390 --abuse-host b.test:3390 --abuse-attacks read-flood --abuse-scale 0.1`}, "abuse"),
 	}
 }
