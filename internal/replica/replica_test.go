@@ -63,8 +63,8 @@ func setup(t *testing.T) *testBundle {
 	writer, err := pg.Open(ctx, pair.WriterURL, pg.PoolConfig{MaxConns: 4, CreatedAtFloor: Floor})
 	require.NoError(t, err)
 	t.Cleanup(writer.Close)
-	// More connections than TestRead has subtests sharing one bundle, so
-	// no read waits out the acquire timeout behind a slow neighbour.
+	// A connection for each of the eight TestRead subtests that share one
+	// bundle, so no read waits out the acquire timeout behind a neighbour.
 	pool, err := OpenPool(ctx, pair.ReplicaURL, 8, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
