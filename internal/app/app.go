@@ -171,7 +171,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 		AuditEnabled: aud != nil, AuditWakeFunc: auditWake,
 		ResolveTimeout: cfg.AmbiguousCommitTimeout,
 		Admission:      lim, MaxPTags: cfg.Admission.MaxPTags,
-		MaxEventBytes: cfg.Bytes.MaxEventBytes,
+		MaxEventBytes: cfg.Bytes.MaxEventBytes, GroupDelay: cfg.GroupCommitDelay,
 	})
 	ws := wsapi.New(wsapi.Config{
 		Resolver: resolver, Submitter: pipeline, Reader: reader, Members: st, Metrics: m, Logger: log,

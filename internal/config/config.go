@@ -31,6 +31,9 @@ const (
 	// DefaultExpiredPurgeInterval is how often expired events are deleted
 	// (BUZZ_EXPIRED_PURGE_INTERVAL_MS, docs/OPERATIONS.md "Expired events").
 	DefaultExpiredPurgeInterval = 60 * time.Second
+	// DefaultGroupCommitDelay is how long, under load, an event waits for
+	// others to share its group commit (BUZZ_GROUP_COMMIT_DELAY_MS).
+	DefaultGroupCommitDelay = time.Millisecond
 
 	DefaultHeartbeatInterval      = 30 * time.Second
 	DefaultAuthTimeout            = 5 * time.Second
@@ -188,6 +191,10 @@ type Config struct {
 	ExpiredPurgeInterval time.Duration
 	// HotWindow sizes the hot window (BUZZ_HOT_WINDOW_*; hot.go).
 	HotWindow HotWindow
+	// GroupCommitDelay is how long, under load, an event waits for others
+	// to share its group commit (BUZZ_GROUP_COMMIT_DELAY_MS, 1–100 ms;
+	// docs/OPERATIONS.md "Group commit"). Default 1 ms.
+	GroupCommitDelay time.Duration
 
 	// HeartbeatInterval is the WebSocket ping period. Not read from the
 	// environment; tests shorten it. Default 30s.
@@ -293,6 +300,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.ExpiredPurgeInterval = time.Duration(l.integer("BUZZ_EXPIRED_PURGE_INTERVAL_MS",
 		int(DefaultExpiredPurgeInterval/time.Millisecond), 1000, 86400000)) * time.Millisecond
 	c.HotWindow = l.hotWindow()
+	c.GroupCommitDelay = l.millis("BUZZ_GROUP_COMMIT_DELAY_MS", DefaultGroupCommitDelay, 1, 100)
 	if l.err != nil {
 		return Config{}, warnings, l.err
 	}
@@ -384,6 +392,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("search_rank_window", c.SearchRankWindow),
 		slog.Int64("expired_purge_interval_ms", c.ExpiredPurgeInterval.Milliseconds()),
 		slog.Any("hot_window", c.HotWindow),
+		slog.Int64("group_commit_delay_ms", c.GroupCommitDelay.Milliseconds()),
 		slog.Any("reads", c.Reads),
 		slog.Any("neg", c.Neg),
 	)
@@ -440,6 +449,7 @@ var knownVariables = []string{
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
 	"BUZZ_SEARCH_RANK_WINDOW", "BUZZ_EXPIRED_PURGE_INTERVAL_MS",
 	"BUZZ_HOT_WINDOW_EVENTS", "BUZZ_HOT_WINDOW_MIB", "BUZZ_HOT_WINDOW_COMMUNITIES",
+	"BUZZ_GROUP_COMMIT_DELAY_MS",
 	// neg.go
 	"BUZZ_NEG_MAX_RECORDS", "BUZZ_NEG_MAX_SESSIONS", "BUZZ_NEG_IDLE_TIMEOUT_MS", "BUZZ_NEG_MAX_MESSAGE_BYTES",
 }

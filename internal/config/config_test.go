@@ -83,6 +83,7 @@ func TestLoad(t *testing.T) {
 			SearchRankWindow:     1000,
 			ExpiredPurgeInterval: 60 * time.Second,
 			HotWindow:            HotWindow{Events: 50000, Bytes: 64 << 20, Communities: 4},
+			GroupCommitDelay:     time.Millisecond,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 10, MaxConcurrentReads: 40, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
@@ -112,6 +113,7 @@ func TestLoad(t *testing.T) {
 			"BUZZ_SEARCH_RANK_WINDOW", " 2500 ",
 			"BUZZ_EXPIRED_PURGE_INTERVAL_MS", "5000",
 			"BUZZ_HOT_WINDOW_EVENTS", "1000", "BUZZ_HOT_WINDOW_MIB", "8", "BUZZ_HOT_WINDOW_COMMUNITIES", "2",
+			"BUZZ_GROUP_COMMIT_DELAY_MS", "3",
 			"RELAY_URL", "wss://Relay.Example.:443/",
 			"BUZZ_BIND_ADDR", "127.0.0.1:4000",
 			"BUZZ_HEALTH_PORT", "18080",
@@ -204,6 +206,7 @@ func TestLoad(t *testing.T) {
 			SearchRankWindow:     2500,
 			ExpiredPurgeInterval: 5 * time.Second,
 			HotWindow:            HotWindow{Events: 1000, Bytes: 8 << 20, Communities: 2},
+			GroupCommitDelay:     3 * time.Millisecond,
 			Reads: ReadLimits{
 				StatementTimeout: 10 * time.Second, AcquireTimeout: 3 * time.Second,
 				WriteReserved: 1, MaxConcurrentReads: 6, PerConnection: 4, PerPubkey: DefaultReadsPerPubkey(),
@@ -522,6 +525,23 @@ func TestExpiredPurgeInterval(t *testing.T) {
 		var ce *Error
 		require.ErrorAs(t, err, &ce, v)
 		require.Equal(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", ce.Variable, v)
+	}
+}
+
+// The group commit delay (docs/OPERATIONS.md "Group commit"): 1–100 ms,
+// default 1 ms; any other value stops the start.
+func TestGroupCommitDelay(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]time.Duration{"": time.Millisecond, "1": time.Millisecond, "100": 100 * time.Millisecond, " 7 ": 7 * time.Millisecond} {
+		c, _, err := load(t, "BUZZ_GROUP_COMMIT_DELAY_MS", v)
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.GroupCommitDelay, v)
+	}
+	for _, v := range []string{"0", "101", "-1", "1.5", "soon"} {
+		_, _, err := load(t, "BUZZ_GROUP_COMMIT_DELAY_MS", v)
+		var ce *Error
+		require.ErrorAs(t, err, &ce, v)
+		require.Equal(t, "BUZZ_GROUP_COMMIT_DELAY_MS", ce.Variable, v)
 	}
 }
 

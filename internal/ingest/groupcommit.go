@@ -27,12 +27,20 @@ import (
 // groupFlushers batches are in flight; the flushers are goroutines that
 // exist only while the queue is not empty. An event queued while a batch is
 // on its way does not start the second flusher at once: that flusher would
-// take only the events queued so far, often this one alone. It starts
-// groupDelay later, or at once when a whole batch is queued, and by then
-// the first flusher has often come back for the queue itself. An event
-// waits for its batch at most groupDelay longer than before, and only when
-// another batch is on its way (docs/PERFORMANCE.md "Group commit: the
-// second flusher waits").
+// take only the events queued so far, often this one alone. It starts the
+// group delay (Config.GroupDelay) later, or at once when a whole batch is
+// queued, and by then the first flusher has often come back for the queue
+// itself (docs/PERFORMANCE.md "Group commit: the second flusher waits").
+//
+// Under load no event commits alone: a flusher about to commit a single
+// event waits up to the group delay for a second one when the relay is
+// busy, that is when another batch is on its way or a batch of several
+// events committed less than twice the group delay ago (its submitters are
+// about to send their next events). The wait ends as soon as a second event
+// is queued. An idle relay and a lone publisher show neither sign and never
+// wait; under load an event waits at most twice the group delay longer than
+// on an idle relay (docs/PERFORMANCE.md "Group commit: no event alone under
+// load").
 //
 // When a batch fails, nothing of it is assumed stored and every element is
 // retried alone, as if there were no grouping: one bad event (a refused
@@ -49,9 +57,12 @@ const DefaultGroupCommitMax = 128
 // its commit's WAL flush while the next is sent.
 const groupFlushers = 2
 
-// groupDelay is the longest an event queued behind a batch in flight waits
-// before a second flusher starts for it.
-const groupDelay = time.Millisecond
+// DefaultGroupDelay is the group delay (Config.GroupDelay): the longest an
+// event queued behind a batch in flight waits before a second flusher
+// starts for it, and the longest a flusher holding a single event under
+// load waits for a second. For twice as long after a batch of several
+// events committed, the relay counts as busy.
+const DefaultGroupDelay = time.Millisecond
 
 // groupTimeout bounds one batch; its elements' own contexts do not, so one
 // closed connection cannot abort the others' commit.
@@ -59,14 +70,20 @@ const groupTimeout = 30 * time.Second
 
 // groupCommit queues one-statement inserts and commits them in batches.
 type groupCommit struct {
-	p   *Pipeline
-	max int
+	p     *Pipeline
+	max   int
+	delay time.Duration // Config.GroupDelay
 
 	mu       sync.Mutex
 	queue    []*groupItem
 	flushers int
 	// delayed is set while a timer will start a flusher.
 	delayed bool
+	// grew, when not nil, is closed by the next insert: a flusher holding a
+	// single event waits on it for a second.
+	grew chan struct{}
+	// severalAt is when the last batch of several events committed.
+	severalAt time.Time
 }
 
 // groupItem is one queued insert and, once done is closed, its result.
@@ -82,12 +99,16 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 	it := &groupItem{params: p, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, it)
+	if g.grew != nil {
+		close(g.grew)
+		g.grew = nil
+	}
 	start := g.flushers == 0 || (g.flushers < groupFlushers && len(g.queue) >= g.max)
 	if start {
 		g.flushers++
 	} else if g.flushers < groupFlushers && !g.delayed {
 		g.delayed = true
-		time.AfterFunc(groupDelay, g.delayedStart)
+		time.AfterFunc(g.delay, g.delayedStart)
 	}
 	g.mu.Unlock()
 	if start {
@@ -99,8 +120,8 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 	return it.res, it.err
 }
 
-// delayedStart starts a flusher groupDelay after an event queued behind a
-// batch in flight, if events still wait and a flusher may start.
+// delayedStart starts a flusher the group delay after an event queued
+// behind a batch in flight, if events still wait and a flusher may start.
 func (g *groupCommit) delayedStart() {
 	g.mu.Lock()
 	g.delayed = false
@@ -116,8 +137,14 @@ func (g *groupCommit) delayedStart() {
 
 // flush commits batches until the queue is empty.
 func (g *groupCommit) flush() {
-	for {
+	for several := false; ; {
 		g.mu.Lock()
+		if several {
+			g.severalAt = time.Now()
+		}
+		if len(g.queue) == 1 && g.busy(time.Now()) {
+			g.awaitSecond()
+		}
 		n := min(len(g.queue), g.max)
 		if n == 0 {
 			g.flushers--
@@ -129,7 +156,33 @@ func (g *groupCommit) flush() {
 		g.queue = append(g.queue[:0], g.queue[n:]...)
 		g.mu.Unlock()
 		g.commit(batch)
+		several = n > 1
 	}
+}
+
+// busy reports, with g.mu held by a flusher, whether the relay is busy
+// enough at now for a single queued event to wait for a second: another
+// batch is on its way, or a batch of several committed within twice the
+// group delay.
+func (g *groupCommit) busy(now time.Time) bool {
+	return g.flushers > 1 || now.Sub(g.severalAt) < 2*g.delay
+}
+
+// awaitSecond waits, with g.mu held and released meanwhile, until another
+// event is queued or the group delay has passed.
+func (g *groupCommit) awaitSecond() {
+	if g.grew == nil {
+		g.grew = make(chan struct{})
+	}
+	grew := g.grew
+	g.mu.Unlock()
+	t := time.NewTimer(g.delay)
+	select {
+	case <-grew:
+	case <-t.C:
+	}
+	t.Stop()
+	g.mu.Lock()
 }
 
 // commit stores one batch, or each of its elements alone when the batch

@@ -160,3 +160,152 @@ func TestGroupCommitOneBadEvent(t *testing.T) {
 	}
 	t.Fatal("in 5 rounds of 60 concurrent events no refused event shared a batch")
 }
+
+// loneBatches reads how many group commits held a single event.
+func loneBatches(t *testing.T, m *metrics.Metrics) uint64 {
+	t.Helper()
+	var h dto.Metric
+	require.NoError(t, m.GroupCommitEvents.Write(&h))
+	for _, b := range h.GetHistogram().GetBucket() {
+		if b.GetUpperBound() == 1 {
+			return b.GetCumulativeCount()
+		}
+	}
+	t.Fatal("no bucket for batches of one event")
+	return 0
+}
+
+// lockEvents holds a SHARE lock on events, which every insert waits for
+// and no read does, until the returned function is called.
+func lockEvents(t *testing.T, b *testBundle) (release func()) {
+	t.Helper()
+	tx, err := b.pool.Begin(context.Background())
+	require.NoError(t, err)
+	_, err = tx.Exec(context.Background(), `LOCK TABLE events IN SHARE MODE`)
+	require.NoError(t, err)
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			require.NoError(t, tx.Rollback(context.Background()))
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// awaitLockWaiters waits until n backends of this database wait for a lock.
+func awaitLockWaiters(t *testing.T, b *testBundle, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var got int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got))
+		return got == n
+	}, 10*time.Second, 5*time.Millisecond, "%d inserts waiting for the lock", n)
+}
+
+// submitLater submits ev from its own goroutine; the result arrives on the
+// returned channel.
+func submitLater(b *testBundle, author eventtest.Key, ev event.Event) <-chan Result {
+	out := make(chan Result, 1)
+	go func() { out <- b.p.Submit(context.Background(), b.request(author, ev)) }()
+	return out
+}
+
+// Under load no event commits alone (docs/PERFORMANCE.md "Group commit: no
+// event alone under load"). The group delay is long here (1 s) so that the
+// order of events is the test's, not the machine's: a flusher that holds a
+// single event while another batch is on its way waits for a second, and
+// so does one that starts just after a batch of several committed. A lone
+// publisher on an idle relay never waits.
+func TestGroupCommitNoEventAlone(t *testing.T) {
+	t.Parallel()
+	const delay = time.Second
+	newBundle := func(t *testing.T, delay time.Duration) (*testBundle, *metrics.Metrics, eventtest.Key, func(string) event.Event) {
+		b := setup(t)
+		m := metrics.New(prometheus.NewRegistry())
+		b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m,
+			GroupDelay: delay})
+		t.Cleanup(b.p.Close)
+		owner := eventtest.NewKey()
+		channel := b.channel(t, owner)
+		msg := func(text string) event.Event {
+			return owner.Signed(t, event.KindStreamMessage, eventtest.Channel(channel), eventtest.Content(text))
+		}
+		return b, m, owner, msg
+	}
+	accepted := func(t *testing.T, rs ...<-chan Result) {
+		t.Helper()
+		for i, r := range rs {
+			res := <-r
+			require.Equal(t, Accepted, res.Code, "event %d: %+v", i, res)
+		}
+	}
+
+	t.Run("BehindABatchOnItsWay", func(t *testing.T) {
+		t.Parallel()
+		b, m, owner, msg := newBundle(t, delay)
+		batches0, _, _ := groupStats(t, m)
+		lone0 := loneBatches(t, m)
+		release := lockEvents(t, b)
+		// a starts a flusher at once (nothing else is on its way) and is
+		// held by the lock.
+		a := submitLater(b, owner, msg("a"))
+		awaitLockWaiters(t, b, 1)
+		// b queues behind it; a second flusher starts for it after the
+		// delay and, a batch being on its way, waits up to the delay
+		// again for a second event: c, sent half-way through that wait.
+		bb := submitLater(b, owner, msg("b"))
+		time.Sleep(delay + delay/2)
+		c := submitLater(b, owner, msg("c"))
+		awaitLockWaiters(t, b, 2)
+		release()
+		accepted(t, a, bb, c)
+		batches, _, _ := groupStats(t, m)
+		require.Equal(t, uint64(2), batches-batches0, "a alone, then b and c together")
+		require.Equal(t, uint64(1), loneBatches(t, m)-lone0, "only a, on an idle relay, committed alone")
+	})
+
+	t.Run("JustAfterSeveral", func(t *testing.T) {
+		t.Parallel()
+		b, m, owner, msg := newBundle(t, delay)
+		release := lockEvents(t, b)
+		a := submitLater(b, owner, msg("a"))
+		awaitLockWaiters(t, b, 1)
+		// b and c queue together behind a and commit as one batch.
+		bb, c := submitLater(b, owner, msg("b")), submitLater(b, owner, msg("c"))
+		awaitLockWaiters(t, b, 2)
+		release()
+		accepted(t, a, bb, c)
+		batches0, _, _ := groupStats(t, m)
+		lone0 := loneBatches(t, m)
+		require.Equal(t, uint64(1), lone0, "a alone, b and c together")
+		// d comes just after that batch of several committed, with
+		// nothing on its way: its flusher waits for a second event, e,
+		// and commits as soon as e comes.
+		start := time.Now()
+		d := submitLater(b, owner, msg("d"))
+		time.Sleep(delay / 2)
+		e := submitLater(b, owner, msg("e"))
+		accepted(t, d, e)
+		require.Less(t, time.Since(start), delay, "the wait ended when e came")
+		batches, _, _ := groupStats(t, m)
+		require.Equal(t, uint64(1), batches-batches0, "d and e together")
+		require.Equal(t, lone0, loneBatches(t, m))
+	})
+
+	t.Run("LonePublisherNeverWaits", func(t *testing.T) {
+		t.Parallel()
+		// A longer delay: a slow machine's commits stay far from it.
+		const long = 5 * time.Second
+		b, m, owner, msg := newBundle(t, long)
+		lone0 := loneBatches(t, m)
+		start := time.Now()
+		for i := range 3 {
+			b.mustSubmit(t, owner, msg("alone "+strconv.Itoa(i)))
+		}
+		require.Less(t, time.Since(start), long, "three events one after the other, none waited for a second")
+		require.Equal(t, uint64(3), loneBatches(t, m)-lone0)
+	})
+}

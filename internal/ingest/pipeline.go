@@ -68,6 +68,10 @@ type Config struct {
 	// (groupcommit.go). Default DefaultGroupCommitMax; 1 commits each event
 	// alone.
 	GroupCommitMax int
+	// GroupDelay is how long, under load, an event waits for others to
+	// share its group commit (groupcommit.go; BUZZ_GROUP_COMMIT_DELAY_MS).
+	// Default DefaultGroupDelay.
+	GroupDelay time.Duration
 	// ResolveTimeout bounds how long an ambiguous commit is looked into
 	// before Live.Interrupt is called. Default DefaultResolveTimeout.
 	ResolveTimeout time.Duration
@@ -105,6 +109,9 @@ func New(cfg Config) *Pipeline {
 	if cfg.GroupCommitMax == 0 {
 		cfg.GroupCommitMax = DefaultGroupCommitMax
 	}
+	if cfg.GroupDelay <= 0 {
+		cfg.GroupDelay = DefaultGroupDelay
+	}
 	if cfg.ResolveTimeout <= 0 {
 		cfg.ResolveTimeout = DefaultResolveTimeout
 	}
@@ -115,7 +122,7 @@ func New(cfg Config) *Pipeline {
 		posters: newPosterCache(cfg.NowFunc)}
 	p.resolve = newResolver(p)
 	if cfg.GroupCommitMax > 1 {
-		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax}
+		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax, delay: cfg.GroupDelay}
 	}
 	return p
 }
