@@ -21,26 +21,24 @@ import (
 // Each event keeps its own outcome (inserted or duplicate: from ON CONFLICT,
 // its own listener rows) and its own answer, given only after the commit.
 //
-// A batch is whatever queued while the previous batches were on their way,
-// so an idle relay commits a lone event at once (no flusher busy: one
-// starts) and a busy one commits in groups as large as its load. At most
-// groupFlushers batches are in flight; the flushers are goroutines that
-// exist only while the queue is not empty. An event queued while a batch is
-// on its way does not start the second flusher at once: that flusher would
-// take only the events queued so far, often this one alone. It starts the
-// group delay (Config.GroupDelay) later, or at once when a whole batch is
-// queued, and by then the first flusher has often come back for the queue
-// itself (docs/PERFORMANCE.md "Group commit: the second flusher waits").
+// A batch is whatever queued while the previous batch was on its way, so
+// an idle relay commits a lone event at once (no flusher busy: one starts)
+// and a busy one commits in groups as large as its load. One batch is in
+// flight at a time: its flusher is a goroutine that exists only while the
+// queue is not empty and, back from a commit, takes everything queued
+// meanwhile. A second batch in flight took only the events queued while
+// the first was on its way, smaller batches for the same events; one
+// flusher spends less CPU per event, in PostgreSQL and in the relay
+// (docs/PERFORMANCE.md "Group commit: one batch in flight").
 //
 // Under load no event commits alone: a flusher about to commit a single
-// event waits up to the group delay for a second one when the relay is
-// busy, that is when another batch is on its way or a batch of several
-// events committed less than twice the group delay ago (its submitters are
-// about to send their next events). The wait ends as soon as a second event
-// is queued. An idle relay and a lone publisher show neither sign and never
-// wait; under load an event waits at most twice the group delay longer than
-// on an idle relay (docs/PERFORMANCE.md "Group commit: no event alone under
-// load").
+// event waits up to the group delay (Config.GroupDelay) for a second one
+// when a batch of several events committed less than twice the delay ago
+// (its submitters are about to send their next events). The wait ends as
+// soon as a second event is queued. A lone publisher never shows that sign
+// and never waits; under load an event waits at most the delay longer
+// than without the rule (docs/PERFORMANCE.md "Group commit: no event alone
+// under load").
 //
 // When a batch fails, nothing of it is assumed stored and every element is
 // retried alone, as if there were no grouping: one bad event (a refused
@@ -53,15 +51,10 @@ import (
 // DefaultGroupCommitMax is the most events one group commit holds.
 const DefaultGroupCommitMax = 128
 
-// groupFlushers is the most batches in flight at once: one can wait for
-// its commit's WAL flush while the next is sent.
-const groupFlushers = 2
-
-// DefaultGroupDelay is the group delay (Config.GroupDelay): the longest an
-// event queued behind a batch in flight waits before a second flusher
-// starts for it, and the longest a flusher holding a single event under
-// load waits for a second. For twice as long after a batch of several
-// events committed, the relay counts as busy.
+// DefaultGroupDelay is the group delay (Config.GroupDelay): the longest a
+// flusher holding a single event under load waits for a second. For twice
+// as long after a batch of several events committed, the relay counts as
+// under load.
 const DefaultGroupDelay = time.Millisecond
 
 // groupTimeout bounds one batch; its elements' own contexts do not, so one
@@ -74,11 +67,10 @@ type groupCommit struct {
 	max   int
 	delay time.Duration // Config.GroupDelay
 
-	mu       sync.Mutex
-	queue    []*groupItem
-	flushers int
-	// delayed is set while a timer will start a flusher.
-	delayed bool
+	mu    sync.Mutex
+	queue []*groupItem
+	// flushing is set while the flusher runs.
+	flushing bool
 	// grew, when not nil, is closed by the next insert: a flusher holding a
 	// single event waits on it for a second.
 	grew chan struct{}
@@ -103,13 +95,8 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 		close(g.grew)
 		g.grew = nil
 	}
-	start := g.flushers == 0 || (g.flushers < groupFlushers && len(g.queue) >= g.max)
-	if start {
-		g.flushers++
-	} else if g.flushers < groupFlushers && !g.delayed {
-		g.delayed = true
-		time.AfterFunc(g.delay, g.delayedStart)
-	}
+	start := !g.flushing
+	g.flushing = true
 	g.mu.Unlock()
 	if start {
 		go g.flush()
@@ -120,21 +107,6 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 	return it.res, it.err
 }
 
-// delayedStart starts a flusher the group delay after an event queued
-// behind a batch in flight, if events still wait and a flusher may start.
-func (g *groupCommit) delayedStart() {
-	g.mu.Lock()
-	g.delayed = false
-	start := len(g.queue) > 0 && g.flushers < groupFlushers
-	if start {
-		g.flushers++
-	}
-	g.mu.Unlock()
-	if start {
-		g.flush()
-	}
-}
-
 // flush commits batches until the queue is empty.
 func (g *groupCommit) flush() {
 	for several := false; ; {
@@ -142,12 +114,12 @@ func (g *groupCommit) flush() {
 		if several {
 			g.severalAt = time.Now()
 		}
-		if len(g.queue) == 1 && g.busy(time.Now()) {
+		if len(g.queue) == 1 && time.Since(g.severalAt) < 2*g.delay {
 			g.awaitSecond()
 		}
 		n := min(len(g.queue), g.max)
 		if n == 0 {
-			g.flushers--
+			g.flushing = false
 			g.mu.Unlock()
 			return
 		}
@@ -158,14 +130,6 @@ func (g *groupCommit) flush() {
 		g.commit(batch)
 		several = n > 1
 	}
-}
-
-// busy reports, with g.mu held by a flusher, whether the relay is busy
-// enough at now for a single queued event to wait for a second: another
-// batch is on its way, or a batch of several committed within twice the
-// group delay.
-func (g *groupCommit) busy(now time.Time) bool {
-	return g.flushers > 1 || now.Sub(g.severalAt) < 2*g.delay
 }
 
 // awaitSecond waits, with g.mu held and released meanwhile, until another
@@ -196,8 +160,8 @@ func (g *groupCommit) commit(batch []*groupItem) {
 	ambiguous := false
 	if len(batch) > 1 {
 		// One order for every batch, the primary key's: two batches that
-		// hold the same events (copies in flight) wait for each other
-		// instead of deadlocking.
+		// hold the same events (copies in flight in two processes) wait
+		// for each other instead of deadlocking.
 		slices.SortFunc(batch, func(a, b *groupItem) int {
 			x, y := a.params, b.params
 			return cmp.Or(strings.Compare(x.CommunityID, y.CommunityID),
