@@ -35,6 +35,18 @@ func environment(kv ...string) (func(string) string, []string) {
 	return func(k string) string { return m[k] }, environ
 }
 
+// requireRefused requires each value of the variable name to stop the
+// start with an *Error naming that variable.
+func requireRefused(t *testing.T, name string, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		_, _, err := load(t, name, v)
+		var ce *Error
+		require.ErrorAs(t, err, &ce, v)
+		require.Equal(t, name, ce.Variable, v)
+	}
+}
+
 func load(t *testing.T, kv ...string) (Config, []string, error) {
 	t.Helper()
 	getenv, environ := environment(kv...)
@@ -503,12 +515,7 @@ func TestSearchRankWindow(t *testing.T) {
 		require.NoError(t, err, v)
 		require.Equal(t, want, c.SearchRankWindow, v)
 	}
-	for _, v := range []string{"99", "10001", "0", "-5", "1e3", "lots", "1000.5"} {
-		_, _, err := load(t, "BUZZ_SEARCH_RANK_WINDOW", v)
-		var ce *Error
-		require.ErrorAs(t, err, &ce, v)
-		require.Equal(t, "BUZZ_SEARCH_RANK_WINDOW", ce.Variable, v)
-	}
+	requireRefused(t, "BUZZ_SEARCH_RANK_WINDOW", "99", "10001", "0", "-5", "1e3", "lots", "1000.5")
 }
 
 // The expired-event purge interval (docs/OPERATIONS.md "Expired events"):
@@ -520,12 +527,7 @@ func TestExpiredPurgeInterval(t *testing.T) {
 		require.NoError(t, err, v)
 		require.Equal(t, want, c.ExpiredPurgeInterval, v)
 	}
-	for _, v := range []string{"999", "86400001", "0", "-5", "1e3", "often", "1000.5"} {
-		_, _, err := load(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", v)
-		var ce *Error
-		require.ErrorAs(t, err, &ce, v)
-		require.Equal(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", ce.Variable, v)
-	}
+	requireRefused(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", "999", "86400001", "0", "-5", "1e3", "often", "1000.5")
 }
 
 // The group commit delay (docs/OPERATIONS.md "Group commit"): 1–100 ms,
@@ -537,12 +539,7 @@ func TestGroupCommitDelay(t *testing.T) {
 		require.NoError(t, err, v)
 		require.Equal(t, want, c.GroupCommitDelay, v)
 	}
-	for _, v := range []string{"0", "101", "-1", "1.5", "soon"} {
-		_, _, err := load(t, "BUZZ_GROUP_COMMIT_DELAY_MS", v)
-		var ce *Error
-		require.ErrorAs(t, err, &ce, v)
-		require.Equal(t, "BUZZ_GROUP_COMMIT_DELAY_MS", ce.Variable, v)
-	}
+	requireRefused(t, "BUZZ_GROUP_COMMIT_DELAY_MS", "0", "101", "-1", "1.5", "soon")
 }
 
 // The hot window's sizes: 0 events turns it off; each variable at its
