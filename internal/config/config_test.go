@@ -47,6 +47,17 @@ func requireRefused(t *testing.T, name string, values ...string) {
 	}
 }
 
+// requireAccepted loads each value of want for the variable name and
+// checks the setting get reads from the Config.
+func requireAccepted[T comparable](t *testing.T, name string, get func(Config) T, want map[string]T) {
+	t.Helper()
+	for v, w := range want {
+		c, _, err := load(t, name, v)
+		require.NoError(t, err, v)
+		require.Equal(t, w, get(c), v)
+	}
+}
+
 func load(t *testing.T, kv ...string) (Config, []string, error) {
 	t.Helper()
 	getenv, environ := environment(kv...)
@@ -510,11 +521,8 @@ func TestRedactURL(t *testing.T) {
 // any other value stops the start, never falls back to the default.
 func TestSearchRankWindow(t *testing.T) {
 	t.Parallel()
-	for v, want := range map[string]int{"": 1000, "  ": 1000, "100": 100, "10000": 10_000, " 2500 ": 2500} {
-		c, _, err := load(t, "BUZZ_SEARCH_RANK_WINDOW", v)
-		require.NoError(t, err, v)
-		require.Equal(t, want, c.SearchRankWindow, v)
-	}
+	requireAccepted(t, "BUZZ_SEARCH_RANK_WINDOW", func(c Config) int { return c.SearchRankWindow },
+		map[string]int{"": 1000, "  ": 1000, "100": 100, "10000": 10_000, " 2500 ": 2500})
 	requireRefused(t, "BUZZ_SEARCH_RANK_WINDOW", "99", "10001", "0", "-5", "1e3", "lots", "1000.5")
 }
 
@@ -522,11 +530,8 @@ func TestSearchRankWindow(t *testing.T) {
 // 1,000–86,400,000 ms, default 60 s; any other value stops the start.
 func TestExpiredPurgeInterval(t *testing.T) {
 	t.Parallel()
-	for v, want := range map[string]time.Duration{"": time.Minute, "1000": time.Second, "86400000": 24 * time.Hour, " 2500 ": 2500 * time.Millisecond} {
-		c, _, err := load(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", v)
-		require.NoError(t, err, v)
-		require.Equal(t, want, c.ExpiredPurgeInterval, v)
-	}
+	requireAccepted(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", func(c Config) time.Duration { return c.ExpiredPurgeInterval },
+		map[string]time.Duration{"": time.Minute, "1000": time.Second, "86400000": 24 * time.Hour, " 2500 ": 2500 * time.Millisecond})
 	requireRefused(t, "BUZZ_EXPIRED_PURGE_INTERVAL_MS", "999", "86400001", "0", "-5", "1e3", "often", "1000.5")
 }
 
@@ -534,11 +539,8 @@ func TestExpiredPurgeInterval(t *testing.T) {
 // default 1 ms; any other value stops the start.
 func TestGroupCommitDelay(t *testing.T) {
 	t.Parallel()
-	for v, want := range map[string]time.Duration{"": time.Millisecond, "1": time.Millisecond, "100": 100 * time.Millisecond, " 7 ": 7 * time.Millisecond} {
-		c, _, err := load(t, "BUZZ_GROUP_COMMIT_DELAY_MS", v)
-		require.NoError(t, err, v)
-		require.Equal(t, want, c.GroupCommitDelay, v)
-	}
+	requireAccepted(t, "BUZZ_GROUP_COMMIT_DELAY_MS", func(c Config) time.Duration { return c.GroupCommitDelay },
+		map[string]time.Duration{"": time.Millisecond, "1": time.Millisecond, "100": 100 * time.Millisecond, " 7 ": 7 * time.Millisecond})
 	requireRefused(t, "BUZZ_GROUP_COMMIT_DELAY_MS", "0", "101", "-1", "1.5", "soon")
 }
 
