@@ -17,6 +17,7 @@ import (
 	"github.com/buzz-relay/buzz/internal/config"
 	"github.com/buzz-relay/buzz/internal/pg"
 	"github.com/buzz-relay/buzz/internal/search"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // maintenanceCmd is the `maintenance` group: out-of-band jobs an operator
@@ -288,6 +289,11 @@ func (m *maint) set(ctx context.Context, kinds []int, yes bool) error {
 	}
 	if err != nil {
 		return exitWith(1, fmt.Sprintf("search-kinds: %v; nothing changed", err))
+	}
+	// Running relays drop every hot window and cached search page: their
+	// pages were ranked over the old column (docs/OPERATIONS.md "Search cache").
+	if err := store.New(m.db.Pool).NotifyHotWindow(ctx, store.HotWindowAll); err != nil {
+		m.printf("WARNING: %v; restart the relays so that no search page ranked before the change is served again\n", err)
 	}
 	after, err := m.read(ctx)
 	if err != nil {

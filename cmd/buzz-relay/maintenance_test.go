@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/dbtest"
 	"github.com/buzz-relay/buzz/internal/pg"
+	"github.com/buzz-relay/buzz/internal/store"
 )
 
 // mtUpgraded returns a database migrated to 0001, given one event, then
@@ -131,6 +133,26 @@ func TestSearchKindsCommand(t *testing.T) {
 		res = runBinary(t, env, "maintenance", "search-kinds", "--set", "45003,0,9,40002,40003,45001")
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.Contains(t, res.Stdout, "nothing to do")
+	})
+
+	// A running relay drops its hot windows and cached search pages when
+	// the searchable kinds change (docs/OPERATIONS.md "Search cache"): the
+	// command notifies buzz_hot_window with "*" once it committed.
+	t.Run("SetTellsRelays", func(t *testing.T) {
+		t.Parallel()
+		b := setupCLI(t)
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, b.env["DATABASE_URL"])
+		require.NoError(t, err)
+		defer func() { _ = conn.Close(ctx) }()
+		_, err = conn.Exec(ctx, "LISTEN "+store.HotWindowChannel)
+		require.NoError(t, err)
+		b.mustRun(t, "maintenance", "search-kinds", "--set", "0,9", "--yes")
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.WaitForNotification(wctx)
+		require.NoError(t, err)
+		require.Equal(t, store.HotWindowAll, n.Payload)
 	})
 
 	t.Run("RefusesPrivacyKinds", func(t *testing.T) {

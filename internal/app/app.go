@@ -140,7 +140,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, hooks ...Ho
 	reader = read.New(read.Config{Pool: db.Pool, Metrics: m, Logger: log, Hot: hw,
 		QueryHookFunc: h.QueryHookFunc, Replica: services.Replica, NoReplicaReason: noReplicaReason(cfg, services.Replica),
 		RelayKey: relayKey, Caps: readCaps(cfg), Shares: readShares(cfg), MaxBytes: cfg.Bytes.ReadMaxBytes,
-		SearchRankWindow: cfg.SearchRankWindow})
+		SearchRankWindow: cfg.SearchRankWindow, SearchCacheBytes: cfg.SearchCacheBytes})
 	if err := reader.LoadCeiling(ctx); err != nil {
 		return nil, err
 	}

@@ -135,6 +135,10 @@ func (l *hotListener) session(ctx context.Context, listening func()) error {
 		if err != nil {
 			return err
 		}
+		if n.Payload == store.HotWindowAll {
+			l.w.ResetAll("external")
+			continue
+		}
 		l.w.Hold(n.Payload, time.Now().Add(HotWindowHold))
 	}
 }

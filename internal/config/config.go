@@ -28,6 +28,7 @@ const (
 	DefaultRedisPoolSize         = 16
 	DefaultLogFormat             = "auto"
 	DefaultSearchRankWindow      = 1000
+	DefaultSearchCacheMiB        = 16
 	// DefaultExpiredPurgeInterval is how often expired events are deleted
 	// (BUZZ_EXPIRED_PURGE_INTERVAL_MS, docs/OPERATIONS.md "Expired events").
 	DefaultExpiredPurgeInterval = 60 * time.Second
@@ -183,6 +184,11 @@ type Config struct {
 	// NIP-50 search statement ranks (BUZZ_SEARCH_RANK_WINDOW,
 	// docs/PROTOCOL.md §12.4), 100–10000. Default 1000.
 	SearchRankWindow int
+	// SearchCacheBytes bounds the search page cache (BUZZ_SEARCH_CACHE_MIB,
+	// 0–4096 MiB; 0 turns it off): recent search pages, served again
+	// while the community's hot window vouches that nothing changed
+	// (docs/ARCHITECTURE.md "Search cache"). Default 16 MiB.
+	SearchCacheBytes int64
 	// ExpiredPurgeInterval is how often the maintenance job deletes events
 	// whose NIP-40 expiration has passed (BUZZ_EXPIRED_PURGE_INTERVAL_MS,
 	// 1,000–86,400,000 ms). Default 60 s. Reads never return an expired
@@ -297,6 +303,7 @@ func Load(getenv func(string) string, environ []string) (Config, []string, error
 	c.Admission = l.admission()
 	c.Filters = l.filterLimits()
 	c.SearchRankWindow = l.integer("BUZZ_SEARCH_RANK_WINDOW", DefaultSearchRankWindow, 100, 10000)
+	c.SearchCacheBytes = int64(l.integer("BUZZ_SEARCH_CACHE_MIB", DefaultSearchCacheMiB, 0, 4096)) << 20
 	c.ExpiredPurgeInterval = time.Duration(l.integer("BUZZ_EXPIRED_PURGE_INTERVAL_MS",
 		int(DefaultExpiredPurgeInterval/time.Millisecond), 1000, 86400000)) * time.Millisecond
 	c.HotWindow = l.hotWindow()
@@ -390,6 +397,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("admission", c.Admission),
 		slog.Any("filters", c.Filters),
 		slog.Int("search_rank_window", c.SearchRankWindow),
+		slog.Int64("search_cache_mib", c.SearchCacheBytes>>20),
 		slog.Int64("expired_purge_interval_ms", c.ExpiredPurgeInterval.Milliseconds()),
 		slog.Any("hot_window", c.HotWindow),
 		slog.Int64("group_commit_delay_ms", c.GroupCommitDelay.Milliseconds()),
@@ -447,7 +455,7 @@ var knownVariables = []string{
 	"BUZZ_READ_TIME_PER_SECOND_MS", "BUZZ_READ_TIME_BURST_MS",
 	"BUZZ_HTTP_READ_TIMEOUT_MS", "BUZZ_HTTP_WRITE_TIMEOUT_MS", "BUZZ_HTTP_IDLE_TIMEOUT_MS",
 	"BUZZ_HTTP_MAX_CONCURRENT", "BUZZ_MAX_CONNECTIONS_PER_ADDRESS",
-	"BUZZ_SEARCH_RANK_WINDOW", "BUZZ_EXPIRED_PURGE_INTERVAL_MS",
+	"BUZZ_SEARCH_RANK_WINDOW", "BUZZ_SEARCH_CACHE_MIB", "BUZZ_EXPIRED_PURGE_INTERVAL_MS",
 	"BUZZ_HOT_WINDOW_EVENTS", "BUZZ_HOT_WINDOW_MIB", "BUZZ_HOT_WINDOW_COMMUNITIES",
 	"BUZZ_GROUP_COMMIT_DELAY_MS",
 	// neg.go

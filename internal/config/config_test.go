@@ -104,6 +104,7 @@ func TestLoad(t *testing.T) {
 				AgentMessagesPerMin: 120, AgentAPICallsPerMin: 600, ChannelCreatesPerHour: 20, MaxPTags: 100},
 			Filters:              defaultFilterLimits,
 			SearchRankWindow:     1000,
+			SearchCacheBytes:     16 << 20,
 			ExpiredPurgeInterval: 60 * time.Second,
 			HotWindow:            HotWindow{Events: 50000, Bytes: 64 << 20, Communities: 4},
 			GroupCommitDelay:     time.Millisecond,
@@ -134,6 +135,7 @@ func TestLoad(t *testing.T) {
 			"DATABASE_URL", "postgres://buzz:pw@db.example:5432/buzz",
 			"BUZZ_DATA_DIR", "/var/lib/buzz",
 			"BUZZ_SEARCH_RANK_WINDOW", " 2500 ",
+			"BUZZ_SEARCH_CACHE_MIB", "5",
 			"BUZZ_EXPIRED_PURGE_INTERVAL_MS", "5000",
 			"BUZZ_HOT_WINDOW_EVENTS", "1000", "BUZZ_HOT_WINDOW_MIB", "8", "BUZZ_HOT_WINDOW_COMMUNITIES", "2",
 			"BUZZ_GROUP_COMMIT_DELAY_MS", "3",
@@ -227,6 +229,7 @@ func TestLoad(t *testing.T) {
 				AgentMessagesPerMin: 4, AgentAPICallsPerMin: 5, ChannelCreatesPerHour: 0, MaxPTags: 7},
 			Filters:              defaultFilterLimits,
 			SearchRankWindow:     2500,
+			SearchCacheBytes:     5 << 20,
 			ExpiredPurgeInterval: 5 * time.Second,
 			HotWindow:            HotWindow{Events: 1000, Bytes: 8 << 20, Communities: 2},
 			GroupCommitDelay:     3 * time.Millisecond,
@@ -524,6 +527,15 @@ func TestSearchRankWindow(t *testing.T) {
 	requireAccepted(t, "BUZZ_SEARCH_RANK_WINDOW", func(c Config) int { return c.SearchRankWindow },
 		map[string]int{"": 1000, "  ": 1000, "100": 100, "10000": 10_000, " 2500 ": 2500})
 	requireRefused(t, "BUZZ_SEARCH_RANK_WINDOW", "99", "10001", "0", "-5", "1e3", "lots", "1000.5")
+}
+
+// The search page cache's size (docs/OPERATIONS.md "Search cache"):
+// 0–4096 MiB, 0 off, default 16 MiB; any other value stops the start.
+func TestSearchCacheMiB(t *testing.T) {
+	t.Parallel()
+	requireAccepted(t, "BUZZ_SEARCH_CACHE_MIB", func(c Config) int64 { return c.SearchCacheBytes },
+		map[string]int64{"": 16 << 20, "0": 0, "1": 1 << 20, "4096": 4096 << 20, " 3 ": 3 << 20})
+	requireRefused(t, "BUZZ_SEARCH_CACHE_MIB", "-1", "4097", "1e3", "much", "1.5")
 }
 
 // The expired-event purge interval (docs/OPERATIONS.md "Expired events"):

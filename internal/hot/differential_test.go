@@ -137,6 +137,7 @@ func runDiff(t *testing.T, rs *redistest.Server) {
 		d.publish(60)
 		for range queries {
 			d.compare(d.filter())
+			d.compareSearch(d.searchFilter())
 		}
 	}
 	var hits float64
@@ -149,6 +150,16 @@ func runDiff(t *testing.T, rs *redistest.Server) {
 			r.Metric(t, `buzz_hot_window_reads_total{result="unservable"}`))
 	}
 	require.Positive(t, hits, "the window answered nothing itself")
+	var cached, stale float64
+	for _, r := range d.hots {
+		cached += r.Metric(t, `buzz_search_cache_total{result="hit"}`)
+		stale += r.Metric(t, `buzz_search_cache_total{result="stale"}`)
+		t.Logf("a windowed process's search pages: %v from the cache, %v changed since cached, %v not cached, %v unwatched",
+			r.Metric(t, `buzz_search_cache_total{result="hit"}`), r.Metric(t, `buzz_search_cache_total{result="stale"}`),
+			r.Metric(t, `buzz_search_cache_total{result="miss"}`), r.Metric(t, `buzz_search_cache_total{result="unwatched"}`))
+	}
+	require.Positive(t, cached, "no search page came from the cache")
+	require.Positive(t, stale, "no cached search page was found changed")
 	if rs != nil {
 		for _, r := range d.hots {
 			require.Positive(t, r.Metric(t, `buzz_hot_window_reads_total{result="hit"}`),
@@ -231,7 +242,8 @@ func (d *diff) event(a eventtest.Key, now int64) event.Event {
 	if d.rng.IntN(8) == 0 {
 		at = now - 300 - int64(d.rng.IntN(500)) // below the horizon
 	}
-	opts := []eventtest.Option{eventtest.At(at), eventtest.Content("c" + strconv.Itoa(d.n))}
+	// One of three words in the content, for the searches (compareSearch).
+	opts := []eventtest.Option{eventtest.At(at), eventtest.Content("c" + strconv.Itoa(d.n) + " " + words[d.rng.IntN(3)])}
 	kind := 1
 	switch r := d.rng.IntN(20); {
 	case r < 8:
@@ -339,6 +351,51 @@ func (d *diff) filter() map[string]any {
 		f["limit"] = l
 	}
 	return f
+}
+
+// searchFilter is a random NIP-50 filter over the words of the contents:
+// few enough shapes that the same page is often asked again, after a
+// commit or not (docs/ARCHITECTURE.md "Search cache").
+func (d *diff) searchFilter() map[string]any {
+	f := map[string]any{"search": words[d.rng.IntN(3)]}
+	switch d.rng.IntN(3) {
+	case 0:
+		f["kinds"] = []int{event.KindStreamMessage}
+	case 1:
+		f["kinds"] = []int{event.KindStreamMessage, 0}
+	}
+	if d.rng.IntN(4) == 0 {
+		f["#h"] = []string{[]string{d.open, d.private}[d.rng.IntN(2)]}
+	}
+	if d.rng.IntN(5) == 0 {
+		f["authors"] = []string{d.authors[d.rng.IntN(4)].PubKey}
+	}
+	if l := []int{5, 20, -1}[d.rng.IntN(3)]; l >= 0 {
+		f["limit"] = l
+	}
+	return f
+}
+
+// compareSearch sends the search f as the reader to each windowed process
+// twice (the second is most often a page from its cache) and to the one
+// without a window, whose pages always come from PostgreSQL: all the
+// answers must be equal, in order and content.
+func (d *diff) compareSearch(f map[string]any) {
+	for _, hotRead := range d.hotReads {
+		for attempt := 0; ; attempt++ {
+			want := d.answer(d.pgRead, f)
+			first, second := d.answer(hotRead, f), d.answer(hotRead, f)
+			if slices.Equal(first, want) && slices.Equal(second, want) {
+				break
+			}
+			if attempt < 2 && d.nearExpiry() {
+				time.Sleep(1100 * time.Millisecond)
+				continue
+			}
+			require.Equal(d.t, want, first, "search %v", f)
+			require.Equal(d.t, want, second, "search %v, asked again", f)
+		}
+	}
 }
 
 // compare sends f as the reader to each windowed process and to the one

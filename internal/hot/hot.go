@@ -203,6 +203,9 @@ type community struct {
 	// gen is bumped at each reset; a warm that began under an older gen is
 	// dropped.
 	gen uint64
+	// changes counts the commits given to Committed while the community
+	// has a window, of any kind but ephemeral (Stamp).
+	changes atomic.Uint64
 	// horizon: every live event of a window kind with created_at >=
 	// horizon is held. math.MinInt64 when the window holds the whole
 	// community.

@@ -99,18 +99,23 @@ func (w *Window) open(ctx context.Context, communityID string, f *event.Filter, 
 		w.m.HotWindow.Reads.WithLabelValues("unservable").Inc()
 		return nil
 	}
-	w.mu.Lock()
-	c := w.comms[communityID]
+	c := w.readyLocked(ctx, communityID, warm)
 	if c == nil {
-		c = newCommunity(communityID)
-		w.comms[communityID] = c
+		w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
 	}
-	w.mu.Unlock()
+	return c
+}
+
+// readyLocked is the community's window, read-locked, when it is ready;
+// nil when it is not, after starting a warm of a cold one when warm is
+// true, or when the wait for the other processes' acknowledged events
+// (Config.Barrier) failed.
+func (w *Window) readyLocked(ctx context.Context, communityID string, warm bool) *community {
+	c := w.get(communityID)
 	c.lastRead.Store(time.Now().UnixNano())
 	if w.cfg.Barrier != nil && w.isReady(c) {
 		// Outside the lock: the barrier's events are applied under it.
 		if err := w.cfg.Barrier(ctx); err != nil {
-			w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
 			return nil
 		}
 	}
@@ -121,7 +126,6 @@ func (w *Window) open(ctx context.Context, communityID string, f *event.Filter, 
 		if st == cold && warm {
 			w.warm(communityID, c)
 		}
-		w.m.HotWindow.Reads.WithLabelValues("cold").Inc()
 		return nil
 	}
 	return c

@@ -27,6 +27,7 @@ func (w *Window) Committed(communityID, channel string, ev *event.Event, js []by
 	if c == nil {
 		return
 	}
+	c.changes.Add(1) // before any early return: a stamp covers every kind
 	c.mu.RLock()
 	st := c.state
 	c.mu.RUnlock()
@@ -73,6 +74,18 @@ func (w *Window) apply(c *community, o op) {
 		w.bytes.Add(-b)
 	}
 	w.gauges()
+}
+
+// get is the community's window, made (cold) when it has none.
+func (w *Window) get(communityID string) *community {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.comms[communityID]
+	if c == nil {
+		c = newCommunity(communityID)
+		w.comms[communityID] = c
+	}
+	return c
 }
 
 // existing is the community's window when it has one.
@@ -131,13 +144,7 @@ func (w *Window) Hold(communityID string, until time.Time) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	c := w.comms[communityID]
-	if c == nil {
-		c = newCommunity(communityID)
-		w.comms[communityID] = c
-	}
-	w.mu.Unlock()
+	c := w.get(communityID)
 	w.m.HotWindow.Resets.WithLabelValues("external").Inc()
 	c.mu.Lock()
 	c.heldUntil.Store(until.UnixNano())

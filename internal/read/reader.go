@@ -59,6 +59,10 @@ type Config struct {
 	// (BUZZ_SEARCH_RANK_WINDOW, docs/PROTOCOL.md §12.4). 0 means the search
 	// package's default.
 	SearchRankWindow int
+	// SearchCacheBytes bounds the search page cache
+	// (BUZZ_SEARCH_CACHE_MIB, searchcache.go); 0 turns it off. It serves
+	// pages only while Hot vouches for their community.
+	SearchCacheBytes int64
 	// Hot is the hot window REQ history is answered from when it can prove
 	// the answer (hot.go); nil reads PostgreSQL only.
 	Hot *hot.Window
@@ -79,6 +83,10 @@ type Engine struct {
 	// refreshing holds the sets Visible is renewing in the background
 	// (under mu; refreshAhead).
 	refreshing map[accessKey]bool
+
+	// searchCache keeps recent search pages (searchcache.go); nil when
+	// off or without a hot window.
+	searchCache *searchCache
 
 	// replicaSearcher runs search statements on the replica pool, with
 	// its own slots; nil without a replica.
@@ -130,6 +138,9 @@ func New(cfg Config) *Engine {
 	if cfg.Pool != nil {
 		e.store = store.NewReader(cfg.Pool, cfg.Shares.AcquireTimeout)
 		e.searcher = search.New(search.Config{Pool: cfg.Pool, RankWindow: cfg.SearchRankWindow})
+	}
+	if cfg.Hot != nil {
+		e.searchCache = newSearchCache(cfg.SearchCacheBytes, cfg.Metrics.Search)
 	}
 	if cfg.Replica != nil {
 		e.replicaSearcher = search.New(search.Config{Pool: cfg.Replica.Pool(), RankWindow: cfg.SearchRankWindow})

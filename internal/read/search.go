@@ -162,13 +162,11 @@ func (e *Engine) searchFilter(ctx context.Context, sc Scope, acc *Access, f *eve
 		if err := e.hook(ctx, "fts", f); err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
-		started := time.Now()
-		res, err := e.searchPage(ctx, opt.on, q)
-		e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+		res, watched, err := e.searchPage(ctx, opt.on, q, transport)
 		if err != nil {
 			return out, &SearchError{Page: q.Page, Err: err}
 		}
-		rows, err := e.accept(ctx, opt.on, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport, opt.tally)
+		rows, err := e.accept(ctx, opt.on, watched, sc, acc, f, channels, res.Hits, opt.Seen, limit-len(out), transport, opt.tally)
 		out = append(out, rows...)
 		if err != nil {
 			return out, &SearchError{Fetch: true, Page: q.Page, Err: err}
@@ -194,12 +192,37 @@ func (e *Engine) countHits(tally map[hitKey]int) {
 	}
 }
 
-// searchPage runs one FTS statement in on, or on the writer when on is nil.
-func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Query) (search.Result, error) {
+// searchPage returns one page of hits: from the search cache when the
+// community's hot window vouches that nothing changed since the same page
+// was read (docs/ARCHITECTURE.md "Search cache"), otherwise from one FTS
+// run in on, or on the writer when on is nil, kept for the next time when
+// the window vouched for it. watched is true when the window was ready
+// at the start and had waited for the other processes' acknowledged
+// events, so that accept may take the hits' events from it.
+func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Query, transport string) (res search.Result, watched bool, err error) {
 	if on != nil {
-		return e.replicaSearcher.SearchOn(ctx, on.Querier(), q)
+		started := time.Now()
+		res, err = e.replicaSearcher.SearchOn(ctx, on.Querier(), q)
+		e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+		return res, false, err
 	}
-	return e.searcher.Search(ctx, q)
+	stamp, watched := e.cfg.Hot.Watch(ctx, q.Community)
+	var key [32]byte
+	if c := e.searchCache; c != nil && !watched {
+		c.m.Cache.WithLabelValues("unwatched").Inc()
+	} else if c != nil {
+		key = q.Key()
+		if res, ok := c.get(key, stamp); ok {
+			return res, true, nil
+		}
+	}
+	started := time.Now()
+	res, err = e.searcher.Search(ctx, q)
+	e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+	if err == nil && watched && e.searchCache != nil && e.cfg.Hot.Unchanged(stamp) {
+		e.searchCache.put(key, stamp, res)
+	}
+	return res, watched, err
 }
 
 // accept hydrates one page of hits and returns, in rank order, at most want
@@ -208,14 +231,14 @@ func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Q
 // hits in rank-ordered chunks, the first of want hits and each next one of
 // at least twice the rows still wanted, so a page whose first hits all pass
 // reads want rows, not the whole page (docs/PROTOCOL.md §12.6).
-func (e *Engine) accept(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
+func (e *Engine) accept(ctx context.Context, on *replica.Session, watched bool, sc Scope, acc *Access, f *event.Filter, channels map[string]struct{},
 	hits []search.Hit, seen map[string]struct{}, want int, transport string, tally map[hitKey]int) ([]Row, error) {
 	var out []Row
 	m := f.Compile() // a page costs each hit's tags, not tags × values
 	chunk := want
 	for len(hits) > 0 && len(out) < want {
 		n := min(len(hits), chunk)
-		rows, err := e.acceptChunk(ctx, on, sc, acc, f, m, channels, hits[:n], seen, want-len(out), transport, tally)
+		rows, err := e.acceptChunk(ctx, on, watched, sc, acc, f, m, channels, hits[:n], seen, want-len(out), transport, tally)
 		out = append(out, rows...)
 		if err != nil {
 			return out, err
@@ -232,7 +255,7 @@ const minHydrateChunk = 16
 
 // acceptChunk hydrates hits, all of them, and returns at most want of them
 // that pass, in rank order.
-func (e *Engine) acceptChunk(ctx context.Context, on *replica.Session, sc Scope, acc *Access, f *event.Filter, m *event.Matcher, channels map[string]struct{},
+func (e *Engine) acceptChunk(ctx context.Context, on *replica.Session, watched bool, sc Scope, acc *Access, f *event.Filter, m *event.Matcher, channels map[string]struct{},
 	hits []search.Hit, seen map[string]struct{}, want int, transport string, tally map[hitKey]int) ([]Row, error) {
 	count := func(result string) {
 		if tally != nil {
@@ -244,13 +267,7 @@ func (e *Engine) acceptChunk(ctx context.Context, on *replica.Session, sc Scope,
 	if err := e.hook(ctx, "hydrate", f); err != nil {
 		return nil, err
 	}
-	var stored map[string]search.Stored
-	var err error
-	if on != nil {
-		stored, err = e.replicaSearcher.HydrateOn(ctx, on.Querier(), sc.CommunityID, hits)
-	} else {
-		stored, err = e.searcher.Hydrate(ctx, sc.CommunityID, hits)
-	}
+	stored, held, err := e.hydrate(ctx, on, watched, sc.CommunityID, hits)
 	if err != nil {
 		return nil, err
 	}
@@ -296,13 +313,61 @@ func (e *Engine) acceptChunk(ctx context.Context, on *replica.Session, sc Scope,
 				seen[st.Event.ID] = struct{}{}
 			}
 			count("sent")
-			out = append(out, Row{Event: st.Event, Channel: st.Channel, JSON: st.Event.AppendJSON(nil)})
+			js := held[st.Event.ID]
+			if js == nil {
+				js = st.Event.AppendJSON(nil)
+			}
+			out = append(out, Row{Event: st.Event, Channel: st.Channel, JSON: js})
 			if len(out) == want {
 				return out, nil
 			}
 		}
 	}
 	return out, nil
+}
+
+// hydrate loads the live events of hits, keyed by lowercase hex id: those
+// the community's hot window holds from it, when watched (the window was
+// ready and caught up when the page was read: what it holds is live, as a
+// REQ from it relies on), with their stored JSON in held; the others in
+// one statement in on, or on the writer when on is nil.
+func (e *Engine) hydrate(ctx context.Context, on *replica.Session, watched bool, community string, hits []search.Hit) (stored map[string]search.Stored, held map[string][]byte, err error) {
+	rest := hits
+	if watched && on == nil {
+		ids := make([]string, len(hits))
+		for i := range hits {
+			ids[i] = hits[i].IDHex()
+		}
+		if entries, ok := e.cfg.Hot.Lookup(community, ids, time.Now().Unix()); ok && len(entries) > 0 {
+			stored = make(map[string]search.Stored, len(hits))
+			held = make(map[string][]byte, len(entries))
+			rest = make([]search.Hit, 0, len(hits)-len(entries))
+			for i := range hits {
+				if en := entries[ids[i]]; en != nil {
+					stored[ids[i]] = search.Stored{Event: en.Event, Channel: en.Channel}
+					held[ids[i]] = en.JSON
+				} else {
+					rest = append(rest, hits[i])
+				}
+			}
+			if len(rest) == 0 {
+				return stored, held, nil
+			}
+		}
+	}
+	var more map[string]search.Stored
+	if on != nil {
+		more, err = e.replicaSearcher.HydrateOn(ctx, on.Querier(), community, rest)
+	} else {
+		more, err = e.searcher.Hydrate(ctx, community, rest)
+	}
+	if err != nil || stored == nil {
+		return more, held, err
+	}
+	for id, st := range more {
+		stored[id] = st
+	}
+	return stored, held, nil
 }
 
 // editTarget is the first 64-hex "e" value of an edit, lowercased.

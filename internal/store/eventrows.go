@@ -356,7 +356,14 @@ func (s *Store) HotWindowOlder(ctx context.Context, communityID string, before i
 // window").
 const HotWindowChannel = "buzz_hot_window"
 
-// NotifyHotWindow signals on HotWindowChannel for the community. A writer
+// HotWindowAll is the HotWindowChannel payload that stands for every
+// community: the relay processes drop every hot window, and with them
+// every cached search page (docs/ARCHITECTURE.md "Search cache"). The
+// search-kinds rewrite sends it after it commits.
+const HotWindowAll = "*"
+
+// NotifyHotWindow signals on HotWindowChannel for the community, or for
+// every community with HotWindowAll. A writer
 // calls it at least once a second while it writes, and once after its
 // last commit.
 func (s *Store) NotifyHotWindow(ctx context.Context, communityID string) error {

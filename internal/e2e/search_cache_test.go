@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/buzz-relay/buzz/internal/event"
+	"github.com/buzz-relay/buzz/internal/eventtest"
+	"github.com/buzz-relay/buzz/internal/relaytest"
+	"github.com/buzz-relay/buzz/internal/search"
+	"github.com/buzz-relay/buzz/internal/store"
+)
+
+// The search cache (docs/ARCHITECTURE.md "Search cache"): a page asked
+// again while nothing changed in the community comes from the cache; a
+// commit of a kind the hot window holds, a commit of a kind it does not
+// (a profile), and the search-kinds rewrite's notification each make the
+// next search read PostgreSQL again, so the answer is always the one
+// PostgreSQL gives.
+func TestSearchCache(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, nil)
+	alice, bob := eventtest.NewKey(), eventtest.NewKey()
+	wa := r.Dial(t, "")
+	wa.Auth(alice)
+	open := uuid.NewString()
+	wa.MustPublish(alice.Signed(t, event.KindCreateGroup, eventtest.Channel(open), eventtest.Tag("name", "open")))
+	now := time.Now().Unix()
+	wa.MustPublish(alice.Signed(t, 9, eventtest.Channel(open), eventtest.Content("cache zebra one"), eventtest.At(now-10)))
+
+	wb := r.Dial(t, "")
+	wb.Auth(bob)
+	n := 0
+	contents := func(f map[string]any) []string {
+		n++
+		evs, closed, eose := wb.Req("s"+string(rune('a'+n%26)), f)
+		require.True(t, eose, closed)
+		out := make([]string, len(evs))
+		for i, ev := range evs {
+			out[i] = ev.Content
+		}
+		return out
+	}
+	hits := func() float64 { return r.Metric(t, `buzz_search_cache_total{result="hit"}`) }
+	// cached asks f until its page comes from the cache: the first read
+	// warms the community's hot window, which must be ready to vouch.
+	cached := func(f map[string]any, want []string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			before := hits()
+			require.Equal(t, want, contents(f))
+			return hits() > before
+		}, 10*time.Second, 20*time.Millisecond, "the page never came from the cache")
+	}
+	messages := map[string]any{"search": "zebra", "kinds": []int{9}}
+	cached(messages, []string{"cache zebra one"})
+
+	t.Run("CommitOfAWindowKind", func(t *testing.T) {
+		wa.MustPublish(alice.Signed(t, 9, eventtest.Channel(open), eventtest.Content("cache zebra two"), eventtest.At(now-5)))
+		before := hits()
+		require.Equal(t, []string{"cache zebra two", "cache zebra one"}, contents(messages))
+		require.Equal(t, before, hits(), "the page changed: it is read again")
+		cached(messages, []string{"cache zebra two", "cache zebra one"})
+	})
+
+	t.Run("CommitOfAnotherKind", func(t *testing.T) {
+		profiles := map[string]any{"search": "zebra", "kinds": []int{0}}
+		wa.MustPublish(alice.Signed(t, 0, eventtest.Content(`{"name":"zebra keeper"}`), eventtest.At(now-3)))
+		cached(profiles, []string{`{"name":"zebra keeper"}`})
+		// Kind 0 is replaceable: the window does not hold it, but its
+		// commit still changes the community's search pages.
+		wb.MustPublish(bob.Signed(t, 0, eventtest.Content(`{"name":"zebra rider"}`), eventtest.At(now-2)))
+		require.Equal(t, []string{`{"name":"zebra rider"}`, `{"name":"zebra keeper"}`}, contents(profiles))
+	})
+
+	t.Run("SearchKindsRewrite", func(t *testing.T) {
+		cached(messages, []string{"cache zebra two", "cache zebra one"})
+		ctx := context.Background()
+		require.NoError(t, search.Rewrite(ctx, search.RewriteConfig{Pool: r.App.Pool(), Kinds: []int{0}}))
+		const heard = `buzz_hot_window_resets_total{reason="external"}`
+		before := r.Metric(t, heard)
+		require.NoError(t, store.New(r.App.Pool()).NotifyHotWindow(ctx, store.HotWindowAll))
+		require.Eventually(t, func() bool { return r.Metric(t, heard) > before }, 10*time.Second, 20*time.Millisecond)
+		require.Empty(t, contents(messages), "kind 9 is no longer searchable")
+	})
+}
