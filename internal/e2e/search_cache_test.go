@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -75,6 +78,32 @@ func TestSearchCache(t *testing.T) {
 		// commit still changes the community's search pages.
 		wb.MustPublish(bob.Signed(t, 0, eventtest.Content(`{"name":"zebra rider"}`), eventtest.At(now-2)))
 		require.Equal(t, []string{`{"name":"zebra rider"}`, `{"name":"zebra keeper"}`}, contents(profiles))
+	})
+
+	t.Run("Expiration", func(t *testing.T) {
+		// A page of one hit over the bridge: the newest match expires, and
+		// the next one must take its place, as PostgreSQL's page gives it.
+		expires := time.Now().Unix() + 2
+		wa.MustPublish(alice.Signed(t, 9, eventtest.Channel(open), eventtest.Content("cache zebra fleeting"),
+			eventtest.At(now-1), eventtest.Tag("expiration", strconv.FormatInt(expires, 10))))
+		page := func() []string {
+			status, body := brHTTP(t, r, "/query", bob, []byte(`[{"search":"zebra","kinds":[9],"limit":1}]`))
+			require.Equal(t, http.StatusOK, status, string(body))
+			var evs []event.Event
+			require.NoError(t, json.Unmarshal(body, &evs))
+			out := make([]string, len(evs))
+			for i, ev := range evs {
+				out[i] = ev.Content
+			}
+			return out
+		}
+		require.Eventually(t, func() bool {
+			before := hits()
+			require.Equal(t, []string{"cache zebra fleeting"}, page())
+			return hits() > before
+		}, 10*time.Second, 20*time.Millisecond, "the page never came from the cache")
+		time.Sleep(time.Until(time.Unix(expires, 0)) + 100*time.Millisecond)
+		require.Equal(t, []string{"cache zebra two"}, page())
 	})
 
 	t.Run("SearchKindsRewrite", func(t *testing.T) {

@@ -102,6 +102,12 @@ type Config struct {
 	// it, so that the window can prove that an #e, #p or authors filter
 	// has no match older than the horizon. Nil: it never can.
 	Older func(ctx context.Context, community string, before int64, maxRows int) (o Older, complete bool, err error)
+	// NextExpiry reads the earliest NIP-40 expiration (unix seconds) of
+	// the community's stored events that has not passed, math.MaxInt64
+	// when none: until then, and while nothing is committed, a search
+	// page of the community stays what PostgreSQL would give (Watch).
+	// Nil: Watch never gives a stamp.
+	NextExpiry func(ctx context.Context, community string) (int64, error)
 	// WarmTimeout bounds one warm read. Default 10 s.
 	WarmTimeout time.Duration
 	// Follow is set when other processes commit to the same communities
@@ -206,6 +212,12 @@ type community struct {
 	// changes counts the commits given to Committed while the community
 	// has a window, of any kind but ephemeral (Stamp).
 	changes atomic.Uint64
+	// nextExpiry is, while expiryKnown, the earliest NIP-40 expiration
+	// (unix seconds) of the community's stored events that had not
+	// passed when it was read (Config.NextExpiry), lowered by every
+	// commit that carries an earlier one; math.MaxInt64 for none (Stamp).
+	nextExpiry  int64
+	expiryKnown bool
 	// horizon: every live event of a window kind with created_at >=
 	// horizon is held. math.MinInt64 when the window holds the whole
 	// community.
@@ -395,6 +407,7 @@ func (c *community) clear() (events int, bytes int64) {
 	c.ids = map[string]*Entry{}
 	c.bytes, c.pending, c.horizon = 0, nil, math.MinInt64
 	c.older, c.olderKnown = nil, false
+	c.expiryKnown = false
 	return events, bytes
 }
 

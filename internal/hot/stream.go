@@ -28,6 +28,13 @@ func (w *Window) Committed(communityID, channel string, ev *event.Event, js []by
 		return
 	}
 	c.changes.Add(1) // before any early return: a stamp covers every kind
+	if at, present, ok := ev.Expiration(); present && ok {
+		c.mu.Lock()
+		if c.expiryKnown && at < c.nextExpiry {
+			c.nextExpiry = at
+		}
+		c.mu.Unlock()
+	}
 	c.mu.RLock()
 	st := c.state
 	c.mu.RUnlock()

@@ -212,7 +212,7 @@ func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Q
 		c.m.Cache.WithLabelValues("unwatched").Inc()
 	} else if c != nil {
 		key = q.Key()
-		if res, ok := c.get(key, stamp); ok {
+		if res, ok := c.get(key, stamp, time.Now().Unix()); ok {
 			return res, true, nil
 		}
 	}

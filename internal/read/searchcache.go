@@ -54,9 +54,10 @@ func pageCost(res *search.Result) int64 {
 	return n
 }
 
-// get returns the page stored under key when it was stored under stamp
-// now, the community's current stamp. The page is shared: callers only read it.
-func (c *searchCache) get(key [32]byte, now hot.Stamp) (search.Result, bool) {
+// get returns the page stored under key when cur, the community's current
+// stamp, still vouches for the stamp it was stored under at now (unix
+// seconds). The page is shared: callers only read it.
+func (c *searchCache) get(key [32]byte, cur hot.Stamp, now int64) (search.Result, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.pages[key]
@@ -65,7 +66,7 @@ func (c *searchCache) get(key [32]byte, now hot.Stamp) (search.Result, bool) {
 		return search.Result{}, false
 	}
 	p := el.Value.(*cachedPage)
-	if p.stamp != now {
+	if !p.stamp.Vouches(cur, now) {
 		c.removeLocked(el)
 		c.m.Cache.WithLabelValues("stale").Inc()
 		return search.Result{}, false

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -347,6 +348,25 @@ func (s *Store) HotWindowOlder(ctx context.Context, communityID string, before i
 		return nil, nil, nil, false, fmt.Errorf("hot window older values: %w", err)
 	}
 	return e, p, authors, rows < maxRows, nil
+}
+
+// HotWindowNextExpiry returns the earliest NIP-40 expiration (unix
+// seconds, rounded down) of the community's stored events that has not
+// passed, math.MaxInt64 when there is none: a search page of the
+// community read now stays PostgreSQL's answer until then, unless
+// something is committed (docs/ARCHITECTURE.md "Search cache"). It walks
+// the partial index on expires_at from now.
+func (s *Store) HotWindowNextExpiry(ctx context.Context, communityID string) (int64, error) {
+	var at *int64
+	err := s.q.QueryRow(ctx, `SELECT floor(EXTRACT(EPOCH FROM min(expires_at)))::bigint
+		FROM events WHERE community_id = $1 AND expires_at > now()`, communityID).Scan(&at)
+	if err != nil {
+		return 0, fmt.Errorf("next expiration: %w", err)
+	}
+	if at == nil {
+		return math.MaxInt64, nil
+	}
+	return *at, nil
 }
 
 // HotWindowChannel is the NOTIFY channel of a program that writes a
