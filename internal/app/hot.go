@@ -71,14 +71,9 @@ func newHotWindow(cfg config.Config, st *store.Store, m *metrics.Metrics, log *s
 			e, p, authors, complete, err := st.HotWindowOlder(ctx, community, before, maxRows)
 			return hot.Older{E: e, P: p, Authors: authors}, complete, err
 		},
-		NextExpiry: func(ctx context.Context, community string) (int64, error) {
-			release, err := share(ctx)
-			if err != nil {
-				return 0, fmt.Errorf("read share: %w", err)
-			}
-			defer release()
-			return st.HotWindowNextExpiry(ctx, community)
-		},
+		// Read inside a search, under the search's own read share: taking
+		// a second one could wait on the searches that hold them all.
+		NextExpiry: st.HotWindowNextExpiry,
 		Warm: func(ctx context.Context, community string, n int) ([]*hot.Entry, error) {
 			release, err := share(ctx)
 			if err != nil {

@@ -117,3 +117,30 @@ func TestSearchCache(t *testing.T) {
 		require.Empty(t, contents(messages), "kind 9 is no longer searchable")
 	})
 }
+
+// A search reads its community's next expiration under its own read
+// share: with a single share, which the search holds, a cached page is
+// still kept and served, instead of the search waiting for a second share
+// until its deadline.
+func TestSearchCacheOneReadShare(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, map[string]string{"BUZZ_MAX_CONCURRENT_READS": "1"})
+	alice := eventtest.NewKey()
+	wa := r.Dial(t, "")
+	wa.Auth(alice)
+	open := uuid.NewString()
+	wa.MustPublish(alice.Signed(t, event.KindCreateGroup, eventtest.Channel(open), eventtest.Tag("name", "open")))
+	wa.MustPublish(alice.Signed(t, 9, eventtest.Channel(open), eventtest.Content("one share zebra")))
+	f := map[string]any{"search": "zebra", "kinds": []int{9}}
+	n := 0
+	require.Eventually(t, func() bool {
+		before := r.Metric(t, `buzz_search_cache_total{result="hit"}`)
+		n++
+		started := time.Now()
+		evs, closed, eose := wa.Req("s"+strconv.Itoa(n), f)
+		require.True(t, eose, closed)
+		require.Len(t, evs, 1)
+		require.Less(t, time.Since(started), 2*time.Second, "the search waited for a read share")
+		return r.Metric(t, `buzz_search_cache_total{result="hit"}`) > before
+	}, 10*time.Second, 20*time.Millisecond, "the page never came from the cache")
+}

@@ -106,7 +106,9 @@ type Config struct {
 	// the community's stored events that has not passed, math.MaxInt64
 	// when none: until then, and while nothing is committed, a search
 	// page of the community stays what PostgreSQL would give (Watch).
-	// Nil: Watch never gives a stamp.
+	// Watch calls it in its caller's context, inside the caller's read
+	// (a search's, which holds the read share). Nil: Watch never gives a
+	// stamp.
 	NextExpiry func(ctx context.Context, community string) (int64, error)
 	// WarmTimeout bounds one warm read. Default 10 s.
 	WarmTimeout time.Duration
