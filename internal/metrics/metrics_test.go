@@ -124,6 +124,9 @@ var specNames = map[string]dto.MetricType{
 	"buzz_hot_window_reads_total":  dto.MetricType_COUNTER,
 	"buzz_hot_window_resets_total": dto.MetricType_COUNTER,
 	"buzz_hot_window_warms_total":  dto.MetricType_COUNTER,
+	// docs/OPERATIONS.md "Search cache"
+	"buzz_search_cache_total": dto.MetricType_COUNTER,
+	"buzz_search_cache_bytes": dto.MetricType_GAUGE,
 }
 
 // needsInit are the metrics whose labels have no values until InitCommunity
@@ -166,7 +169,7 @@ func TestNew(t *testing.T) {
 			require.Contains(t, got, name)
 			require.Equal(t, typ, got[name].GetType(), name)
 		}
-		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the poster checks, the filter caps, the per-address connection rate, the socket writes, per-user admission and the read limits")
+		require.Len(t, got, len(specNames), "no metric beyond those of docs/PROTOCOL.md §11.2, §12.9, §13.9, §14.8, §15.9 and §16.7, the group commit, the poster checks, the filter caps, the per-address connection rate, the socket writes, per-user admission, the read limits and the search cache")
 	})
 
 	t.Run("BoundedLabelsPresentFromNew", func(t *testing.T) {
