@@ -18,6 +18,15 @@ import (
 	"github.com/buzz-relay/buzz/internal/store"
 )
 
+// scContents is the contents of evs, in order.
+func scContents(evs []event.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Content
+	}
+	return out
+}
+
 // The search cache (docs/ARCHITECTURE.md "Search cache"): a page asked
 // again while nothing changed in the community comes from the cache; a
 // commit of a kind the hot window holds, a commit of a kind it does not
@@ -42,11 +51,7 @@ func TestSearchCache(t *testing.T) {
 		n++
 		evs, closed, eose := wb.Req("s"+string(rune('a'+n%26)), f)
 		require.True(t, eose, closed)
-		out := make([]string, len(evs))
-		for i, ev := range evs {
-			out[i] = ev.Content
-		}
-		return out
+		return scContents(evs)
 	}
 	hits := func() float64 { return r.Metric(t, `buzz_search_cache_total{result="hit"}`) }
 	// cached asks f until its page comes from the cache: the first read
@@ -91,11 +96,7 @@ func TestSearchCache(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, string(body))
 			var evs []event.Event
 			require.NoError(t, json.Unmarshal(body, &evs))
-			out := make([]string, len(evs))
-			for i, ev := range evs {
-				out[i] = ev.Content
-			}
-			return out
+			return scContents(evs)
 		}
 		require.Eventually(t, func() bool {
 			before := hits()

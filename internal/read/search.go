@@ -201,9 +201,7 @@ func (e *Engine) countHits(tally map[hitKey]int) {
 // events, so that accept may take the hits' events from it.
 func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Query, transport string) (res search.Result, watched bool, err error) {
 	if on != nil {
-		started := time.Now()
-		res, err = e.replicaSearcher.SearchOn(ctx, on.Querier(), q)
-		e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+		res, err = e.runSearch(ctx, on, q, transport)
 		return res, false, err
 	}
 	stamp, watched := e.cfg.Hot.Watch(ctx, q.Community)
@@ -216,13 +214,24 @@ func (e *Engine) searchPage(ctx context.Context, on *replica.Session, q search.Q
 			return res, true, nil
 		}
 	}
-	started := time.Now()
-	res, err = e.searcher.Search(ctx, q)
-	e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+	res, err = e.runSearch(ctx, nil, q, transport)
 	if err == nil && watched && e.searchCache != nil && e.cfg.Hot.Unchanged(stamp) {
 		e.searchCache.put(key, stamp, res)
 	}
 	return res, watched, err
+}
+
+// runSearch runs one FTS statement in on, or on the writer when on is nil,
+// and times it (buzz_search_query_seconds).
+func (e *Engine) runSearch(ctx context.Context, on *replica.Session, q search.Query, transport string) (res search.Result, err error) {
+	started := time.Now()
+	if on != nil {
+		res, err = e.replicaSearcher.SearchOn(ctx, on.Querier(), q)
+	} else {
+		res, err = e.searcher.Search(ctx, q)
+	}
+	e.cfg.Metrics.Search.QuerySeconds.WithLabelValues(transport).Observe(time.Since(started).Seconds())
+	return res, err
 }
 
 // accept hydrates one page of hits and returns, in rank order, at most want
