@@ -25,7 +25,7 @@ type countHydrated struct {
 }
 
 func (c *countHydrated) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.Contains(d.SQL, "FROM unnest($2::timestamptz[], $3::bytea[]) AS h(created_at, id)") || len(d.Args) != 3 {
+	if !strings.Contains(d.SQL, "FROM search_hydrate(") || len(d.Args) != 3 {
 		return ctx
 	}
 	if ids, ok := d.Args[2].([][]byte); ok {

@@ -355,11 +355,10 @@ func (s *Searcher) HydrateOn(ctx context.Context, q pg.Querier, community string
 		ids[i] = hits[i].ID[:]
 		at[i] = time.Unix(hits[i].CreatedAt, 0).UTC()
 	}
-	rows, err := q.Query(ctx, `
-		SELECT e.id, e.pubkey, EXTRACT(EPOCH FROM e.created_at)::bigint, e.kind, e.tags, e.content, e.sig, e.channel_id::text
-		  FROM unnest($2::timestamptz[], $3::bytea[]) AS h(created_at, id)
-		  JOIN events e ON e.community_id = $1 AND e.created_at = h.created_at AND e.id = h.id
-		 WHERE e.deleted_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())`, community, at, ids)
+	// search_hydrate (migration 0013) runs the key lookup with one cached
+	// generic plan; as a plain statement it was planned anew at every call
+	// (docs/PERFORMANCE.md "Search hydration planned once").
+	rows, err := q.Query(ctx, `SELECT * FROM search_hydrate($1, $2::timestamptz[], $3::bytea[])`, community, at, ids)
 	if err != nil {
 		return nil, fmt.Errorf("database error: %w", err)
 	}
