@@ -33,7 +33,7 @@ func TestHydrate(t *testing.T) {
 	require.NoError(t, err)
 	other := insertRows(t, b.pool, b.newCommunity(t), row{kind: 9, content: "another community", at: baseTime + 3})
 
-	// The hits' times: each row's own, but the fourth a second off.
+	// The hits' times: each row's own, but the fourth's is not its row's.
 	keys := append(slices.Clone(ids), other...)
 	at := []int64{baseTime, older, baseTime + 1, baseTime + 99, baseTime + 3}
 	hits := make([]Hit, len(keys))
