@@ -82,7 +82,7 @@ func (w *Window) Unchanged(s Stamp) bool {
 	c := s.c
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.state == ready && c.gen == s.gen && c.changes.Load() == s.changes && time.Now().Unix() < s.until
+	return c.state == ready && s.Vouches(Stamp{c: c, gen: c.gen, changes: c.changes.Load()}, time.Now().Unix())
 }
 
 // Lookup returns the held, unexpired entries of ids in the community, by
