@@ -107,5 +107,47 @@ func (r *corkingResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	r.cork.conn = conn
-	return conn, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(r.cork)), nil
+	return corkedConn{Conn: conn, cork: r.cork}, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(r.cork)), nil
+}
+
+// closeFlushTimeout bounds the write of what Close finds held.
+const closeFlushTimeout = time.Second
+
+// corkedConn is the hijacked connection as the WebSocket library closes
+// it. The library answers a client's close frame from its reader and
+// closes the connection at once: during a drain that answer is held by
+// the corkWriter, and the client would see the connection end without
+// it. Close therefore writes what is held first, unless a write is in
+// progress: the library also closes the connection to abort a write that
+// ran out of time, and that must not wait.
+type corkedConn struct {
+	net.Conn
+	cork *corkWriter
+}
+
+func (c corkedConn) Close() error {
+	c.cork.flushHeld()
+	return c.Conn.Close()
+}
+
+// flushHeld writes what is held, within closeFlushTimeout, when no write
+// is in progress; later writes go on as before.
+func (w *corkWriter) flushHeld() {
+	if !w.mu.TryLock() {
+		return
+	}
+	defer w.mu.Unlock()
+	if w.buf == nil {
+		return
+	}
+	b := w.buf
+	w.buf = nil
+	defer func() {
+		*b = (*b)[:0]
+		corkPool.Put(b)
+	}()
+	if w.conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout)) == nil {
+		w.writes.Inc()
+		_, _ = w.conn.Write(*b)
+	}
 }

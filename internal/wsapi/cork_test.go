@@ -80,3 +80,34 @@ func TestDrainCorked(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseDuringDrain: a client's close frame that arrives while the
+// writer is corked is answered before the connection ends. The library
+// writes its answer into the cork and closes the connection at once; the
+// client used to see the connection end with no close frame
+// ("failed to read frame header: EOF").
+func TestCloseDuringDrain(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(prometheus.NewRegistry())
+	accepted := make(chan *websocket.Conn, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cork := &corkWriter{writes: m.WSSocketWrites}
+		ws, err := websocket.Accept(&corkingResponse{ResponseWriter: w, cork: cork}, r, nil)
+		if err != nil {
+			return
+		}
+		cork.cork() // a drain in progress, never ended
+		accepted <- ws
+	}))
+	t.Cleanup(ts.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(ts.URL, "http"), nil)
+	require.NoError(t, err)
+	ws := <-accepted
+	defer ws.CloseNow()
+	read := make(chan error, 1)
+	go func() { _, _, err := ws.Read(ctx); read <- err }() // the connection's reader
+	require.NoError(t, cl.Close(websocket.StatusNormalClosure, ""), "the client got the close frame back")
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(<-read))
+}
