@@ -53,6 +53,7 @@ func serve(ctx context.Context, stopSignals context.CancelFunc, stdout io.Writer
 	}
 	log.Info("config loaded", slog.Any("config", cfg))
 	tuneGC(log)
+	tuneProcs(log, cfg.DatabaseURL == "")
 	if !cfg.RequireAuthToken {
 		log.Warn("BUZZ_REQUIRE_AUTH_TOKEN=false: the X-Pubkey development shortcut is enabled on the HTTP bridge")
 	}
