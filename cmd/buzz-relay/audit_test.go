@@ -500,7 +500,23 @@ func TestAuditTwoProcesses(t *testing.T) {
 		procs = append(procs, startReady(t, env))
 	}
 	const total = 5000
-	okIDs := make(chan string, total+100)
+	// The answers are collected as they come: the events still in flight
+	// when the count is reached get theirs after it, and a reader that
+	// found a full channel would never see its connection close.
+	okIDs := make(chan string, 1024)
+	var (
+		mu       sync.Mutex
+		accepted []string
+	)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for id := range okIDs {
+			mu.Lock()
+			accepted = append(accepted, id)
+			mu.Unlock()
+		}
+	}()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, p := range procs {
@@ -508,16 +524,19 @@ func TestAuditTwoProcesses(t *testing.T) {
 			wg.Go(func() { publish(t, p, h, stop, okIDs) })
 		}
 	}
-	for len(okIDs) < total {
+	for {
+		mu.Lock()
+		n := len(accepted)
+		mu.Unlock()
+		if n >= total {
+			break
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(stop)
 	wg.Wait()
 	close(okIDs)
-	var accepted []string
-	for id := range okIDs {
-		accepted = append(accepted, id)
-	}
+	<-collected
 	for _, p := range procs {
 		p.stop() // graceful: each chains what is pending
 	}
