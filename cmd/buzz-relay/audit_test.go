@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -402,6 +403,44 @@ func publish(t *testing.T, p *relayProc, hostHeader string, stop <-chan struct{}
 	}
 }
 
+// okCollector gathers the ids publish sends as they come, so a reader of
+// publish never blocks on a full channel: the events still in flight when
+// a test has its count get their answers after it.
+type okCollector struct {
+	C    chan string // handed to publish
+	mu   sync.Mutex
+	ids  []string
+	done chan struct{}
+}
+
+func collectOKs() *okCollector {
+	c := &okCollector{C: make(chan string, 1024), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for id := range c.C {
+			c.mu.Lock()
+			c.ids = append(c.ids, id)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// IDs returns the ids gathered so far.
+func (c *okCollector) IDs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.ids)
+}
+
+// Close ends the gathering, once every publish has returned, and returns
+// every id.
+func (c *okCollector) Close() []string {
+	close(c.C)
+	<-c.done
+	return c.ids
+}
+
 // auditState reads, per community, the chain's event_created objects and
 // checks seq contiguity and the empty outbox.
 func auditState(t *testing.T, pool *pgxpool.Pool) (created map[string]int, pending int) {
@@ -500,43 +539,20 @@ func TestAuditTwoProcesses(t *testing.T) {
 		procs = append(procs, startReady(t, env))
 	}
 	const total = 5000
-	// The answers are collected as they come: the events still in flight
-	// when the count is reached get theirs after it, and a reader that
-	// found a full channel would never see its connection close.
-	okIDs := make(chan string, 1024)
-	var (
-		mu       sync.Mutex
-		accepted []string
-	)
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		for id := range okIDs {
-			mu.Lock()
-			accepted = append(accepted, id)
-			mu.Unlock()
-		}
-	}()
+	oks := collectOKs()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		for _, h := range hosts {
-			wg.Go(func() { publish(t, p, h, stop, okIDs) })
+			wg.Go(func() { publish(t, p, h, stop, oks.C) })
 		}
 	}
-	for {
-		mu.Lock()
-		n := len(accepted)
-		mu.Unlock()
-		if n >= total {
-			break
-		}
+	for len(oks.IDs()) < total {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(stop)
 	wg.Wait()
-	close(okIDs)
-	<-collected
+	accepted := oks.Close()
 	for _, p := range procs {
 		p.stop() // graceful: each chains what is pending
 	}

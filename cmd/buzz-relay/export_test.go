@@ -327,37 +327,18 @@ func TestCommunityExportWhilePublishing(t *testing.T) {
 	env := externalEnv(t)
 	p := startReady(t, env)
 
-	var (
-		mu    sync.Mutex
-		okIDs []string
-	)
+	oks := collectOKs()
 	stop := make(chan struct{})
-	ok := make(chan string, 1024)
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Add(1)
-		go func() { defer wg.Done(); publish(t, p, deploymentHost, stop, ok) }()
+		wg.Go(func() { publish(t, p, deploymentHost, stop, oks.C) })
 	}
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		for id := range ok {
-			mu.Lock()
-			okIDs = append(okIDs, id)
-			mu.Unlock()
-		}
-	}()
 	defer func() {
 		close(stop)
 		wg.Wait()
-		close(ok)
-		<-collected
+		oks.Close()
 	}()
-	acked := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(okIDs)
-	}
+	acked := oks.IDs
 	waitAcked := func(n int) {
 		deadline := time.Now().Add(30 * time.Second)
 		for len(acked()) < n {
