@@ -38,4 +38,20 @@ func TestProcessors(t *testing.T) {
 	set, rec := procs(env)
 	require.Equal(t, float64(3), set)
 	require.Equal(t, "GOMAXPROCS", rec["set_by"])
+
+	// Go ignores a GOMAXPROCS that is not a positive integer; so does the
+	// relay, and it says so.
+	for _, bad := range []string{"abc", "0", "-2"} {
+		env := privateEnv(t)
+		env["GOMAXPROCS"] = bad
+		p := startReady(t, env)
+		warned := false
+		for _, rec := range p.logRecords() {
+			if rec["msg"] == "GOMAXPROCS is not a positive integer: ignored" {
+				warned = rec["GOMAXPROCS"] == bad && rec["level"] == "WARN"
+			}
+		}
+		require.True(t, warned, "GOMAXPROCS=%s: no warning\n%s", bad, p.Stdout)
+		require.Equal(t, private, p.metric("go_sched_gomaxprocs_threads"), "GOMAXPROCS=%s", bad)
+	}
 }
