@@ -19,7 +19,7 @@ import (
 // each with why it may run statements of its own.
 var sqlOwners = map[string]string{
 	"internal/store":     "the relay's tables",
-	"internal/audit":     "audit_log, audit_outbox",
+	"internal/audit":     "audit_log, audit_outbox, audit_intent_groups",
 	"internal/search":    "the full-text search over events (search_tsv) and its statistics",
 	"internal/replica":   "replica_heartbeat, and the standby's WAL and catalog probes",
 	"internal/pg":        "buzz_schema_migrations, partitions, session settings, advisory locks",

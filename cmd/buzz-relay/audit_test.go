@@ -446,7 +446,7 @@ func (c *okCollector) Close() []string {
 func auditState(t *testing.T, pool *pgxpool.Pool) (created map[string]int, pending int) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit_outbox`).Scan(&pending))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_intent_groups)`).Scan(&pending))
 	rows, err := pool.Query(ctx, `SELECT object_id FROM audit_log WHERE action = 'event_created'`)
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])

@@ -141,6 +141,7 @@ func TestGroupedIngestSurvivesKill(t *testing.T) {
 	rows, err := b.pool.Query(ctx, `SELECT encode(e.id, 'hex'),
 			(SELECT count(*) FROM event_mentions m WHERE m.community_id = e.community_id AND m.event_id = e.id),
 			(SELECT count(*) FROM audit_outbox o WHERE o.community_id = e.community_id AND o.dedupe_key = 'event_created:' || encode(e.id, 'hex'))
+			+ (SELECT count(*) FROM audit_intent_groups g, unnest(g.object_ids) AS o(id) WHERE g.community_id = e.community_id AND o.id = encode(e.id, 'hex'))
 			+ (SELECT count(*) FROM audit_log l WHERE l.community_id = e.community_id AND l.action = 'event_created' AND l.object_id = encode(e.id, 'hex'))
 		FROM events e WHERE e.kind = 9 AND e.channel_id = $1`, ch)
 	require.NoError(t, err)
@@ -157,7 +158,9 @@ func TestGroupedIngestSurvivesKill(t *testing.T) {
 		(SELECT count(*) FROM event_mentions m WHERE m.event_kind = 9 AND NOT EXISTS
 			(SELECT 1 FROM events e WHERE e.community_id = m.community_id AND e.id = m.event_id))
 		+ (SELECT count(*) FROM audit_outbox o WHERE o.action = 'event_created' AND NOT EXISTS
-			(SELECT 1 FROM events e WHERE e.community_id = o.community_id AND encode(e.id, 'hex') = o.object_id))`).Scan(&orphans))
+			(SELECT 1 FROM events e WHERE e.community_id = o.community_id AND encode(e.id, 'hex') = o.object_id))
+		+ (SELECT count(*) FROM audit_intent_groups g, unnest(g.object_ids) AS o(id) WHERE NOT EXISTS
+			(SELECT 1 FROM events e WHERE e.community_id = g.community_id AND encode(e.id, 'hex') = o.id))`).Scan(&orphans))
 	require.Zero(t, orphans, "no mention or intent without its event")
 
 	var accepted, refused, unanswer, storedUnanswered int

@@ -349,7 +349,7 @@ func TestListenerDeliverySurvivesKill(t *testing.T) {
 	for {
 		var listenerRows, auditRows int
 		require.NoError(t, pool.QueryRow(context.Background(),
-			`SELECT (SELECT count(*) FROM operator_listener_outbox), (SELECT count(*) FROM audit_outbox)`).Scan(&listenerRows, &auditRows))
+			`SELECT (SELECT count(*) FROM operator_listener_outbox), (SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_intent_groups)`).Scan(&listenerRows, &auditRows))
 		if listenerRows == 0 && auditRows == 0 {
 			break
 		}

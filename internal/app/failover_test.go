@@ -222,7 +222,7 @@ func (f failoverLoss) lost() bool {
 
 // checkAcked is the one check of both failover cases: it waits (at most
 // chainDrain) for the relay's chainer to empty the community's
-// audit_outbox on dbURL, then looks up every acknowledged event there and
+// audit queues on dbURL, then looks up every acknowledged event there and
 // verifies the community's audit chain (docs/PROTOCOL.md §13.6).
 func checkAcked(t *testing.T, dbURL, cid string, acked []string) failoverLoss {
 	t.Helper()
@@ -234,7 +234,8 @@ func checkAcked(t *testing.T, dbURL, cid string, acked []string) failoverLoss {
 	var f failoverLoss
 	deadline := time.Now().Add(chainDrain)
 	for {
-		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM audit_outbox WHERE community_id = $1`, cid).Scan(&f.OutboxLeft))
+		require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_outbox WHERE community_id = $1)
+			+ (SELECT count(*) FROM audit_intent_groups WHERE community_id = $1)`, cid).Scan(&f.OutboxLeft))
 		if f.OutboxLeft == 0 || time.Now().After(deadline) {
 			break
 		}

@@ -20,7 +20,9 @@ import (
 
 // Chainer constants of docs/PROTOCOL.md §13.8.
 const (
-	// BatchSize is the most intents one batch transaction chains.
+	// BatchSize bounds the intents one batch transaction chains: at most
+	// BatchSize rows of audit_outbox, and groups of audit_intent_groups
+	// until their intents reach BatchSize (the last group whole).
 	BatchSize = 500
 	// PollInterval is how often the chainer looks for work without a wake-up.
 	PollInterval = 250 * time.Millisecond
@@ -235,20 +237,30 @@ func (c *Chainer) runOnce(ctx context.Context) error {
 	return g.Wait()
 }
 
-// pendingSQL lists the communities with pending intents, the oldest intent
-// first, without reading every pending row: a walk of the primary key's
-// distinct community_id values (one index probe each), then the oldest id
-// of each (one more). Its cost grows with the number of communities that
-// have intents, not with the number of intents or the dead rows a busy
-// queue leaves until vacuum.
+// pendingSQL lists the communities with pending intents in either queue
+// (audit_outbox and audit_intent_groups), the oldest intent first, without
+// reading every pending row: a walk of each primary key's distinct
+// community_id values (one index probe each), then the oldest id of each
+// (one more). Its cost grows with the number of communities that have
+// intents, not with the number of intents or the dead rows a busy queue
+// leaves until vacuum.
 const pendingSQL = `WITH RECURSIVE c(community_id) AS (
 		(SELECT community_id FROM audit_outbox ORDER BY community_id LIMIT 1)
 		UNION ALL
 		SELECT (SELECT o.community_id FROM audit_outbox o WHERE o.community_id > c.community_id ORDER BY o.community_id LIMIT 1)
-		FROM c WHERE c.community_id IS NOT NULL)
-	SELECT community_id::text FROM c WHERE community_id IS NOT NULL
-	ORDER BY (SELECT min(o.id) FROM audit_outbox o WHERE o.community_id = c.community_id)
-	LIMIT $1`
+		FROM c WHERE c.community_id IS NOT NULL
+	), g(community_id) AS (
+		(SELECT community_id FROM audit_intent_groups ORDER BY community_id LIMIT 1)
+		UNION ALL
+		SELECT (SELECT o.community_id FROM audit_intent_groups o WHERE o.community_id > g.community_id ORDER BY o.community_id LIMIT 1)
+		FROM g WHERE g.community_id IS NOT NULL
+	), p(community_id, oldest) AS (
+		SELECT community_id, (SELECT min(o.id) FROM audit_outbox o WHERE o.community_id = c.community_id)
+		FROM c WHERE community_id IS NOT NULL
+		UNION ALL
+		SELECT community_id, (SELECT min(o.id) FROM audit_intent_groups o WHERE o.community_id = g.community_id)
+		FROM g WHERE community_id IS NOT NULL)
+	SELECT community_id::text FROM p GROUP BY community_id ORDER BY min(oldest) LIMIT $1`
 
 func (c *Chainer) pending(ctx context.Context) ([]string, error) {
 	rows, err := c.cfg.Pool.Query(ctx, pendingSQL, pendingScan)
@@ -296,7 +308,7 @@ func (c *Chainer) noteResult(id string, err error) {
 func (c *Chainer) chainCommunity(ctx context.Context, id string) (int, error) {
 	total := 0
 	for {
-		n, err := c.batch(ctx, id)
+		n, more, err := c.batch(ctx, id)
 		c.noteResult(id, err)
 		total += n
 		if err != nil {
@@ -304,13 +316,14 @@ func (c *Chainer) chainCommunity(ctx context.Context, id string) (int, error) {
 			c.TestSignals.Failed.Signal(FailedBatch{CommunityID: id, Err: err})
 			return total, err
 		}
-		if n < BatchSize {
+		if !more {
 			return total, nil
 		}
 	}
 }
 
-// claimed is one intent deleted from the outbox by the batch that chains it.
+// claimed is one intent deleted from a queue by the batch that chains it.
+// The intents of one audit_intent_groups row share its id and time.
 type claimed struct {
 	id         int64
 	action     string
@@ -320,19 +333,30 @@ type claimed struct {
 	occurredAt time.Time
 }
 
-// The statements of a batch transaction. claimSQL takes the community's
+// The statements of a batch transaction. Each claim takes the community's
 // advisory lock in a one-time subquery, evaluated before any row is
-// deleted: without the lock it deletes nothing. Its snapshot may predate
-// the commit of the lock's previous holder; the intents that holder
-// deleted are then skipped by the DELETE (READ COMMITTED re-checks a row
-// deleted by a committed transaction), and headSQL, a later statement,
-// sees the entries it appended.
+// deleted: without the lock it deletes nothing (the second claim's call
+// returns true again when the first one took it: the lock is the
+// session's). A claim's snapshot may predate the commit of the lock's
+// previous holder; the intents that holder deleted are then skipped by the
+// DELETE (READ COMMITTED re-checks a row deleted by a committed
+// transaction), and headSQL, a later statement, sees the entries it
+// appended. claimGroupsSQL takes groups in id order while the intents
+// before each are fewer than $2, so a claim that stops short of $2 took
+// every group it could see.
 const (
 	claimSQL = `DELETE FROM audit_outbox
 		WHERE community_id = $1
 		  AND id IN (SELECT id FROM audit_outbox WHERE community_id = $1 ORDER BY id LIMIT $2)
 		  AND (SELECT pg_try_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0)))
 		RETURNING id, action, actor_pubkey, object_id, detail, occurred_at`
+	claimGroupsSQL = `DELETE FROM audit_intent_groups
+		WHERE community_id = $1
+		  AND id IN (SELECT id FROM (SELECT id, n, sum(n) OVER (ORDER BY id) AS upto
+		                             FROM audit_intent_groups WHERE community_id = $1 ORDER BY id LIMIT $2) s
+		             WHERE upto - n < $2)
+		  AND (SELECT pg_try_advisory_xact_lock(hashtextextended('buzz_audit:' || $1::uuid::text, 0)))
+		RETURNING id, actions, actors, object_ids, details, occurred_at`
 	headSQL   = `SELECT seq, hash FROM audit_log WHERE community_id = $1 ORDER BY seq DESC LIMIT 1`
 	appendSQL = `INSERT INTO audit_log (community_id, seq, hash, prev_hash, action, actor_pubkey, object_id, detail, created_at, hash_version)
 		SELECT $1, s, h, p, a, ac, o, d::jsonb, t, 2
@@ -341,23 +365,23 @@ const (
 )
 
 // batch is the batch transaction of docs/PROTOCOL.md §13.5, in two round trips: BEGIN,
-// the lock and claim, and the head read are sent together; then the
+// the lock and both claims, and the head read are sent together; then the
 // append and COMMIT. It returns 0 when another process holds the
-// community's lock or nothing is pending. A panic is recovered and the
-// transaction rolled back; a connection left inside a transaction is
-// closed by the pool on release.
-func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
+// community's lock or nothing is pending, and more when a claim stopped at
+// BatchSize. A panic is recovered and the transaction rolled back; a
+// connection left inside a transaction is closed by the pool on release.
+func (c *Chainer) batch(ctx context.Context, id string) (n int, more bool, err error) {
 	start := time.Now()
 	conn, err := c.cfg.Pool.Acquire(ctx)
 	if err != nil {
-		return 0, dbError(err)
+		return 0, false, dbError(err)
 	}
 	defer conn.Release()
 	open := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = &SerializationError{What: fmt.Sprintf("chainer panic: %v", r)}
-			n = 0
+			n, more = 0, false
 		}
 		if open && (err != nil || n == 0) {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
@@ -367,20 +391,22 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 	first := &pgx.Batch{}
 	first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	first.Queue(claimSQL, id, BatchSize)
+	first.Queue(claimGroupsSQL, id, BatchSize)
 	first.Queue(headSQL, id)
 	br := conn.SendBatch(ctx, first)
 	open = true
-	batch, seq, prev, err := readClaim(br)
+	batch, more, seq, prev, err := readClaim(br)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, dbError(err)
+		return 0, false, dbError(err)
 	}
 	if len(batch) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
-	sort.Slice(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
+	// A group's intents share its id and stay in their order.
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].id < batch[j].id })
 	k := len(batch)
 	seqs, hashes, prevs := make([]int64, k), make([][]byte, k), make([][]byte, k)
 	actions, actors, objects, details := make([]string, k), make([][]byte, k), make([]*string, k), make([]string, k)
@@ -390,7 +416,7 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 		h, err := Hash(Entry{CommunityID: id, Seq: seq, CreatedAt: r.occurredAt, Action: Action(r.action),
 			Actor: r.actor, ObjectID: r.objectID, Detail: r.detail, PrevHash: prev, Version: HashVersion})
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		seqs[i], hashes[i], prevs[i] = seq, h[:], prev
 		actions[i], actors[i], objects[i], details[i], times[i] = r.action, r.actor, r.objectID, string(r.detail), r.occurredAt
@@ -410,44 +436,84 @@ func (c *Chainer) batch(ctx context.Context, id string) (n int, err error) {
 		err = cerr
 	}
 	if err != nil {
-		return 0, dbError(err)
+		return 0, false, dbError(err)
 	}
 	open = false
 	if tag.String() != "COMMIT" { // a transaction that had failed ends in ROLLBACK
-		return 0, dbError(fmt.Errorf("commit: the transaction was rolled back (%s)", tag))
+		return 0, false, dbError(fmt.Errorf("commit: the transaction was rolled back (%s)", tag))
 	}
 	c.cfg.Metrics.batchChained(time.Since(start), k)
 	c.TestSignals.Chained.Signal(ChainedBatch{CommunityID: id, N: k, Head: seq})
-	return k, nil
+	return k, more, nil
 }
 
 // readClaim reads the results of a batch's first round trip: BEGIN, the
-// claimed intents, and the chain head (seq 0 and no hash for a new chain).
-func readClaim(br pgx.BatchResults) (batch []claimed, seq int64, prev []byte, err error) {
+// claimed intents of both queues, each group's in its order, and the chain
+// head (seq 0 and no hash for a new chain). more reports a claim that
+// stopped at BatchSize.
+func readClaim(br pgx.BatchResults) (batch []claimed, more bool, seq int64, prev []byte, err error) {
 	if _, err := br.Exec(); err != nil {
-		return nil, 0, nil, err
+		return nil, false, 0, nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, false, 0, nil, err
 	}
 	for rows.Next() {
 		var r claimed
 		if err := rows.Scan(&r.id, &r.action, &r.actor, &r.objectID, &r.detail, &r.occurredAt); err != nil {
 			rows.Close()
-			return nil, 0, nil, err
+			return nil, false, 0, nil, err
 		}
 		batch = append(batch, r)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, 0, nil, err
+		return nil, false, 0, nil, err
 	}
+	more = len(batch) >= BatchSize
+	grouped, err := readGroups(br)
+	if err != nil {
+		return nil, false, 0, nil, err
+	}
+	more = more || len(grouped) >= BatchSize
+	batch = append(batch, grouped...)
 	err = br.QueryRow().Scan(&seq, &prev)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = nil
 	}
-	return batch, seq, prev, err
+	return batch, more, seq, prev, err
+}
+
+// readGroups reads claimGroupsSQL's rows, one claimed per intent.
+func readGroups(br pgx.BatchResults) ([]claimed, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []claimed
+	for rows.Next() {
+		var (
+			id      int64
+			actions []string
+			actors  [][]byte
+			objects []*string
+			details [][]byte
+			at      time.Time
+		)
+		if err := rows.Scan(&id, &actions, &actors, &objects, &details, &at); err != nil {
+			return nil, err
+		}
+		if len(actors) != len(actions) || len(objects) != len(actions) || len(details) != len(actions) {
+			return nil, &SerializationError{What: fmt.Sprintf("intent group %d: arrays of %d, %d, %d and %d elements",
+				id, len(actions), len(actors), len(objects), len(details))}
+		}
+		for i := range actions {
+			out = append(out, claimed{id: id, action: actions[i], actor: actors[i], objectID: objects[i], detail: details[i], occurredAt: at})
+		}
+	}
+	return out, rows.Err()
 }
 
 // refreshGauges sets the outbox gauges at most once a second (force: now).
@@ -470,14 +536,15 @@ func (c *Chainer) refreshGauges(ctx context.Context, force bool) {
 	m.setGauges(pending, lag)
 }
 
-// OutboxStats returns the number of pending intents (all communities) and
-// the age of the oldest, 0 when none.
+// OutboxStats returns the number of pending intents (all communities, both
+// queues) and the age of the oldest, 0 when none.
 func OutboxStats(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) (pending int64, lag time.Duration, err error) {
 	var secs float64
-	err = q.QueryRow(ctx, `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(occurred_at)), 0)::float8
-		FROM audit_outbox`).Scan(&pending, &secs)
+	err = q.QueryRow(ctx, `SELECT COALESCE(sum(n), 0)::bigint, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(occurred_at)), 0)::float8
+		FROM (SELECT count(*) AS n, min(occurred_at) AS occurred_at FROM audit_outbox
+		      UNION ALL SELECT sum(n), min(occurred_at) FROM audit_intent_groups) q`).Scan(&pending, &secs)
 	if err != nil {
 		return 0, 0, dbError(err)
 	}

@@ -20,6 +20,9 @@ func Purge(ctx context.Context, tx pg.Querier, communityID string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM audit_outbox WHERE community_id = $1`, communityID); err != nil {
 		return dbError(err)
 	}
+	if _, err := tx.Exec(ctx, `DELETE FROM audit_intent_groups WHERE community_id = $1`, communityID); err != nil {
+		return dbError(err)
+	}
 	if _, err := tx.Exec(ctx, `SET LOCAL buzz.audit_purge = 'off'`); err != nil {
 		return dbError(err)
 	}

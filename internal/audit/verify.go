@@ -137,10 +137,12 @@ func HashAt(ctx context.Context, q pg.Querier, communityID string, seq int64) (h
 	return hash, true, nil
 }
 
-// PendingCount returns how many intents of the community are not yet chained.
+// PendingCount returns how many intents of the community are not yet
+// chained, in both queues.
 func PendingCount(ctx context.Context, q pg.Querier, communityID string) (int64, error) {
 	var n int64
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM audit_outbox WHERE community_id = $1`, communityID).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_outbox WHERE community_id = $1)
+		+ (SELECT COALESCE(sum(n), 0) FROM audit_intent_groups WHERE community_id = $1)`, communityID).Scan(&n); err != nil {
 		return 0, dbError(err)
 	}
 	return n, nil

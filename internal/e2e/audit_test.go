@@ -244,7 +244,10 @@ func r10(t *testing.T, pool *pgxpool.Pool, cid string) []string {
 		                     AND a.object_id = encode(e.id, 'hex'))
 		  AND NOT EXISTS (SELECT 1 FROM audit_outbox o
 		                   WHERE o.community_id = e.community_id
-		                     AND o.dedupe_key = 'event_created:' || encode(e.id, 'hex'))`, cid)
+		                     AND o.dedupe_key = 'event_created:' || encode(e.id, 'hex'))
+		  AND NOT EXISTS (SELECT 1 FROM audit_intent_groups g
+		                   WHERE g.community_id = e.community_id
+		                     AND encode(e.id, 'hex') = ANY (g.object_ids))`, cid)
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -315,8 +318,9 @@ func TestAuditIntentFailure(t *testing.T) {
 	require.Equal(t, "restricted: relay-only kind", reason)
 
 	_, err := e.r.App.Pool().Exec(context.Background(), `CREATE FUNCTION test_fail_intent() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'injected intent failure' USING TABLE = 'audit_outbox'; END $$;
-		CREATE TRIGGER test_fail_intent BEFORE INSERT ON audit_outbox FOR EACH ROW EXECUTE FUNCTION test_fail_intent();`)
+		BEGIN RAISE EXCEPTION 'injected intent failure' USING TABLE = TG_TABLE_NAME; END $$;
+		CREATE TRIGGER test_fail_intent BEFORE INSERT ON audit_outbox FOR EACH ROW EXECUTE FUNCTION test_fail_intent();
+		CREATE TRIGGER test_fail_intent BEFORE INSERT ON audit_intent_groups FOR EACH ROW EXECUTE FUNCTION test_fail_intent();`)
 	require.NoError(t, err)
 	plain := owner.Signed(t, 9, auNonce(), eventtest.Channel(ch))
 	ok, reason = w.Publish(plain) // the one-statement hot path
@@ -350,6 +354,6 @@ func TestAuditDisabled(t *testing.T) {
 	w.MustPublish(owner.Signed(t, 9, auNonce(), eventtest.Channel(ch)))
 	pool := e.stop(t)
 	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_log)`).Scan(&n))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_intent_groups) + (SELECT count(*) FROM audit_log)`).Scan(&n))
 	require.Zero(t, n)
 }

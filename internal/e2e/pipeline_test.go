@@ -387,6 +387,7 @@ func (f *writeFaults) requireRolledBack(t *testing.T, cid, id string) {
 func (f *writeFaults) intents(t *testing.T, cid, id string) int {
 	t.Helper()
 	return countRows(t, f.r, `SELECT (SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND object_id = $2)
+		+ (SELECT count(*) FROM audit_intent_groups g, unnest(g.object_ids) AS o(id) WHERE g.community_id = $1 AND o.id = $2)
 		+ (SELECT count(*) FROM audit_log WHERE community_id = $1 AND object_id = $2)`, cid, id)
 }
 

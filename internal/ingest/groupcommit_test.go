@@ -47,15 +47,16 @@ func submitAll(b *testBundle, author eventtest.Key, evs []event.Event) []Result 
 	return out
 }
 
-// countRows counts the rows of an event in events, event_mentions and
-// audit_outbox.
+// countRows counts the rows of an event in events and event_mentions, and
+// its audit intents.
 func countRows(t *testing.T, b *testBundle, id string) [3]int {
 	t.Helper()
 	var n [3]int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT
 		(SELECT count(*) FROM events WHERE community_id = $1 AND id = decode($2, 'hex')),
 		(SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = decode($2, 'hex')),
-		(SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND dedupe_key = 'event_created:' || $2)`,
+		(SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND dedupe_key = 'event_created:' || $2)
+		+ (SELECT count(*) FROM audit_intent_groups g, unnest(g.object_ids) AS o(id) WHERE g.community_id = $1 AND o.id = $2)`,
 		b.tenant.CommunityID, id).Scan(&n[0], &n[1], &n[2]))
 	return n
 }

@@ -184,7 +184,9 @@ func (b *testBundle) mentions(t *testing.T, id string) int {
 
 func (b *testBundle) intents(t *testing.T, objectID string) int {
 	t.Helper()
-	return b.count(t, `SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND object_id = $2`, b.tenant.CommunityID, objectID)
+	return b.count(t, `SELECT (SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND object_id = $2)
+		+ (SELECT count(*) FROM audit_intent_groups g, unnest(g.object_ids) AS o(id) WHERE g.community_id = $1 AND o.id = $2)`,
+		b.tenant.CommunityID, objectID)
 }
 
 func (b *testBundle) reactions(t *testing.T, target string) int {

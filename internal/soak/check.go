@@ -75,7 +75,7 @@ func checkLedger(ctx context.Context, pool *pgxpool.Pool, acks []ack, comms []co
 	r := &checkReport{Acked: len(acks), AuditVerify: map[string]int{}}
 	deadline := time.Now().Add(settle)
 	// The chainer and the delivery worker finish what was committed.
-	if err := waitEmpty(ctx, pool, `SELECT count(*) FROM audit_outbox`, deadline, &r.AuditOutboxLeft); err != nil {
+	if err := waitEmpty(ctx, pool, `SELECT (SELECT count(*) FROM audit_outbox) + (SELECT count(*) FROM audit_intent_groups)`, deadline, &r.AuditOutboxLeft); err != nil {
 		return nil, err
 	}
 	var outboxLeft int

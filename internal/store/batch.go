@@ -15,7 +15,10 @@ import (
 // statement: the event rows, their event_mentions rows, their audit
 // intents and their operator-listener outbox rows are written by one
 // multi-row INSERT per table, so they commit together, with one commit
-// record, or none of them does. results[i] is ps[i]'s: Inserted is false
+// record, or none of them does. The audit intents of one community are
+// one audit_intent_groups row, in the order of ps (docs/ARCHITECTURE.md
+// "Audit chain"); their dedupe keys are not used: an intent rides only
+// with an event this statement created. results[i] is ps[i]'s: Inserted is false
 // for an event already stored or repeated earlier in ps, and then nothing
 // of that element is written, as alone.
 //
@@ -160,8 +163,9 @@ var eventBatchSQL = `
 			SELECT * FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::bigint[], $5::int[], $6::text[], $7::text[],
 				$8::bytea[], $9::uuid[], $10::text[], $11::text[], $12::text[], $13::bytea[], $14::text[], $15::text[], $22::bigint[],
 				$23::bool[])
+				WITH ORDINALITY
 				AS v(community_id, id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag,
-				     audit_key, audit_action, audit_actor, audit_object, audit_detail, expires_at, poster_check)
+				     audit_key, audit_action, audit_actor, audit_object, audit_detail, expires_at, poster_check, ord)
 		), refused AS (
 			SELECT community_id, id FROM v
 			WHERE v.poster_check AND NOT ` + posterRule("v.community_id", "v.channel_id", "v.pubkey") + `
@@ -179,11 +183,12 @@ var eventBatchSQL = `
 			JOIN ins USING (community_id, id) JOIN v USING (community_id, id)
 			ON CONFLICT DO NOTHING
 		), a AS (
-			INSERT INTO audit_outbox (community_id, dedupe_key, action, actor_pubkey, object_id, detail)
-			SELECT v.community_id, v.audit_key, v.audit_action, v.audit_actor, v.audit_object, v.audit_detail::jsonb
+			INSERT INTO audit_intent_groups (community_id, n, actions, actors, object_ids, details)
+			SELECT v.community_id, count(*), array_agg(v.audit_action ORDER BY v.ord), array_agg(v.audit_actor ORDER BY v.ord),
+				array_agg(v.audit_object ORDER BY v.ord), array_agg(v.audit_detail::jsonb ORDER BY v.ord)
 			FROM v JOIN ins USING (community_id, id)
 			WHERE v.audit_key IS NOT NULL
-			ON CONFLICT (community_id, dedupe_key) DO NOTHING
+			GROUP BY v.community_id
 		), l AS (
 			INSERT INTO operator_listener_outbox
 			  (listener_pubkey, target_pubkey, community_id, event_id, event_kind, event_created_at)

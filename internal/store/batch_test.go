@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
@@ -33,7 +34,8 @@ func TestEventInsertBatch(t *testing.T) {
 		id := unhex(t, ev.ID)
 		return count(t, pool, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2`, cid, id),
 			count(t, pool, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, cid, id),
-			count(t, pool, `SELECT count(*) FROM audit_outbox WHERE community_id = $1 AND dedupe_key = $2`, cid, "event_created:"+ev.ID)
+			count(t, pool, `SELECT count(*) FROM audit_intent_groups g, unnest(g.object_ids) AS o(id)
+				WHERE g.community_id = $1 AND o.id = $2`, cid, ev.ID)
 	}
 
 	t.Run("EachElementItsOwnOutcome", func(t *testing.T) {
@@ -80,7 +82,8 @@ func TestEventInsertBatch(t *testing.T) {
 		require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM event_mentions WHERE community_id = $1 AND event_id = $2`, other, unhex(t, both.ID)))
 		require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM operator_listener_outbox WHERE community_id = $1 AND event_id = $2
 			AND target_pubkey = $3 AND event_kind = 9`, other, unhex(t, both.ID), unhex(t, target.PubKey)))
-		require.Zero(t, count(t, pool, `SELECT count(*) FROM audit_outbox WHERE community_id = $1`, other), "no intent given, none written")
+		require.Zero(t, count(t, pool, `SELECT (SELECT count(*) FROM audit_outbox WHERE community_id = $1)
+			+ (SELECT count(*) FROM audit_intent_groups WHERE community_id = $1)`, other), "no intent given, none written")
 		require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM events WHERE community_id = $1 AND id = $2 AND d_tag = 'slug'
 			AND channel_id IS NULL AND kind = 30023`, cid, unhex(t, addr.ID)))
 		var tags, content string
@@ -89,6 +92,45 @@ func TestEventInsertBatch(t *testing.T) {
 			WHERE community_id = $1 AND id = $2`, cid, unhex(t, both.ID)).Scan(&tags, &content, &created))
 		require.Equal(t, [3]any{`[["h", "` + ch + `"], ["p", "` + target.PubKey + `"], ["p", "` + plain.PubKey + `"]]`, "batch 8", both.CreatedAt},
 			[3]any{tags, content, created})
+	})
+
+	t.Run("IntentsGroupedInOrder", func(t *testing.T) {
+		// One audit_intent_groups row per community per statement, its
+		// intents in the order of the batch; an element that stores
+		// nothing (a repeat) or carries no intent adds none.
+		other := b.community(t)
+		e1 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("group 1"))
+		e2 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("group 2"))
+		e3 := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("group 3"))
+		bare := author.Signed(t, 9, eventtest.Channel(ch), eventtest.Content("group 4"))
+		p2 := params(&e2)
+		p2.Audit.Actor, p2.Audit.Detail = nil, []byte(`{"event_kind": 9, "channel_id": null}`)
+		elsewhere := params(&e1)
+		elsewhere.CommunityID, elsewhere.Channel = other, ""
+		_, err := store.New(pool).EventInsertBatch(ctx, []store.EventInsertParams{params(&e3), elsewhere, params(&e1), p2,
+			params(&e3), {CommunityID: cid, Event: &bare, Channel: ch}})
+		require.NoError(t, err)
+		type group struct {
+			N       int
+			Actions []string
+			Actors  [][]byte
+			Objects []*string
+			Details []string
+		}
+		read := func(community string) []group {
+			rows, err := pool.Query(ctx, `SELECT n, actions, actors, object_ids, details::text[] FROM audit_intent_groups
+				WHERE community_id = $1 AND $2 = ANY (object_ids) ORDER BY id`, community, e1.ID)
+			require.NoError(t, err)
+			gs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[group])
+			require.NoError(t, err)
+			return gs
+		}
+		actor := unhex(t, author.PubKey)
+		require.Equal(t, []group{{N: 3, Actions: []string{"event_created", "event_created", "event_created"},
+			Actors: [][]byte{actor, actor, nil}, Objects: []*string{&e3.ID, &e1.ID, &e2.ID},
+			Details: []string{`{"event_kind": 9}`, `{"event_kind": 9}`, `{"channel_id": null, "event_kind": 9}`}}}, read(cid))
+		require.Equal(t, []group{{N: 1, Actions: []string{"event_created"}, Actors: [][]byte{actor}, Objects: []*string{&e1.ID},
+			Details: []string{`{"event_kind": 9}`}}}, read(other))
 	})
 
 	t.Run("OneFailureStoresNothing", func(t *testing.T) {
