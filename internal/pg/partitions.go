@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -41,6 +42,25 @@ func partitionStatistics(partition string) string {
 	return fmt.Sprintf("CREATE STATISTICS IF NOT EXISTS %s_community_channel (dependencies, ndistinct) ON community_id, channel_id FROM %s",
 		partition, partition)
 }
+
+// DayKeyStatisticsSQL turns off the statistics of the day-key GIN's
+// expression on idx_events_search_day_keys and, recursively, on every
+// partition's copy of it. Its one reader, search_day_matches, runs with a
+// generic plan whose keys are a parameter, so the planner never consults
+// them, and computing them was about half of every ANALYZE of an events
+// partition (docs/PERFORMANCE.md "Statistics no plan reads"). A partition
+// created later does not inherit the setting: createPartition sets it on
+// the new partition's index (dayKeyPartitionSQL).
+const DayKeyStatisticsSQL = "ALTER INDEX IF EXISTS idx_events_search_day_keys ALTER COLUMN 1 SET STATISTICS 0"
+
+// dayKeyPartitionSQL names the day-key index of partition $1 when its
+// expression still collects statistics (DayKeyStatisticsSQL).
+const dayKeyPartitionSQL = `SELECT x.indexrelid::regclass::text
+	FROM pg_catalog.pg_inherits AS i
+	JOIN pg_catalog.pg_index AS x ON x.indexrelid = i.inhrelid
+	JOIN pg_catalog.pg_attribute AS a ON a.attrelid = x.indexrelid AND a.attnum = 1
+	WHERE i.inhparent = to_regclass('idx_events_search_day_keys')
+	  AND x.indrelid = to_regclass($1) AND a.attstattarget <> 0`
 
 // PartitionName is the name of the events partition holding month t (UTC).
 func PartitionName(t time.Time) string {
@@ -91,6 +111,20 @@ func createPartition(ctx context.Context, pool *pgxpool.Pool, from time.Time) er
 	}
 	if _, err := tx.Exec(ctx, partitionStatistics(PartitionName(from))); err != nil {
 		return fmt.Errorf("create statistics: %w", err)
+	}
+	var dayKeys []string
+	rows, err := tx.Query(ctx, dayKeyPartitionSQL, PartitionName(from))
+	if err == nil {
+		dayKeys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return fmt.Errorf("find day-key index: %w", err)
+	}
+	for _, idx := range dayKeys {
+		// idx is a regclass's text: an identifier PostgreSQL quoted.
+		if _, err := tx.Exec(ctx, "ALTER INDEX "+idx+" ALTER COLUMN 1 SET STATISTICS 0"); err != nil {
+			return fmt.Errorf("day-key statistics: %w", err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)

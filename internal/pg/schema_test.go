@@ -197,6 +197,44 @@ func TestEnsurePartitions(t *testing.T) {
 			"events_p2027_01": "events_p2027_01_community_channel", "events_p2027_02": "events_p2027_02_community_channel",
 			"events_p_default": "events_p_default_community_channel",
 		}, stats)
+
+		// No partition's day-key GIN has ANALYZE compute statistics of its
+		// expression: migration 0015 for the default partition, the
+		// partitioned index and those that existed, EnsurePartitions for
+		// the new ones (docs/PERFORMANCE.md "Statistics no plan reads").
+		rows, err = pool.Query(ctx, `
+			SELECT c.relname, a.attstattarget FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = 1
+			 WHERE i.inhparent = 'idx_events_search_day_keys'::regclass
+			UNION ALL
+			SELECT c.relname, a.attstattarget FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = 1
+			 WHERE c.relname = 'idx_events_search_day_keys' ORDER BY 1`)
+		require.NoError(t, err)
+		targets := map[string]int{}
+		for rows.Next() {
+			var idx string
+			var target int
+			require.NoError(t, rows.Scan(&idx, &target))
+			targets[idx] = target
+		}
+		rows.Close()
+		require.NoError(t, rows.Err())
+		require.Equal(t, map[string]int{
+			"events_p2026_11_search_day_keys_idx": 0, "events_p2026_12_search_day_keys_idx": 0,
+			"events_p2027_01_search_day_keys_idx": 0, "events_p2027_02_search_day_keys_idx": 0,
+			"events_p_default_search_day_keys_idx": 0, "idx_events_search_day_keys": 0,
+		}, targets)
+
+		// ANALYZE of a partition with searchable rows then leaves the
+		// expression without statistics, and its searched column with them.
+		_, err = pool.Exec(ctx, "ANALYZE events_p2026_12")
+		require.NoError(t, err)
+		var exprStats, tsvStats int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM pg_stats WHERE tablename = 'events_p2026_12_search_day_keys_idx'),
+			(SELECT count(*) FROM pg_stats WHERE tablename = 'events_p2026_12' AND attname = 'search_tsv')`).Scan(&exprStats, &tsvStats))
+		require.Zero(t, exprStats)
+		require.Equal(t, 1, tsvStats)
 	})
 
 	t.Run("CurrentMonthFailureIsCurrent", func(t *testing.T) {

@@ -307,7 +307,10 @@ func Rewrite(ctx context.Context, cfg RewriteConfig) error {
 		if err := exec("CREATE INDEX idx_events_search_tsv ON events USING GIN (search_tsv)")(); err != nil {
 			return err
 		}
-		return exec("CREATE INDEX idx_events_search_day_keys ON events USING GIN (search_day_keys(community_id, created_at, search_tsv))")()
+		if err := exec("CREATE INDEX idx_events_search_day_keys ON events USING GIN (search_day_keys(community_id, created_at, search_tsv))")(); err != nil {
+			return err
+		}
+		return exec(pg.DayKeyStatisticsSQL)()
 	})
 	stop()
 	if err != nil {
