@@ -47,7 +47,7 @@ func partitionStatistics(partition string) string {
 // expression on idx_events_search_day_keys and, recursively, on every
 // partition's copy of it. Its one reader, search_day_matches, runs with a
 // generic plan whose keys are a parameter, so the planner never consults
-// them, and computing them was about half of every ANALYZE of an events
+// them, and computing them was about a third of every ANALYZE of an events
 // partition (docs/PERFORMANCE.md "Statistics no plan reads"). A partition
 // created later does not inherit the setting: createPartition sets it on
 // the new partition's index (dayKeyPartitionSQL).

@@ -4,7 +4,7 @@
 -- ANALYZE of an events partition computed the statistics of every index
 -- expression, and the day-key expression (search_day_keys of 0010) is a
 -- PL/pgSQL function run on every sampled row, then an array analysis of
--- its keys: about half of the ANALYZE's time. Its one reader,
+-- its keys: about a third of the ANALYZE's time. Its one reader,
 -- search_day_matches, keeps a generic plan whose keys are a parameter, so
 -- no plan reads those statistics. On the partitioned index the setting
 -- reaches every existing partition's copy; pg.EnsurePartitions sets it on
