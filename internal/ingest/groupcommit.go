@@ -157,6 +157,8 @@ func (g *groupCommit) commit(batch []*groupItem) {
 	st := g.p.st
 	m := g.p.cfg.Metrics
 	m.GroupCommitEvents.Observe(float64(len(batch)))
+	start := time.Now()
+	defer func() { m.GroupCommitSeconds.Observe(time.Since(start).Seconds()) }()
 	ambiguous := false
 	if len(batch) > 1 {
 		// One order for every batch, the primary key's: two batches that

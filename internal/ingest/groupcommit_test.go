@@ -20,6 +20,18 @@ import (
 	"github.com/buzz-relay/buzz/internal/wire"
 )
 
+// setupMetered is setup with a pipeline whose metrics the test reads:
+// audit on, the group delay given (0: the default).
+func setupMetered(t *testing.T, delay time.Duration) (*testBundle, *metrics.Metrics) {
+	t.Helper()
+	b := setup(t)
+	m := metrics.New(prometheus.NewRegistry())
+	b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m,
+		GroupDelay: delay})
+	t.Cleanup(b.p.Close)
+	return b, m
+}
+
 // groupStats reads the group commit metrics: batches, events in them, and
 // batches retried one by one.
 func groupStats(t *testing.T, m *metrics.Metrics) (batches uint64, events float64, retries float64) {
@@ -66,11 +78,7 @@ func countRows(t *testing.T, b *testBundle, id string) [3]int {
 // copy, with its row, its mention and its audit intent.
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	m := metrics.New(prometheus.NewRegistry())
-	b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK,
-		AuditEnabled: true, Metrics: m})
-	t.Cleanup(b.p.Close)
+	b, m := setupMetered(t, 0)
 	owner, mentioned := eventtest.NewKey(), eventtest.NewKey()
 	channel := b.channel(t, owner)
 	var evs []event.Event
@@ -103,6 +111,35 @@ func TestGroupCommit(t *testing.T) {
 	require.Equal(t, float64(len(evs)), grouped, "every insert went through the group commit")
 	require.Less(t, batches, uint64(len(evs)), "some batches held several events")
 	require.Zero(t, retries)
+}
+
+// buzz_ingest_group_commit_seconds times each group commit from its
+// statement to its commit's answer: a commit held 300 ms by a lock on
+// events is observed as at least that long, once.
+func TestGroupCommitSeconds(t *testing.T) {
+	t.Parallel()
+	b, m := setupMetered(t, 0)
+	owner := eventtest.NewKey()
+	channel := b.channel(t, owner)
+	seconds := func() (uint64, float64) {
+		var h dto.Metric
+		require.NoError(t, m.GroupCommitSeconds.Write(&h))
+		return h.GetHistogram().GetSampleCount(), h.GetHistogram().GetSampleSum()
+	}
+	n0, sum0 := seconds()
+	const held = 300 * time.Millisecond
+	release := lockEvents(t, b)
+	r := submitLater(b, owner, owner.Signed(t, event.KindStreamMessage, eventtest.Channel(channel), eventtest.Content("held")))
+	awaitLockWaiters(t, b, 1)
+	time.Sleep(held)
+	release()
+	res := <-r
+	require.Equal(t, Accepted, res.Code, "%+v", res)
+	n, sum := seconds()
+	require.Equal(t, uint64(1), n-n0, "one group commit observed")
+	require.GreaterOrEqual(t, sum-sum0, held.Seconds(), "the commit's wait for the lock is in its time")
+	batches, _, _ := groupStats(t, m)
+	require.Equal(t, batches, n, "one observation per group commit")
 }
 
 // One event that fails at commit (here the created_at floor, armed on the
@@ -225,11 +262,7 @@ func TestGroupCommitNoEventAlone(t *testing.T) {
 	t.Parallel()
 	const delay = time.Second
 	newBundle := func(t *testing.T, delay time.Duration) (*testBundle, *metrics.Metrics, eventtest.Key, func(string) event.Event) {
-		b := setup(t)
-		m := metrics.New(prometheus.NewRegistry())
-		b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m,
-			GroupDelay: delay})
-		t.Cleanup(b.p.Close)
+		b, m := setupMetered(t, delay)
 		owner := eventtest.NewKey()
 		channel := b.channel(t, owner)
 		msg := func(text string) event.Event {

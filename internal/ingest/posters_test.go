@@ -5,13 +5,11 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/buzz-relay/buzz/internal/event"
 	"github.com/buzz-relay/buzz/internal/eventtest"
-	"github.com/buzz-relay/buzz/internal/metrics"
 	"github.com/buzz-relay/buzz/internal/store"
 	"github.com/buzz-relay/buzz/internal/wire"
 )
@@ -23,10 +21,7 @@ import (
 // event with the same answer as the read, and stores nothing.
 func TestPosterCheckInWrite(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	m := metrics.New(prometheus.NewRegistry())
-	b.p = New(Config{Pool: b.pool, Live: b.fanout, RelayKey: b.relay.SK, AuditEnabled: true, Metrics: m})
-	t.Cleanup(b.p.Close)
+	b, m := setupMetered(t, 0)
 	ctx := context.Background()
 	s := store.New(b.pool)
 	owner, mem := eventtest.NewKey(), eventtest.NewKey()

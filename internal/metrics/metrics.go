@@ -83,6 +83,12 @@ type Metrics struct {
 	// GroupCommitEvents is buzz_ingest_group_commit_events (histogram): the
 	// events of each group commit (target P1 of docs/PERFORMANCE.md).
 	GroupCommitEvents prometheus.Histogram
+	// GroupCommitSeconds is buzz_ingest_group_commit_seconds (histogram):
+	// how long each group commit held the writer, from its statement to
+	// its commit's answer, with the one-by-one retries of a batch that
+	// failed. The rate of its sum is the fraction of time the writer was
+	// busy (docs/OPERATIONS.md "Group commit").
+	GroupCommitSeconds prometheus.Histogram
 	// GroupCommitRetries is buzz_ingest_group_commit_retries_total
 	// (counter): group commits that failed and whose events were retried
 	// one by one.
@@ -238,6 +244,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Events per group commit of one-statement inserts.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}),
+		GroupCommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "buzz_ingest_group_commit_seconds",
+			Help:    "How long each group commit held the writer: statement, commit and any one-by-one retries.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5},
+		}),
 		GroupCommitRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "buzz_ingest_group_commit_retries_total",
 			Help: "Group commits that failed and were retried event by event.",
@@ -324,7 +335,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSMessagesSent, m.WSSocketWrites, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.FanoutQueued, m.PostCommitDispatchErrors,
-		m.GroupCommitEvents, m.GroupCommitRetries, m.AmbiguousCommits, m.PosterChecks,
+		m.GroupCommitEvents, m.GroupCommitSeconds, m.GroupCommitRetries, m.AmbiguousCommits, m.PosterChecks,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
 		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.AccessibleChannelsRenewals, m.CountFallbackRejections,
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,

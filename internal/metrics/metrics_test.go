@@ -31,6 +31,7 @@ var specNames = map[string]dto.MetricType{
 	"buzz_fanout_queued":                     dto.MetricType_GAUGE,
 	"buzz_post_commit_dispatch_errors_total": dto.MetricType_COUNTER,
 	"buzz_ingest_group_commit_events":        dto.MetricType_HISTOGRAM,
+	"buzz_ingest_group_commit_seconds":       dto.MetricType_HISTOGRAM,
 	"buzz_ingest_group_commit_retries_total": dto.MetricType_COUNTER,
 	"buzz_ingest_poster_checks_total":        dto.MetricType_COUNTER,
 	// the filter caps (docs/OPERATIONS.md, Filter caps)
