@@ -33,6 +33,9 @@ var testSettings = map[string]string{
 	"full_page_writes":   "off",
 	"max_connections":    "500",
 	"shared_buffers":     "256MB",
+	// The least WAL reserve PostgreSQL allows (two files): Start makes
+	// it at a new cluster's first start, and test data is small.
+	"min_wal_size": "32MB",
 }
 
 func main() {

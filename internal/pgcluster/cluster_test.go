@@ -19,10 +19,15 @@ import (
 
 func startCluster(t *testing.T, dataDir string) *pgcluster.Cluster {
 	t.Helper()
+	return startClusterWith(t, dataDir, map[string]string{"fsync": "off"})
+}
+
+func startClusterWith(t *testing.T, dataDir string, settings map[string]string) *pgcluster.Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := pgcluster.Start(ctx, pgcluster.Config{
-		DataDir: dataDir, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Settings: map[string]string{"fsync": "off"}})
+		DataDir: dataDir, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Settings: settings})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	return c
@@ -94,6 +99,24 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
+// walAhead counts the WAL files ahead of the server's write position and
+// returns the number of the file it writes.
+func walAhead(t *testing.T, url string) (ahead int, segment uint64) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var current string
+	require.NoError(t, conn.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM pg_ls_waldir()
+		        WHERE name ~ '^[0-9A-F]{24}$' AND name > pg_walfile_name(pg_current_wal_lsn())),
+		       pg_walfile_name(pg_current_wal_lsn())`).Scan(&ahead, &current))
+	segment, err = strconv.ParseUint(current[8:], 16, 64) // log and segment number, after the timeline
+	require.NoError(t, err)
+	return ahead, segment
+}
+
 func TestStart(t *testing.T) {
 	t.Parallel()
 
@@ -128,6 +151,25 @@ func TestStart(t *testing.T) {
 		var v int
 		require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
 		require.Equal(t, 42, v)
+	})
+
+	// A new cluster has min_wal_size of WAL files ahead of its write
+	// position, so its first writes do not stop to create them; a restart
+	// finds them and does not switch files again (docs/OPERATIONS.md
+	// "Private cluster or DATABASE_URL").
+	t.Run("ReservesWAL", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "buzz-data")
+		settings := map[string]string{"fsync": "off", "min_wal_size": "128MB"} // 8 files of 16 MB
+		c := startClusterWith(t, dir, settings)
+		ahead, seg := walAhead(t, c.URL())
+		require.GreaterOrEqual(t, ahead, 7, "WAL files ahead of a new cluster's write position")
+
+		require.NoError(t, c.Stop(context.Background()))
+		c = startClusterWith(t, dir, settings)
+		ahead, seg2 := walAhead(t, c.URL())
+		require.GreaterOrEqual(t, ahead, 7, "WAL files ahead after a restart")
+		require.LessOrEqual(t, seg2-seg, uint64(1), "a restart with its reserve in place switches no WAL file")
 	})
 
 	t.Run("ReusesRunningPostmaster", func(t *testing.T) {

@@ -4,7 +4,9 @@
 // It owns the cluster directory under BUZZ_DATA_DIR (DataDir/pg): finding the
 // server binaries (initdb, pg_ctl, postgres), initdb on first run, starting
 // and stopping the postmaster with pg_ctl, recovering from a stale
-// postmaster.pid after a crash, and creating the "buzz" database.
+// postmaster.pid after a crash, creating the "buzz" database, and keeping
+// min_wal_size of WAL files ahead of the writes from the first start on
+// (the WAL reserve, docs/OPERATIONS.md "Private cluster or DATABASE_URL").
 //
 // The server listens only on a unix socket (listen_addresses = ”), so it
 // never clashes with a system PostgreSQL on port 5432; the fixed port number
