@@ -188,7 +188,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.sockDir, c.port = sock, port
 		return c, err
 	}
-	if err := c.initdb(ctx); err != nil {
+	created, err := c.initdb(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if err := c.writeSettings(cfg.Settings); err != nil {
@@ -202,40 +203,37 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		_ = c.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if err := c.reserveWAL(ctx); err != nil {
-		// The cluster works without the reserve; its first writes pay
-		// for making their WAL files.
-		log.Warn("could not reserve WAL files", slog.String("err", err.Error()))
+	if created {
+		if err := c.reserveWAL(ctx); err != nil {
+			// The cluster works without the reserve; its first writes
+			// pay for making their WAL files.
+			log.Warn("could not reserve WAL files", slog.String("err", err.Error()))
+		}
 	}
 	return c, nil
 }
 
-// reserveWAL makes sure min_wal_size of WAL files exist ahead of the
-// server's write position (docs/OPERATIONS.md "Private cluster or
-// DATABASE_URL"). A new cluster has none: the transaction that first
-// writes into a new WAL file waits while the server creates it and fills
-// it with zeros (16 ms for 16 MB on a cloud disk), a stall every 16 MB of
-// writes, about every 2,000 short messages. A used cluster keeps old files
-// and renames them ahead of the write position at each checkpoint, up to
-// min_wal_size, so the reserve costs a restart nothing; a new one creates
-// it by switching WAL files and checkpointing once, so that the files it
-// passed are renamed ahead.
+// reserveWAL puts min_wal_size of WAL files ahead of a new cluster's write
+// position (docs/OPERATIONS.md "Private cluster or DATABASE_URL"). A new
+// cluster has none: the transaction that first writes into a new WAL file
+// waits while the server creates it and fills it with zeros (16 ms for
+// 16 MB on a cloud disk), a stall every 16 MB of writes, about every 2,000
+// short messages. A used cluster renames old files ahead of its writes at
+// each checkpoint, up to min_wal_size, so only the start that ran initdb
+// makes the reserve: it switches WAL files as many times and checkpoints
+// once, which renames the files it passed ahead. Later starts leave the
+// WAL alone, so a replication slot or an archiver that holds old files
+// never makes them switch again.
 func (c *Cluster) reserveWAL(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, c.urlFor("postgres"))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	const aheadSQL = `
-		SELECT pg_size_bytes(current_setting('min_wal_size')) / pg_size_bytes(current_setting('wal_segment_size')),
-		       (SELECT count(*) FROM pg_ls_waldir()
-		        WHERE name ~ '^[0-9A-F]{24}$' AND name > pg_walfile_name(pg_current_wal_lsn()))`
-	var want, ahead int64
-	if err := conn.QueryRow(ctx, aheadSQL).Scan(&want, &ahead); err != nil {
-		return fmt.Errorf("count WAL files: %w", err)
-	}
-	if ahead+1 >= want {
-		return nil
+	var want int64
+	if err := conn.QueryRow(ctx, `SELECT pg_size_bytes(current_setting('min_wal_size'))
+		/ pg_size_bytes(current_setting('wal_segment_size'))`).Scan(&want); err != nil {
+		return fmt.Errorf("read min_wal_size: %w", err)
 	}
 	start := time.Now()
 	// Each switch needs a record in the file it ends; the message is
@@ -253,7 +251,9 @@ func (c *Cluster) reserveWAL(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := conn.QueryRow(ctx, aheadSQL).Scan(&want, &ahead); err != nil {
+	var ahead int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_ls_waldir()
+		WHERE name ~ '^[0-9A-F]{24}$' AND name > pg_walfile_name(pg_current_wal_lsn())`).Scan(&ahead); err != nil {
 		return fmt.Errorf("count WAL files: %w", err)
 	}
 	c.log.Info("reserved WAL files ahead of the writes", slog.Int64("files", ahead),
@@ -353,35 +353,36 @@ func socketDir(clusterDir string) string {
 	return filepath.Join(socketFallbackRoot, "buzz-pg-"+hex.EncodeToString(sum[:6]))
 }
 
-func (c *Cluster) initdb(ctx context.Context) error {
+// initdb creates the cluster unless it exists, and reports whether it did.
+func (c *Cluster) initdb(ctx context.Context) (created bool, err error) {
 	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
-		return nil
+		return false, nil
 	}
 	// A directory without PG_VERSION is an interrupted initdb: start over.
 	if err := os.RemoveAll(c.dataDir); err != nil {
-		return fmt.Errorf("remove incomplete cluster %s: %w", c.dataDir, err)
+		return false, fmt.Errorf("remove incomplete cluster %s: %w", c.dataDir, err)
 	}
 	c.log.Info("initdb", slog.String("data_dir", c.dataDir))
 	began := time.Now()
 	out, err := c.run(ctx, "initdb", "-D", c.dataDir, "-U", Role, "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	if err != nil {
-		return fmt.Errorf("initdb %s: %w: %s", c.dataDir, err, out)
+		return false, fmt.Errorf("initdb %s: %w: %s", c.dataDir, err, out)
 	}
 	conf := filepath.Join(c.dataDir, "postgresql.conf")
 	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", conf, err)
+		return false, fmt.Errorf("open %s: %w", conf, err)
 	}
 	_, err = f.WriteString("\n# Written by buzz-relay at every start.\ninclude_if_exists = 'buzz.conf'\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("append to %s: %w", conf, err)
+		return false, fmt.Errorf("append to %s: %w", conf, err)
 	}
 	c.log.Info("initdb done", slog.Duration("took", time.Since(began)))
-	return nil
+	return true, nil
 }
 
 // writeSettings rewrites PGDATA/buzz.conf: socket-only listening plus the

@@ -155,7 +155,7 @@ func TestStart(t *testing.T) {
 
 	// A new cluster has min_wal_size of WAL files ahead of its write
 	// position, so its first writes do not stop to create them; a restart
-	// finds them and does not switch files again (docs/OPERATIONS.md
+	// switches no file and still has them ahead (docs/OPERATIONS.md
 	// "Private cluster or DATABASE_URL").
 	t.Run("ReservesWAL", func(t *testing.T) {
 		t.Parallel()
