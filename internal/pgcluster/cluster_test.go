@@ -33,15 +33,22 @@ func startClusterWith(t *testing.T, dataDir string, settings map[string]string) 
 	return c
 }
 
-func selectOne(t *testing.T, url string) {
+// queryRow runs one query on url in a connection of its own and scans its
+// one row into dest.
+func queryRow(t *testing.T, url, sql string, args []any, dest ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
+	require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(dest...))
+}
+
+func selectOne(t *testing.T, url string) {
+	t.Helper()
 	var one int
-	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	queryRow(t, url, "SELECT 1", nil, &one)
 	require.Equal(t, 1, one)
 }
 
@@ -49,13 +56,9 @@ func selectOne(t *testing.T, url string) {
 // whatever unit SHOW would choose.
 func showSetting(t *testing.T, url, name string) string {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
 	var v string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT (setting::bigint * pg_size_bytes(unit) / 1048576)::text || 'MB'
-		FROM pg_settings WHERE name = $1`, name).Scan(&v))
+	queryRow(t, url, `SELECT (setting::bigint * pg_size_bytes(unit) / 1048576)::text || 'MB'
+		FROM pg_settings WHERE name = $1`, []any{name}, &v)
 	return v
 }
 
@@ -103,16 +106,12 @@ func TestMemoryLimit(t *testing.T) {
 // returns the number of the file it writes.
 func walAhead(t *testing.T, url string) (ahead int, segment uint64) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
 	var current string
-	require.NoError(t, conn.QueryRow(ctx, `
+	queryRow(t, url, `
 		SELECT (SELECT count(*) FROM pg_ls_waldir()
 		        WHERE name ~ '^[0-9A-F]{24}$' AND name > pg_walfile_name(pg_current_wal_lsn())),
-		       pg_walfile_name(pg_current_wal_lsn())`).Scan(&ahead, &current))
-	segment, err = strconv.ParseUint(current[8:], 16, 64) // log and segment number, after the timeline
+		       pg_walfile_name(pg_current_wal_lsn())`, nil, &ahead, &current)
+	segment, err := strconv.ParseUint(current[8:], 16, 64) // log and segment number, after the timeline
 	require.NoError(t, err)
 	return ahead, segment
 }
