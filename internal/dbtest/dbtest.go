@@ -67,9 +67,10 @@ var testSettings = map[string]string{
 	"full_page_writes":   "off",
 	"max_connections":    "300",
 	"shared_buffers":     "64MB",
-	// The least WAL reserve PostgreSQL allows (two files): Start makes
-	// it at a new cluster's first start, and test data is small.
-	"min_wal_size": "32MB",
+	// PostgreSQL's default WAL reserve (five files) rather than the
+	// private cluster's 512MB: Start makes it at a new cluster's first
+	// start, and test data is small.
+	"min_wal_size": "80MB",
 }
 
 var (

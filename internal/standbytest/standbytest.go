@@ -69,7 +69,7 @@ var settings = map[string]string{
 	"wal_level":            "replica",
 	"max_wal_senders":      "4",
 	"hot_standby":          "on",
-	"min_wal_size":         "32MB", // the least WAL reserve (pgcluster.Start)
+	"min_wal_size":         "80MB", // PostgreSQL's default WAL reserve (pgcluster.Start)
 }
 
 // Options choose how StartWith builds a pair.
