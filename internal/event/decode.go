@@ -33,6 +33,15 @@ type rawEvent struct {
 // 0–65535, tags an array of arrays of strings, content a string. It checks
 // neither the id nor the signature. Errors are *ParseError.
 func Parse(b []byte) (Event, error) {
+	if ev, ok := parseSimple(b); ok {
+		return ev, nil
+	}
+	return parseGeneral(b)
+}
+
+// parseGeneral is Parse through encoding/json: every object parseSimple
+// does not take, and the errors.
+func parseGeneral(b []byte) (Event, error) {
 	var r rawEvent
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Event{}, parseErr("%s", jsonDetail(err))

@@ -155,12 +155,17 @@ func decodeInsert(p EventInsertParams) (insertRow, error) {
 			return insertRow{}, fmt.Errorf("insert event: listener target: %w", err)
 		}
 	}
-	r.tags = []byte("[]")
-	if len(ev.Tags) > 0 {
-		if r.tags, err = json.Marshal(ev.Tags); err != nil {
-			return insertRow{}, fmt.Errorf("encode tags: %w", err)
+	// As the id's commitment writes them, into one buffer sized for them
+	// unescaped: no reflection, and a nil tag is [], never a null that
+	// DecodeStoredTags would refuse.
+	size := 2
+	for _, t := range ev.Tags {
+		size += 3
+		for _, v := range t {
+			size += len(v) + 3
 		}
 	}
+	r.tags = event.AppendTags(make([]byte, 0, size), ev.Tags)
 	r.mentions = Mentions(ev)
 	if at, present, ok := ev.Expiration(); present && ok {
 		r.expires = &at
