@@ -57,6 +57,7 @@ fuzz_targets='
 ./internal/negentropy FuzzRespond
 ./internal/event FuzzParseFilter
 ./internal/event FuzzParseEvent
+./internal/event FuzzParseSimple
 ./internal/auth FuzzNIP98Header
 ./internal/auth FuzzNIP42RelayTag
 ./internal/tenant FuzzNormalize
