@@ -284,8 +284,19 @@ func IsHexAnyCase64(s string) bool {
 func (e *Event) JSONSize() int {
 	n := len(`{"id":"","pubkey":"","created_at":,"kind":,"tags":,"content":,"sig":""}`)
 	n += len(e.ID) + len(e.PubKey) + len(e.Sig) + intSize(e.CreatedAt) + intSize(int64(e.Kind))
-	n += 2 // the tags' brackets
-	for i, t := range e.Tags {
+	return n + tagsSize(e.Tags) + stringSize(e.Content)
+}
+
+// JSON returns the tags as AppendTags writes them, in one allocation of
+// their exact size.
+func (ts Tags) JSON() []byte {
+	return AppendTags(make([]byte, 0, tagsSize(ts)), ts)
+}
+
+// tagsSize is the length of AppendTags(nil, tags).
+func tagsSize(tags Tags) int {
+	n := 2 // the brackets
+	for i, t := range tags {
 		if i > 0 {
 			n++
 		}
@@ -294,7 +305,7 @@ func (e *Event) JSONSize() int {
 			n += stringSize(v)
 		}
 	}
-	return n + stringSize(e.Content)
+	return n
 }
 
 // intSize is the length of strconv.AppendInt(nil, v, 10).

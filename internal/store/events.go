@@ -155,17 +155,9 @@ func decodeInsert(p EventInsertParams) (insertRow, error) {
 			return insertRow{}, fmt.Errorf("insert event: listener target: %w", err)
 		}
 	}
-	// As the id's commitment writes them, into one buffer sized for them
-	// unescaped: no reflection, and a nil tag is [], never a null that
-	// DecodeStoredTags would refuse.
-	size := 2
-	for _, t := range ev.Tags {
-		size += 3
-		for _, v := range t {
-			size += len(v) + 3
-		}
-	}
-	r.tags = event.AppendTags(make([]byte, 0, size), ev.Tags)
+	// As the id's commitment writes them: no reflection, and a nil tag is
+	// [], never a null that DecodeStoredTags would refuse.
+	r.tags = ev.Tags.JSON()
 	r.mentions = Mentions(ev)
 	if at, present, ok := ev.Expiration(); present && ok {
 		r.expires = &at
