@@ -88,7 +88,9 @@ func TestSearchCache(t *testing.T) {
 	t.Run("Expiration", func(t *testing.T) {
 		// A page of one hit over the bridge: the newest match expires, and
 		// the next one must take its place, as PostgreSQL's page gives it.
-		expires := time.Now().Unix() + 2
+		// At least 4 s before it expires (the second is truncated), so
+		// that a loaded machine reads the page while it is still live.
+		expires := time.Now().Unix() + 5
 		wa.MustPublish(alice.Signed(t, 9, eventtest.Channel(open), eventtest.Content("cache zebra fleeting"),
 			eventtest.At(now-1), eventtest.Tag("expiration", strconv.FormatInt(expires, 10))))
 		page := func() []string {
