@@ -135,6 +135,9 @@ func TestGroupCommitSeconds(t *testing.T) {
 	release()
 	res := <-r
 	require.Equal(t, Accepted, res.Code, "%+v", res)
+	// The batch's time is observed as its commit() returns, just after it
+	// answered the submitters.
+	require.Eventually(t, func() bool { n, _ := seconds(); return n-n0 >= 1 }, 5*time.Second, 5*time.Millisecond)
 	n, sum := seconds()
 	require.Equal(t, uint64(1), n-n0, "one group commit observed")
 	require.GreaterOrEqual(t, sum-sum0, held.Seconds(), "the commit's wait for the lock is in its time")
