@@ -182,5 +182,12 @@ func (p *Pipeline) settle(u unresolved, outcome string) {
 }
 
 // Close stops the background work of the pipeline (the ambiguous commits
-// being looked into). Submit must not be called after it. Safe to call twice.
-func (p *Pipeline) Close() { p.resolve.close() }
+// being looked into) and ends the group commit's own connection once its
+// batches on their way have answered. Submit must not be called after it.
+// Safe to call twice.
+func (p *Pipeline) Close() {
+	p.resolve.close()
+	if p.group != nil && p.group.pipe != nil {
+		p.group.pipe.Close()
+	}
+}

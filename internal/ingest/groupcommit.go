@@ -23,13 +23,19 @@ import (
 //
 // A batch is whatever queued while the previous batch was on its way, so
 // an idle relay commits a lone event at once (no flusher busy: one starts)
-// and a busy one commits in groups as large as its load. One batch is in
-// flight at a time: its flusher is a goroutine that exists only while the
-// queue is not empty and, back from a commit, takes everything queued
-// meanwhile. A second batch in flight took only the events queued while
-// the first was on its way, smaller batches for the same events; one
-// flusher spends less CPU per event, in PostgreSQL and in the relay
-// (docs/PERFORMANCE.md "Group commit: one batch in flight").
+// and a busy one commits in groups as large as its load. The flusher is a
+// goroutine that exists only while the queue is not empty or a batch is on
+// its way. It sends batches of several events through one connection of
+// its own (store.BatchPipe), and while one is on its way it sends a second
+// once secondBatchMin events are queued: the server finds the second in
+// its socket when it has committed the first and starts it at once,
+// instead of waiting for the relay to read the answer and send the next
+// (docs/PERFORMANCE.md "Group commit: a second batch on its way"). Never
+// more than two: a second batch on another connection, or a third, takes
+// only the events queued meanwhile, smaller batches for the same events,
+// and the two backends compete for the same processors (docs/PERFORMANCE.md
+// "Group commit: one batch in flight"). A lone event goes on a pooled
+// connection, as when it was not grouped.
 //
 // Under load no event commits alone: a flusher about to commit a single
 // event waits up to the group delay (Config.GroupDelay) for a second one
@@ -57,6 +63,11 @@ const DefaultGroupCommitMax = 128
 // under load.
 const DefaultGroupDelay = time.Millisecond
 
+// secondBatchMin is the fewest events queued for which a flusher sends a
+// second batch while one is on its way (docs/PERFORMANCE.md "Group commit:
+// a second batch on its way").
+const secondBatchMin = 4
+
 // groupTimeout bounds one batch; its elements' own contexts do not, so one
 // closed connection cannot abort the others' commit.
 const groupTimeout = 30 * time.Second
@@ -76,6 +87,8 @@ type groupCommit struct {
 	grew chan struct{}
 	// severalAt is when the last batch of several events committed.
 	severalAt time.Time
+	// pipe carries the batches of several events, up to two at a time.
+	pipe *store.BatchPipe
 }
 
 // groupItem is one queued insert and, once done is closed, its result.
@@ -107,38 +120,90 @@ func (g *groupCommit) insert(p store.EventInsertParams) (store.EventInsertResult
 	return it.res, it.err
 }
 
-// flush commits batches until the queue is empty.
+// flush commits batches until the queue is empty and nothing is on its
+// way.
 func (g *groupCommit) flush() {
-	for several := false; ; {
+	var onWay []*sentBatch // oldest first, at most two
+	var lastDone time.Time
+	several := false
+	for {
 		g.mu.Lock()
 		if several {
 			g.severalAt = time.Now()
+			several = false
 		}
-		if len(g.queue) == 1 && time.Since(g.severalAt) < 2*g.delay {
-			g.awaitSecond()
-		}
-		n := min(len(g.queue), g.max)
-		if n == 0 {
-			g.flushing = false
+		if len(onWay) == 0 {
+			if len(g.queue) == 1 && time.Since(g.severalAt) < 2*g.delay {
+				g.awaitSecond()
+			}
+			n := min(len(g.queue), g.max)
+			if n == 0 {
+				g.flushing = false
+				g.mu.Unlock()
+				return
+			}
+			batch := g.take(n)
 			g.mu.Unlock()
-			return
+			if n == 1 || g.pipe == nil {
+				g.commit(batch)
+				several = n > 1
+				lastDone = time.Now()
+				continue
+			}
+			onWay = append(onWay, g.send(batch, false))
+			continue
 		}
-		batch := make([]*groupItem, n)
-		copy(batch, g.queue)
-		g.queue = append(g.queue[:0], g.queue[n:]...)
+		if len(onWay) == 1 && len(g.queue) >= secondBatchMin {
+			batch := g.take(min(len(g.queue), g.max))
+			g.mu.Unlock()
+			onWay = append(onWay, g.send(batch, true))
+			continue
+		}
+		var grew chan struct{} // nil: no second batch to wait for
+		if len(onWay) == 1 {
+			grew = g.growth()
+		}
 		g.mu.Unlock()
-		g.commit(batch)
-		several = n > 1
+		select {
+		case <-onWay[0].pb.Done():
+			sb := onWay[0]
+			onWay = onWay[1:]
+			res, err := sb.pb.Result()
+			// The batch held the writer from its sending, or from the
+			// answer of the batch before it, which it waited behind.
+			from := sb.sent
+			if lastDone.After(from) {
+				from = lastDone
+			}
+			g.answer(sb.items, res, err)
+			lastDone = time.Now()
+			g.p.cfg.Metrics.GroupCommitSeconds.Observe(lastDone.Sub(from).Seconds())
+			several = true
+		case <-grew:
+		}
 	}
+}
+
+// take removes the first n events of the queue; g.mu is held.
+func (g *groupCommit) take(n int) []*groupItem {
+	batch := make([]*groupItem, n)
+	copy(batch, g.queue)
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	return batch
+}
+
+// growth is a channel the next insert closes; g.mu is held.
+func (g *groupCommit) growth() chan struct{} {
+	if g.grew == nil {
+		g.grew = make(chan struct{})
+	}
+	return g.grew
 }
 
 // awaitSecond waits, with g.mu held and released meanwhile, until another
 // event is queued or the group delay has passed.
 func (g *groupCommit) awaitSecond() {
-	if g.grew == nil {
-		g.grew = make(chan struct{})
-	}
-	grew := g.grew
+	grew := g.growth()
 	g.mu.Unlock()
 	t := time.NewTimer(g.delay)
 	select {
@@ -149,45 +214,86 @@ func (g *groupCommit) awaitSecond() {
 	g.mu.Lock()
 }
 
-// commit stores one batch, or each of its elements alone when the batch
-// failed, and wakes their submitters.
+// sentBatch is a batch on its way through the pipe.
+type sentBatch struct {
+	items []*groupItem
+	pb    *store.PendingBatch
+	sent  time.Time
+}
+
+// send sends a batch of several events through the pipe; second is set
+// when another batch is already on its way.
+func (g *groupCommit) send(batch []*groupItem, second bool) *sentBatch {
+	m := g.p.cfg.Metrics
+	m.GroupCommitEvents.Observe(float64(len(batch)))
+	if second {
+		m.GroupCommitSecondBatches.Inc()
+	}
+	sortBatch(batch)
+	return &sentBatch{items: batch, pb: g.pipe.Send(batchParams(batch)), sent: time.Now()}
+}
+
+// sortBatch puts a batch in one order for every batch, the primary key's:
+// two batches that hold the same events (copies in flight in two
+// processes) wait for each other instead of deadlocking.
+func sortBatch(batch []*groupItem) {
+	slices.SortFunc(batch, func(a, b *groupItem) int {
+		x, y := a.params, b.params
+		return cmp.Or(strings.Compare(x.CommunityID, y.CommunityID),
+			cmp.Compare(x.Event.CreatedAt, y.Event.CreatedAt), strings.Compare(x.Event.ID, y.Event.ID))
+	})
+}
+
+func batchParams(batch []*groupItem) []store.EventInsertParams {
+	ps := make([]store.EventInsertParams, len(batch))
+	for i, it := range batch {
+		ps[i] = it.params
+	}
+	return ps
+}
+
+// commit stores one batch on a pooled connection, or its one event alone,
+// and wakes its submitters.
 func (g *groupCommit) commit(batch []*groupItem) {
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-	defer cancel()
-	st := g.p.st
 	m := g.p.cfg.Metrics
 	m.GroupCommitEvents.Observe(float64(len(batch)))
 	start := time.Now()
 	defer func() { m.GroupCommitSeconds.Observe(time.Since(start).Seconds()) }()
-	ambiguous := false
-	if len(batch) > 1 {
-		// One order for every batch, the primary key's: two batches that
-		// hold the same events (copies in flight in two processes) wait
-		// for each other instead of deadlocking.
-		slices.SortFunc(batch, func(a, b *groupItem) int {
-			x, y := a.params, b.params
-			return cmp.Or(strings.Compare(x.CommunityID, y.CommunityID),
-				cmp.Compare(x.Event.CreatedAt, y.Event.CreatedAt), strings.Compare(x.Event.ID, y.Event.ID))
-		})
-		ps := make([]store.EventInsertParams, len(batch))
-		for i, it := range batch {
-			ps[i] = it.params
-		}
-		res, err := st.EventInsertBatch(ctx, ps)
-		if err == nil {
-			for i, it := range batch {
-				it.res = res[i]
-				close(it.done)
-			}
-			return
-		}
-		m.GroupCommitRetries.Inc()
-		g.p.log.Debug("group commit failed; retrying its events one by one",
-			"events", len(batch), "err", err.Error())
-		ambiguous = pg.MayHaveCommitted(err)
+	if len(batch) == 1 {
+		g.alone(batch, false)
+		return
 	}
+	sortBatch(batch)
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	res, err := g.p.st.EventInsertBatch(ctx, batchParams(batch))
+	g.answer(batch, res, err)
+}
+
+// answer wakes a batch's submitters with their results, or, when the
+// batch failed, stores each of its events alone first.
+func (g *groupCommit) answer(batch []*groupItem, res []store.EventInsertResult, err error) {
+	if err == nil {
+		for i, it := range batch {
+			it.res = res[i]
+			close(it.done)
+		}
+		return
+	}
+	g.p.cfg.Metrics.GroupCommitRetries.Inc()
+	g.p.log.Debug("group commit failed; retrying its events one by one",
+		"events", len(batch), "err", err.Error())
+	g.alone(batch, pg.MayHaveCommitted(err))
+}
+
+// alone stores each event of batch with its own statement and wakes its
+// submitter; ambiguous is set when a failed batch may have committed them.
+func (g *groupCommit) alone(batch []*groupItem, ambiguous bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	m := g.p.cfg.Metrics
 	for _, it := range batch {
-		it.res, it.err = st.EventInsertCounted(ctx, it.params)
+		it.res, it.err = g.p.st.EventInsertCounted(ctx, it.params)
 		if ambiguous && it.err == nil && !it.res.Inserted && !it.res.Refused {
 			// The failed batch may have committed this event: stored,
 			// and not yet fanned out by anyone (ambiguous.go).

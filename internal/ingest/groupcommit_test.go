@@ -220,9 +220,16 @@ func loneBatches(t *testing.T, m *metrics.Metrics) uint64 {
 // and no read does, until the returned function is called.
 func lockEvents(t *testing.T, b *testBundle) (release func()) {
 	t.Helper()
+	return lockTable(t, b, "events")
+}
+
+// lockTable holds a SHARE lock on table until the returned function is
+// called.
+func lockTable(t *testing.T, b *testBundle, table string) (release func()) {
+	t.Helper()
 	tx, err := b.pool.Begin(context.Background())
 	require.NoError(t, err)
-	_, err = tx.Exec(context.Background(), `LOCK TABLE events IN SHARE MODE`)
+	_, err = tx.Exec(context.Background(), `LOCK TABLE `+table+` IN SHARE MODE`)
 	require.NoError(t, err)
 	released := false
 	release = func() {
@@ -345,4 +352,133 @@ func TestGroupCommitNoEventAlone(t *testing.T) {
 		require.Less(t, time.Since(start), long, "three events one after the other, none waited for a second")
 		require.Equal(t, uint64(3), loneBatches(t, m)-lone0)
 	})
+}
+
+// lockIntentGroups holds a SHARE lock on audit_intent_groups, which only
+// batches of several events write to (a lone event's intent goes to
+// audit_outbox), until the returned function is called.
+func lockIntentGroups(t *testing.T, b *testBundle) (release func()) {
+	t.Helper()
+	return lockTable(t, b, "audit_intent_groups")
+}
+
+// awaitQueued waits until n events are queued for the next batch.
+func awaitQueued(t *testing.T, b *testBundle, n int) {
+	t.Helper()
+	g := b.p.group
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.queue) == n
+	}, 10*time.Second, 5*time.Millisecond, "%d events queued", n)
+}
+
+// secondBatches reads buzz_ingest_group_commit_second_batches_total.
+func secondBatches(t *testing.T, m *metrics.Metrics) float64 {
+	t.Helper()
+	var c dto.Metric
+	require.NoError(t, m.GroupCommitSecondBatches.Write(&c))
+	return c.GetCounter().GetValue()
+}
+
+// twoBatchesOnTheirWay brings a pipeline to a batch of two events held on
+// the server by a lock on audit_intent_groups, with a second batch of four
+// sent behind it on the same connection (docs/PERFORMANCE.md "Group
+// commit: a second batch on its way"). It returns the six results' channels,
+// the events, and the function releasing the lock.
+func twoBatchesOnTheirWay(t *testing.T, b *testBundle, m *metrics.Metrics) ([]<-chan Result, []event.Event, func()) {
+	t.Helper()
+	owner := eventtest.NewKey()
+	channel := b.channel(t, owner)
+	var evs []event.Event
+	for i := range 10 {
+		evs = append(evs, owner.Signed(t, event.KindStreamMessage, eventtest.Channel(channel),
+			eventtest.Content("on its way "+strconv.Itoa(i))))
+	}
+	// A lone event commits on a pooled connection, held by a lock on
+	// events while the next two queue behind it; those two then go as
+	// one batch through the pipe.
+	loneThenTwo := func(evs []event.Event) []<-chan Result {
+		releaseEvents := lockEvents(t, b)
+		lone := submitLater(b, owner, evs[0])
+		awaitLockWaiters(t, b, 1)
+		rs := []<-chan Result{submitLater(b, owner, evs[1]), submitLater(b, owner, evs[2])}
+		awaitQueued(t, b, 2)
+		releaseEvents()
+		require.Equal(t, Accepted, (<-lone).Code)
+		return rs
+	}
+	// First with no other lock: the pipe takes its connection and
+	// prepares its statement, which waits for every lock on the tables
+	// it writes.
+	for _, r := range loneThenTwo(evs[:3]) {
+		require.Equal(t, Accepted, (<-r).Code)
+	}
+	// Then the batch of two waits on the server for the lock on
+	// audit_intent_groups, and four more events queued go behind it.
+	releaseGroups := lockIntentGroups(t, b)
+	rs := loneThenTwo(evs[3:6])
+	awaitLockWaiters(t, b, 1)
+	require.Zero(t, secondBatches(t, m))
+	for _, ev := range evs[6:] {
+		rs = append(rs, submitLater(b, owner, ev))
+	}
+	require.Eventually(t, func() bool { return secondBatches(t, m) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"four events queued went as a second batch")
+	time.Sleep(100 * time.Millisecond)
+	awaitLockWaiters(t, b, 1) // the second waits behind the first, on its connection
+	for i, r := range rs {
+		select {
+		case res := <-r:
+			t.Fatalf("event %d answered before its batch could commit: %+v", i, res)
+		default:
+		}
+	}
+	return rs, evs[4:], releaseGroups
+}
+
+// A second batch sent behind one on its way commits after it, and every
+// event gets its own answer.
+func TestGroupCommitSecondBatch(t *testing.T) {
+	t.Parallel()
+	b, m := setupMetered(t, 0)
+	batches0, events0, _ := groupStats(t, m)
+	rs, evs, release := twoBatchesOnTheirWay(t, b, m)
+	release()
+	for i, r := range rs {
+		res := <-r
+		require.Equal(t, Accepted, res.Code, "event %d: %+v", i, res)
+		require.Equal(t, [3]int{1, 0, 1}, countRows(t, b, evs[i].ID), "row and intent of event %d", i)
+	}
+	batches, events, retries := groupStats(t, m)
+	require.Equal(t, uint64(5), batches-batches0, "twice one alone then two, then four")
+	require.Equal(t, float64(10), events-events0)
+	require.Zero(t, retries)
+}
+
+// The writer's connection lost with two batches on their way: both are
+// retried event by event, nothing is lost, and what their server had not
+// committed is not counted as an ambiguous commit that was stored.
+func TestGroupCommitWriterConnectionLost(t *testing.T) {
+	t.Parallel()
+	b, m := setupMetered(t, 0)
+	rs, evs, _ := twoBatchesOnTheirWay(t, b, m)
+	var pid int32
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&pid))
+	var ok bool
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&ok))
+	require.True(t, ok)
+	// The lock on audit_intent_groups is still held: the events alone
+	// write their intents to audit_outbox and commit.
+	for i, r := range rs {
+		res := <-r
+		require.Equal(t, Accepted, res.Code, "event %d: %+v", i, res)
+		require.Equal(t, [3]int{1, 0, 1}, countRows(t, b, evs[i].ID), "row and intent of event %d", i)
+	}
+	_, _, retries := groupStats(t, m)
+	require.Equal(t, float64(2), retries, "both batches retried one by one")
+	var c dto.Metric
+	require.NoError(t, m.AmbiguousCommits.WithLabelValues(outcomeFannedOut).Write(&c))
+	require.Zero(t, c.GetCounter().GetValue(), "no batch had committed")
 }

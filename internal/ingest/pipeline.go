@@ -123,6 +123,9 @@ func New(cfg Config) *Pipeline {
 	p.resolve = newResolver(p)
 	if cfg.GroupCommitMax > 1 {
 		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax, delay: cfg.GroupDelay}
+		if cfg.Pool != nil {
+			p.group.pipe = store.NewBatchPipe(cfg.Pool, groupTimeout)
+		}
 	}
 	return p
 }

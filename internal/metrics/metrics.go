@@ -84,15 +84,20 @@ type Metrics struct {
 	// events of each group commit (target P1 of docs/PERFORMANCE.md).
 	GroupCommitEvents prometheus.Histogram
 	// GroupCommitSeconds is buzz_ingest_group_commit_seconds (histogram):
-	// how long each group commit held the writer, from its statement to
-	// its commit's answer, with the one-by-one retries of a batch that
-	// failed. The rate of its sum is the fraction of time the writer was
+	// how long each group commit held the writer, from its statement (or,
+	// for a batch sent behind another, from that one's answer) to its
+	// commit's answer, with the one-by-one retries of a batch that failed. The rate of its sum is the fraction of time the writer was
 	// busy (docs/OPERATIONS.md "Group commit").
 	GroupCommitSeconds prometheus.Histogram
 	// GroupCommitRetries is buzz_ingest_group_commit_retries_total
 	// (counter): group commits that failed and whose events were retried
 	// one by one.
 	GroupCommitRetries prometheus.Counter
+	// GroupCommitSecondBatches is
+	// buzz_ingest_group_commit_second_batches_total (counter): group
+	// commits sent while another was still on its way on the writer's
+	// connection (docs/OPERATIONS.md "Group commit").
+	GroupCommitSecondBatches prometheus.Counter
 	// AmbiguousCommits is buzz_ingest_ambiguous_commits_total{outcome}
 	// (counter): writes whose answer was lost after they reached the
 	// server, by what was found: fanned_out, interrupted, not_stored.
@@ -253,6 +258,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "buzz_ingest_group_commit_retries_total",
 			Help: "Group commits that failed and were retried event by event.",
 		}),
+		GroupCommitSecondBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "buzz_ingest_group_commit_second_batches_total",
+			Help: "Group commits sent while another was still on its way on the writer's connection.",
+		}),
 		AmbiguousCommits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "buzz_ingest_ambiguous_commits_total",
 			Help: "Writes whose answer was lost after reaching the server, by what was found.",
@@ -335,7 +344,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.WSConnectionsActive, m.WSConnectionsTotal, m.WSBackpressureDisconnects, m.WSMessagesSent, m.WSSocketWrites, m.WSConnectRateLimited, m.WSAuthTimeouts,
 		m.SubscriptionsActive, m.EventsReceived, m.EventsStored, m.EventsRejected,
 		m.EventProcessingSeconds, m.FanoutRecipients, m.FanoutQueued, m.PostCommitDispatchErrors,
-		m.GroupCommitEvents, m.GroupCommitSeconds, m.GroupCommitRetries, m.AmbiguousCommits, m.PosterChecks,
+		m.GroupCommitEvents, m.GroupCommitSeconds, m.GroupCommitRetries, m.GroupCommitSecondBatches, m.AmbiguousCommits, m.PosterChecks,
 		m.AuthAttempts, m.AuthFailures, m.MembershipCacheHits, m.MembershipCacheMisses,
 		m.AccessibleChannelsCacheHits, m.AccessibleChannelsCacheMisses, m.AccessibleChannelsRenewals, m.CountFallbackRejections,
 		m.ChannelsCreated, m.PartitionMaintenanceErrors, m.HTTPRequests, m.HTTPRequestLatencyMs,

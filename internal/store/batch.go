@@ -26,53 +26,91 @@ import (
 // a commit that did happen: the caller retries each element alone, where
 // ON CONFLICT answers one that did commit as not inserted.
 func (s *Store) EventInsertBatch(ctx context.Context, ps []EventInsertParams) ([]EventInsertResult, error) {
-	q := s.q
-	var b batchArgs
-	key := func(p EventInsertParams) string { return p.CommunityID + p.Event.ID }
-	first := make(map[string]int, len(ps))
-	for i, p := range ps {
-		if p.PosterCheck && p.Channel == "" {
-			return nil, fmt.Errorf("batch element %d: a poster check needs a channel", i)
-		}
-		if _, dup := first[key(p)]; dup {
-			continue // a copy of an earlier element: not inserted
-		}
-		first[key(p)] = i
-		if err := b.add(p); err != nil {
-			return nil, fmt.Errorf("batch element %d: %w", i, err)
-		}
+	b, err := newBatch(ps)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := q.Query(ctx, eventBatchSQL, b.values()...)
+	rows, err := s.q.Query(ctx, eventBatchSQL, b.args.values()...)
 	if err != nil {
 		return nil, fmt.Errorf("insert batch: %w", pg.MapError(err))
 	}
 	defer rows.Close()
-	out := make([]EventInsertResult, len(ps))
 	for rows.Next() {
-		var (
-			cid       string
-			id        []byte
-			listeners int64
-			refused   bool
-		)
-		if err := rows.Scan(&cid, &id, &listeners, &refused); err != nil {
+		var r batchRow
+		if err := rows.Scan(&r.community, &r.id, &r.listeners, &r.refused); err != nil {
 			return nil, fmt.Errorf("insert batch: %w", err)
 		}
-		i, ok := first[cid+hex.EncodeToString(id)]
-		if !ok {
-			return nil, fmt.Errorf("insert batch: returned an event it was not given")
+		if err := b.row(r); err != nil {
+			return nil, err
 		}
-		out[i] = EventInsertResult{Inserted: !refused, ListenerRows: listeners, Refused: refused}
 	}
 	if err := rows.Err(); err != nil { // the statement's own failures and its commit's (deferred triggers)
 		return nil, fmt.Errorf("insert batch: %w", pg.MapError(err))
 	}
+	return b.results(), nil
+}
+
+// batch is one eventBatchSQL statement: its arguments, and the results of
+// its elements as its rows come back.
+type batch struct {
+	ps    []EventInsertParams
+	args  batchArgs
+	first map[string]int // element key → the index of its first copy in ps
+	out   []EventInsertResult
+}
+
+// batchRow is one row of eventBatchSQL's result.
+type batchRow struct {
+	community string
+	id        []byte
+	listeners int64
+	refused   bool
+}
+
+// batchKey identifies an element of a batch: its community and event id.
+func batchKey(communityID, eventID string) string { return communityID + eventID }
+
+// newBatch builds ps's statement: a copy of an earlier element is not sent
+// and gets that element's result.
+func newBatch(ps []EventInsertParams) (*batch, error) {
+	b := &batch{ps: ps, first: make(map[string]int, len(ps)), out: make([]EventInsertResult, len(ps))}
 	for i, p := range ps {
-		if j := first[key(p)]; j != i && out[j].Refused {
-			out[i].Refused = true // a copy of a refused element is refused too, not a duplicate
+		if p.PosterCheck && p.Channel == "" {
+			return nil, fmt.Errorf("batch element %d: a poster check needs a channel", i)
+		}
+		key := batchKey(p.CommunityID, p.Event.ID)
+		if _, dup := b.first[key]; dup {
+			continue // a copy of an earlier element: not inserted
+		}
+		b.first[key] = i
+		if err := b.args.add(p); err != nil {
+			return nil, fmt.Errorf("batch element %d: %w", i, err)
 		}
 	}
-	return out, nil
+	return b, nil
+}
+
+// row records one result row: the element it names was inserted, or
+// refused by its poster check.
+func (b *batch) row(r batchRow) error {
+	i, ok := b.first[batchKey(r.community, hex.EncodeToString(r.id))]
+	if !ok {
+		return fmt.Errorf("insert batch: returned an event it was not given")
+	}
+	b.out[i] = EventInsertResult{Inserted: !r.refused, ListenerRows: r.listeners, Refused: r.refused}
+	return nil
+}
+
+// results are the elements' results once every row is recorded: an element
+// without a row was already stored, and a copy of a refused element is
+// refused too, not a duplicate.
+func (b *batch) results() []EventInsertResult {
+	for i, p := range b.ps {
+		if j := b.first[batchKey(p.CommunityID, p.Event.ID)]; j != i && b.out[j].Refused {
+			b.out[i].Refused = true
+		}
+	}
+	return b.out
 }
 
 // batchArgs are the column arrays of eventBatchSQL: one element per event
