@@ -97,6 +97,17 @@ func (e errNotSent) Unwrap() error { return e.err }
 // SafeToRetry tells pg.MayHaveCommitted that nothing was sent.
 func (e errNotSent) SafeToRetry() bool { return true }
 
+// errLost wraps the failure of a batch that was sent, or may have been,
+// and whose answer was not read: it may have committed, whatever the
+// failure it wraps says of itself.
+type errLost struct{ err error }
+
+func (e errLost) Error() string { return e.err.Error() }
+func (e errLost) Unwrap() error { return e.err }
+
+// SafeToRetry tells pg.MayHaveCommitted that the batch may have committed.
+func (e errLost) SafeToRetry() bool { return false }
+
 // ErrPipeClosed is the error of a Send after Close.
 var ErrPipeClosed = errors.New("batch pipe closed")
 
@@ -250,7 +261,7 @@ func (c *pipeConn) failIf(pb *PendingBatch, err error) {
 	c.mu.Unlock()
 	_ = c.hc.Conn.Close()
 	for _, pb := range queue {
-		pb.finish(nil, fmt.Errorf("insert batch: connection lost: %w", err))
+		pb.finish(nil, errLost{fmt.Errorf("insert batch: connection lost: %w", err)})
 	}
 }
 
@@ -296,8 +307,8 @@ func (c *pipeConn) read() {
 				c.fail(errors.New("a row with no batch on its way"))
 				return
 			}
-			if pb.failed == nil {
-				pb.failed = c.row(pb, m)
+			if err := c.row(pb, m); err != nil && pb.failed == nil {
+				pb.failed = errLost{err} // the batch commits all the same
 			}
 		case *pgproto3.ErrorResponse:
 			// A batch's error comes before its ReadyForQuery. An error
