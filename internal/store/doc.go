@@ -7,7 +7,9 @@
 // ownership" gives it. It does NOT decide policy (ingest and read do), does
 // NOT open transactions for its callers (a Store made over a transaction
 // joins it; CommunityAdd and CommunityAddHost open their own only on a
-// pool), and does NOT cache anything.
+// pool), and does NOT cache anything. BatchPipe (pipe.go) is the one part
+// that does not run on a querier: it keeps a connection of its own for the
+// group commit's batches, two of which may be on their way at once.
 package store
 
 import (
