@@ -187,7 +187,7 @@ func (p *Pipeline) settle(u unresolved, outcome string) {
 // Safe to call twice.
 func (p *Pipeline) Close() {
 	p.resolve.close()
-	if p.group != nil && p.group.pipe != nil {
+	if p.group != nil {
 		p.group.pipe.Close()
 	}
 }

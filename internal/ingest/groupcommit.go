@@ -144,7 +144,7 @@ func (g *groupCommit) flush() {
 			}
 			batch := g.take(n)
 			g.mu.Unlock()
-			if n == 1 || g.pipe == nil {
+			if n == 1 {
 				g.commit(batch)
 				several = n > 1
 				lastDone = time.Now()

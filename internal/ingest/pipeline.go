@@ -122,10 +122,8 @@ func New(cfg Config) *Pipeline {
 		posters: newPosterCache(cfg.NowFunc)}
 	p.resolve = newResolver(p)
 	if cfg.GroupCommitMax > 1 {
-		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax, delay: cfg.GroupDelay}
-		if cfg.Pool != nil {
-			p.group.pipe = store.NewBatchPipe(cfg.Pool, groupTimeout)
-		}
+		p.group = &groupCommit{p: p, max: cfg.GroupCommitMax, delay: cfg.GroupDelay,
+			pipe: store.NewBatchPipe(cfg.Pool, groupTimeout)}
 	}
 	return p
 }

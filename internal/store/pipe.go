@@ -214,7 +214,7 @@ func (c *pipeConn) send(pb *PendingBatch, timeout time.Duration) {
 	pb.formats = append([]int16(nil), c.eqb.ResultFormats...)
 	c.queue = append(c.queue, pb)
 	pb.timer = time.AfterFunc(timeout, func() {
-		c.failWith(pb, fmt.Errorf("no answer within %s: %w", timeout, context.DeadlineExceeded))
+		c.failIf(pb, fmt.Errorf("no answer within %s: %w", timeout, context.DeadlineExceeded))
 	})
 	c.mu.Unlock()
 	fe := c.hc.Frontend
@@ -241,14 +241,12 @@ func (c *pipeConn) terminate(timeout time.Duration) {
 	}
 }
 
-// failWith fails the connection, as fail, if pb is still on its way: a
-// timer that fires as pb answers leaves the connection alone.
-func (c *pipeConn) failWith(pb *PendingBatch, err error) { c.failIf(pb, err) }
-
 // fail closes the connection and fails every batch on its way with err,
 // as possibly committed. Only the first failure counts.
 func (c *pipeConn) fail(err error) { c.failIf(nil, err) }
 
+// failIf fails the connection, as fail, if pb is nil or still on its way:
+// a timer that fires as pb answers leaves the connection alone.
 func (c *pipeConn) failIf(pb *PendingBatch, err error) {
 	c.mu.Lock()
 	if c.err != nil || (pb != nil && !slices.Contains(c.queue, pb)) {
