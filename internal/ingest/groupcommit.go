@@ -16,7 +16,7 @@ import (
 // (plain kinds, top-level channel messages, edits, votes: whatever a family
 // answers with a plainChange) are not committed one by one: a submitter
 // queues its event's insert and waits; a flusher takes everything queued,
-// up to DefaultGroupCommitMax events, and stores it with
+// up to DefaultGroupCommitMax events, and stores it with the statement of
 // store.EventInsertBatch, one round trip and one commit for all of them.
 // Each event keeps its own outcome (inserted or duplicate: from ON CONFLICT,
 // its own listener rows) and its own answer, given only after the commit.
@@ -145,8 +145,7 @@ func (g *groupCommit) flush() {
 			batch := g.take(n)
 			g.mu.Unlock()
 			if n == 1 {
-				g.commit(batch)
-				several = n > 1
+				g.commitAlone(batch)
 				lastDone = time.Now()
 				continue
 			}
@@ -252,22 +251,14 @@ func batchParams(batch []*groupItem) []store.EventInsertParams {
 	return ps
 }
 
-// commit stores one batch on a pooled connection, or its one event alone,
-// and wakes its submitters.
-func (g *groupCommit) commit(batch []*groupItem) {
+// commitAlone stores a batch of one event with the single-event statement
+// on a pooled connection and wakes its submitter.
+func (g *groupCommit) commitAlone(batch []*groupItem) {
 	m := g.p.cfg.Metrics
-	m.GroupCommitEvents.Observe(float64(len(batch)))
+	m.GroupCommitEvents.Observe(1)
 	start := time.Now()
-	defer func() { m.GroupCommitSeconds.Observe(time.Since(start).Seconds()) }()
-	if len(batch) == 1 {
-		g.alone(batch, false)
-		return
-	}
-	sortBatch(batch)
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-	defer cancel()
-	res, err := g.p.st.EventInsertBatch(ctx, batchParams(batch))
-	g.answer(batch, res, err)
+	g.alone(batch, false)
+	m.GroupCommitSeconds.Observe(time.Since(start).Seconds())
 }
 
 // answer wakes a batch's submitters with their results, or, when the
