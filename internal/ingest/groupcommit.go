@@ -27,10 +27,14 @@ import (
 // goroutine that exists only while the queue is not empty or a batch is on
 // its way. It sends batches of several events through one connection of
 // its own (store.BatchPipe), and while one is on its way it sends a second
-// once secondBatchMin events are queued: the server finds the second in
-// its socket when it has committed the first and starts it at once,
-// instead of waiting for the relay to read the answer and send the next
-// (docs/PERFORMANCE.md "Group commit: a second batch on its way"). Never
+// once as many events are queued as that one holds, and at least
+// secondBatchMin: the server finds the second in its socket when it has
+// committed the first and starts it at once, instead of waiting for the
+// relay to read the answer and send the next (docs/PERFORMANCE.md "Group
+// commit: a second batch on its way"), and the second batch is no smaller
+// than the first, so more events in flight make larger batches, not more
+// of them (docs/PERFORMANCE.md "Group commit: a second batch as large as
+// the first"). Never
 // more than two: a second batch on another connection, or a third, takes
 // only the events queued meanwhile, smaller batches for the same events,
 // and the two backends compete for the same processors (docs/PERFORMANCE.md
@@ -65,8 +69,15 @@ const DefaultGroupDelay = time.Millisecond
 
 // secondBatchMin is the fewest events queued for which a flusher sends a
 // second batch while one is on its way (docs/PERFORMANCE.md "Group commit:
-// a second batch on its way").
+// a second batch on its way"); a batch on its way that holds more raises
+// it to its own size (secondBatchAt).
 const secondBatchMin = 4
+
+// secondBatchAt is how many events must be queued for a second batch to go
+// behind onWay, the batch on its way.
+func secondBatchAt(onWay *sentBatch) int {
+	return max(secondBatchMin, len(onWay.items))
+}
 
 // groupTimeout bounds one batch; its elements' own contexts do not, so one
 // closed connection cannot abort the others' commit.
@@ -152,7 +163,7 @@ func (g *groupCommit) flush() {
 			onWay = append(onWay, g.send(batch, false))
 			continue
 		}
-		if len(onWay) == 1 && len(g.queue) >= secondBatchMin {
+		if len(onWay) == 1 && len(g.queue) >= secondBatchAt(onWay[0]) {
 			batch := g.take(min(len(g.queue), g.max))
 			g.mu.Unlock()
 			onWay = append(onWay, g.send(batch, true))

@@ -381,6 +381,39 @@ func secondBatches(t *testing.T, m *metrics.Metrics) float64 {
 	return c.GetCounter().GetValue()
 }
 
+// channelMessages creates a channel of a new owner and n stream messages
+// of the owner in it, their contents prefix and their index.
+func channelMessages(t *testing.T, b *testBundle, n int, prefix string) (eventtest.Key, []event.Event) {
+	t.Helper()
+	owner := eventtest.NewKey()
+	channel := b.channel(t, owner)
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = owner.Signed(t, event.KindStreamMessage, eventtest.Channel(channel),
+			eventtest.Content(prefix+" "+strconv.Itoa(i)))
+	}
+	return owner, evs
+}
+
+// loneThenBatch submits evs[0] alone, held on a pooled connection by a
+// lock on events while the rest queue behind it, then releases the lock:
+// the rest go as one batch through the pipe. It returns their results'
+// channels once the lone event is answered.
+func loneThenBatch(t *testing.T, b *testBundle, owner eventtest.Key, evs []event.Event) []<-chan Result {
+	t.Helper()
+	releaseEvents := lockEvents(t, b)
+	lone := submitLater(b, owner, evs[0])
+	awaitLockWaiters(t, b, 1)
+	var rs []<-chan Result
+	for _, ev := range evs[1:] {
+		rs = append(rs, submitLater(b, owner, ev))
+	}
+	awaitQueued(t, b, len(evs)-1)
+	releaseEvents()
+	require.Equal(t, Accepted, (<-lone).Code)
+	return rs
+}
+
 // twoBatchesOnTheirWay brings a pipeline to a batch of two events held on
 // the server by a lock on audit_intent_groups, with a second batch of four
 // sent behind it on the same connection (docs/PERFORMANCE.md "Group
@@ -388,36 +421,17 @@ func secondBatches(t *testing.T, m *metrics.Metrics) float64 {
 // the events, and the function releasing the lock.
 func twoBatchesOnTheirWay(t *testing.T, b *testBundle, m *metrics.Metrics) ([]<-chan Result, []event.Event, func()) {
 	t.Helper()
-	owner := eventtest.NewKey()
-	channel := b.channel(t, owner)
-	var evs []event.Event
-	for i := range 10 {
-		evs = append(evs, owner.Signed(t, event.KindStreamMessage, eventtest.Channel(channel),
-			eventtest.Content("on its way "+strconv.Itoa(i))))
-	}
-	// A lone event commits on a pooled connection, held by a lock on
-	// events while the next two queue behind it; those two then go as
-	// one batch through the pipe.
-	loneThenTwo := func(evs []event.Event) []<-chan Result {
-		releaseEvents := lockEvents(t, b)
-		lone := submitLater(b, owner, evs[0])
-		awaitLockWaiters(t, b, 1)
-		rs := []<-chan Result{submitLater(b, owner, evs[1]), submitLater(b, owner, evs[2])}
-		awaitQueued(t, b, 2)
-		releaseEvents()
-		require.Equal(t, Accepted, (<-lone).Code)
-		return rs
-	}
+	owner, evs := channelMessages(t, b, 10, "on its way")
 	// First with no other lock: the pipe takes its connection and
 	// prepares its statement, which waits for every lock on the tables
 	// it writes.
-	for _, r := range loneThenTwo(evs[:3]) {
+	for _, r := range loneThenBatch(t, b, owner, evs[:3]) {
 		require.Equal(t, Accepted, (<-r).Code)
 	}
 	// Then the batch of two waits on the server for the lock on
 	// audit_intent_groups, and four more events queued go behind it.
 	releaseGroups := lockIntentGroups(t, b)
-	rs := loneThenTwo(evs[3:6])
+	rs := loneThenBatch(t, b, owner, evs[3:6])
 	awaitLockWaiters(t, b, 1)
 	require.Zero(t, secondBatches(t, m))
 	for _, ev := range evs[6:] {
@@ -481,4 +495,38 @@ func TestGroupCommitWriterConnectionLost(t *testing.T) {
 	var c dto.Metric
 	require.NoError(t, m.AmbiguousCommits.WithLabelValues(outcomeFannedOut).Write(&c))
 	require.Zero(t, c.GetCounter().GetValue(), "no batch had committed")
+}
+
+// A second batch is no smaller than the one on its way (docs/PERFORMANCE.md
+// "Group commit: a second batch as large as the first"): behind a batch of
+// six, five queued events wait, and the sixth sends them all.
+func TestGroupCommitSecondBatchAsLargeAsTheFirst(t *testing.T) {
+	t.Parallel()
+	b, m := setupMetered(t, 0)
+	owner, evs := channelMessages(t, b, 16, "as large")
+	for _, r := range loneThenBatch(t, b, owner, evs[:3]) { // the pipe prepares its statement
+		require.Equal(t, Accepted, (<-r).Code)
+	}
+	// A batch of six waits on the server for the lock on
+	// audit_intent_groups.
+	releaseGroups := lockIntentGroups(t, b)
+	rs := loneThenBatch(t, b, owner, evs[3:10])
+	awaitLockWaiters(t, b, 1)
+	batches0, events0, _ := groupStats(t, m)
+	for _, ev := range evs[10:15] {
+		rs = append(rs, submitLater(b, owner, ev))
+	}
+	awaitQueued(t, b, 5)
+	time.Sleep(100 * time.Millisecond)
+	require.Zero(t, secondBatches(t, m), "five queued behind six wait")
+	rs = append(rs, submitLater(b, owner, evs[15]))
+	require.Eventually(t, func() bool { return secondBatches(t, m) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"six queued went as a second batch")
+	batches, events, _ := groupStats(t, m)
+	require.Equal(t, uint64(1), batches-batches0)
+	require.Equal(t, float64(6), events-events0, "the second batch holds all six")
+	releaseGroups()
+	for i, r := range rs {
+		require.Equal(t, Accepted, (<-r).Code, "event %d", i)
+	}
 }
