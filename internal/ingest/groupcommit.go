@@ -34,12 +34,11 @@ import (
 // commit: a second batch on its way"), and the second batch is no smaller
 // than the first, so more events in flight make larger batches, not more
 // of them (docs/PERFORMANCE.md "Group commit: a second batch as large as
-// the first"). Never
-// more than two: a second batch on another connection, or a third, takes
-// only the events queued meanwhile, smaller batches for the same events,
-// and the two backends compete for the same processors (docs/PERFORMANCE.md
-// "Group commit: one batch in flight"). A lone event goes on a pooled
-// connection, as when it was not grouped.
+// the first"). Never more than two: a second batch on another connection,
+// or a third, takes only the events queued meanwhile, smaller batches for
+// the same events, and the two backends compete for the same processors
+// (docs/PERFORMANCE.md "Group commit: one batch in flight"). A lone event
+// goes on a pooled connection, as when it was not grouped.
 //
 // Under load no event commits alone: a flusher about to commit a single
 // event waits up to the group delay (Config.GroupDelay) for a second one
