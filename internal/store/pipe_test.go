@@ -128,6 +128,18 @@ func awaitOneWaiter(t *testing.T, pool *pgxpool.Pool) int32 {
 	return pids[0]
 }
 
+// twoOnTheirWay holds a lock on events, sends first through pipe, waits
+// for its backend to wait for the lock, then sends second behind it. It
+// returns both pending batches, the backend's pid and the lock's release.
+func twoOnTheirWay(t *testing.T, f *pipeFixture, pipe *store.BatchPipe, first, second []store.EventInsertParams) (p1, p2 *store.PendingBatch, pid int32, release func()) {
+	t.Helper()
+	release = holdEvents(t, f.b.pool)
+	p1 = pipe.Send(first)
+	pid = awaitOneWaiter(t, f.b.pool)
+	p2 = pipe.Send(second)
+	return p1, p2, pid, release
+}
+
 func pending(pb *store.PendingBatch) bool {
 	select {
 	case <-pb.Done():
@@ -175,11 +187,8 @@ func TestBatchPipe(t *testing.T) {
 		t.Parallel()
 		f, pipe := newPipe(t, 10*time.Second)
 		b := f.b
-		release := holdEvents(t, b.pool)
 		first, second := f.params(t, 2), f.params(t, 3)
-		p1 := pipe.Send(first)
-		awaitOneWaiter(t, b.pool)
-		p2 := pipe.Send(second)
+		p1, p2, _, release := twoOnTheirWay(t, f, pipe, first, second)
 		time.Sleep(100 * time.Millisecond)
 		require.True(t, pending(p1) && pending(p2), "both wait for the lock")
 		require.Len(t, lockWaiters(t, b.pool), 1, "the second batch waits behind the first, on its connection")
@@ -200,14 +209,10 @@ func TestBatchPipe(t *testing.T) {
 		// constraint, stores nothing; the second, already on its way
 		// behind it, commits.
 		f, pipe := newPipe(t, 10*time.Second)
-		b := f.b
-		release := holdEvents(t, b.pool)
 		bad := f.author.Signed(t, 22242, eventtest.Content("refused kind")) // events_kind_check
 		first := append(f.params(t, 1), store.EventInsertParams{CommunityID: f.cid, Event: &bad})
 		second := f.params(t, 2)
-		p1 := pipe.Send(first)
-		awaitOneWaiter(t, b.pool)
-		p2 := pipe.Send(second)
+		p1, p2, _, release := twoOnTheirWay(t, f, pipe, first, second)
 		release()
 		_, err := p1.Result()
 		var pgErr *pgconn.PgError
@@ -232,11 +237,8 @@ func TestBatchPipe(t *testing.T) {
 		// new connection.
 		f, pipe := newPipe(t, 10*time.Second)
 		b := f.b
-		release := holdEvents(t, b.pool)
 		first, second := f.params(t, 2), f.params(t, 2)
-		p1 := pipe.Send(first)
-		pid := awaitOneWaiter(t, b.pool)
-		p2 := pipe.Send(second)
+		p1, p2, pid, release := twoOnTheirWay(t, f, pipe, first, second)
 		var ok bool
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok))
 		require.True(t, ok)
