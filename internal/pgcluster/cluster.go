@@ -195,10 +195,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.writeSettings(cfg.Settings); err != nil {
 		return nil, err
 	}
+	need := c.hugePagesNeeded(ctx)
 	if err := c.start(ctx); err != nil {
 		return nil, err
 	}
 	c.started = true
+	c.reportHugePages(ctx, need)
 	if err := c.ensureDatabase(ctx, c.urlFor("postgres"), 0); err != nil {
 		_ = c.Stop(context.WithoutCancel(ctx))
 		return nil, err
