@@ -14,8 +14,8 @@ import (
 // on the machine's reserved huge pages when enough of them are free, and on
 // normal 4 kB pages otherwise, without a word. On a virtual machine where a
 // process's first touch of a page traps to the hypervisor and every system
-// call empties the TLB, normal pages cost the writing backend about a quarter
-// of its CPU (docs/PERFORMANCE.md "Huge pages for the private cluster"). The
+// call empties the TLB, normal pages cost the cluster about a fifth of its CPU
+// an event (docs/PERFORMANCE.md "Huge pages for the private cluster"). The
 // pool is vm.nr_hugepages, the machine's to set, so the relay only says at
 // each start which pages the cluster got and, on normal pages, how many huge
 // pages would hold its shared memory.
