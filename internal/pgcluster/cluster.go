@@ -82,15 +82,7 @@ func TotalMemory() uint64 {
 // memoryLimit is TotalMemory over the contents of /proc/meminfo and of the
 // cgroup v2 and v1 limit files ("" for a file that cannot be read).
 func memoryLimit(meminfo, cgroupV2, cgroupV1 string) uint64 {
-	var total uint64
-	for _, line := range strings.Split(meminfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
-			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-				total = kb << 10
-			}
-		}
-	}
+	total := uint64(max(procField(meminfo, "MemTotal:"), 0)) << 10 // kB
 	for _, limit := range []string{cgroupV2, cgroupV1} {
 		// "max" (v2) or a huge number (v1) means no limit.
 		n, err := strconv.ParseUint(strings.TrimSpace(limit), 10, 64)

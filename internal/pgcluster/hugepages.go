@@ -36,11 +36,11 @@ func (c *Cluster) hugePagesNeeded(ctx context.Context) int64 {
 			slog.String("err", err.Error()), slog.String("output", string(out)))
 		return 0
 	}
-	lines := strings.Fields(string(out)) // the value is the last word printed
-	if len(lines) == 0 {
+	words := strings.Fields(string(out)) // the value is the last word printed
+	if len(words) == 0 {
 		return 0
 	}
-	n, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	n, err := strconv.ParseInt(words[len(words)-1], 10, 64)
 	if err != nil || n < 0 {
 		return 0
 	}
