@@ -37,8 +37,9 @@ type closeReq struct {
 	flush bool
 }
 
-// conn is one WebSocket. The read loop runs on the ServeHTTP goroutine;
-// writeLoop is the only goroutine writing data frames (ping and pong control
+// conn is one WebSocket. The read loop runs on a goroutine of its own,
+// started by ServeHTTP, which then returns (docs/ARCHITECTURE.md
+// "WebSocket writes"); writeLoop is the only goroutine writing data frames (ping and pong control
 // frames are written by the library between data frames, so they never wait
 // behind the queue); the heartbeat timer pings.
 type conn struct {

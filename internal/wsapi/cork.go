@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"net/http"
 	"sync"
@@ -19,6 +20,15 @@ import (
 
 // corkBytes is how much a drain gathers before it writes.
 const corkBytes = 64 << 10
+
+// frameBufferBytes is the WebSocket library's write buffer per connection,
+// which it keeps for the connection's life. A frame's header and payload go
+// through it to the corkWriter, which gathers the frames of a drain; a
+// payload larger than what is left goes past it in two writes instead of
+// one. A kilobyte holds a usual message whole and costs an idle connection
+// 3 KiB less than bufio's default 4 KiB (P6, docs/PERFORMANCE.md "Idle
+// connections: what net/http kept").
+const frameBufferBytes = 1024
 
 // corkPool holds the drain buffers: an idle connection keeps none.
 var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkBytes+4096); return &b }}
@@ -93,6 +103,13 @@ func (w *corkWriter) uncork(deadline time.Time) error {
 	return err
 }
 
+// readBufferBytes is the read buffer the WebSocket library keeps for the
+// connection's life, in place of net/http's 4 KiB one. A frame larger
+// than it is read past it, straight into the message, so it bounds only
+// how many small frames one read(2) can take in (P6, docs/PERFORMANCE.md
+// "Idle connections: what net/http kept").
+const readBufferBytes = 1024
+
 // corkingResponse hands the WebSocket library a hijacked connection whose
 // buffer writes to a corkWriter.
 type corkingResponse struct {
@@ -100,14 +117,23 @@ type corkingResponse struct {
 	cork *corkWriter
 }
 
-// Hijack hijacks the connection and keeps it for the corkWriter.
+// Hijack hijacks the connection and keeps it for the corkWriter. The
+// buffers it returns are the connection's own, smaller than net/http's;
+// what net/http had already read past the request (frames a client sent
+// with its upgrade) is read first, from the connection itself, since the
+// library starts its reader over on the connection.
 func (r *corkingResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(r.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
 	r.cork.conn = conn
-	return corkedConn{Conn: conn, cork: r.cork}, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(r.cork)), nil
+	c := &corkedConn{Conn: conn, cork: r.cork}
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Peek(n)
+		c.early = bytes.Clone(early)
+	}
+	return c, bufio.NewReadWriter(bufio.NewReaderSize(c, readBufferBytes), bufio.NewWriterSize(r.cork, frameBufferBytes)), nil
 }
 
 // closeFlushTimeout bounds the write of what Close finds held.
@@ -122,10 +148,23 @@ const closeFlushTimeout = time.Second
 // ran out of time, and that must not wait.
 type corkedConn struct {
 	net.Conn
-	cork *corkWriter
+	cork  *corkWriter
+	early []byte // read past the request by net/http; only the reader reads it
 }
 
-func (c corkedConn) Close() error {
+// Read reads what net/http had read past the request, then the connection.
+func (c *corkedConn) Read(p []byte) (int, error) {
+	if len(c.early) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.early)
+	if c.early = c.early[n:]; len(c.early) == 0 {
+		c.early = nil
+	}
+	return n, nil
+}
+
+func (c *corkedConn) Close() error {
 	c.cork.flushHeld()
 	return c.Conn.Close()
 }

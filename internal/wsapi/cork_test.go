@@ -1,8 +1,12 @@
 package wsapi
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -110,4 +114,67 @@ func TestCloseDuringDrain(t *testing.T) {
 	go func() { _, _, err := ws.Read(ctx); read <- err }() // the connection's reader
 	require.NoError(t, cl.Close(websocket.StatusNormalClosure, ""), "the client got the close frame back")
 	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(<-read))
+}
+
+// TestFramesSentWithTheUpgrade: frames a client sends in the same write as
+// its upgrade request, which net/http has already read into its own buffer,
+// are read first, in order, from the connection's smaller read buffer; then
+// a frame larger than that buffer arrives whole.
+func TestFramesSentWithTheUpgrade(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(prometheus.NewRegistry())
+	accepted := make(chan *websocket.Conn, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(&corkingResponse{ResponseWriter: w, cork: &corkWriter{writes: m.WSSocketWrites}}, r, nil)
+		if err != nil {
+			return
+		}
+		ws.SetReadLimit(1 << 20)
+		accepted <- ws
+	}))
+	t.Cleanup(ts.Close)
+	nc, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
+
+	first, second, large := `["REQ","a",{}]`, `["CLOSE","a"]`, strings.Repeat("y", 3*readBufferBytes+17)
+	var key [16]byte
+	req := fmt.Sprintf("GET / HTTP/1.1\r\nHost: relay.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", base64.StdEncoding.EncodeToString(key[:]))
+	_, err = nc.Write(append(append([]byte(req), maskedText(first)...), maskedText(second)...)) // one write
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	ws := <-accepted
+	defer ws.CloseNow()
+	_, err = nc.Write(maskedText(large))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, want := range []string{first, second, large} {
+		_, got, err := ws.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, string(got))
+	}
+}
+
+// maskedText is one final, masked text frame of payload, as a client sends it.
+func maskedText(payload string) []byte {
+	b := []byte{0x81}
+	switch n := len(payload); {
+	case n < 126:
+		b = append(b, 0x80|byte(n))
+	default:
+		b = append(b, 0x80|126)
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
+	}
+	mask := [4]byte{0x12, 0x34, 0x56, 0x78}
+	b = append(b, mask[:]...)
+	for i := range len(payload) {
+		b = append(b, payload[i]^mask[i%4])
+	}
+	return b
 }

@@ -3,6 +3,8 @@ package wsapi
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,6 +199,35 @@ func TestHeartbeat(t *testing.T) {
 	eventually(t, func() bool { return pings.Load() >= 8 }, "the answering client keeps being pinged")
 	alive.send(t, "CLOSE", "still-here")
 	alive.expect(t, "CLOSED", "still-here", "")
+}
+
+// TestUpgradeHandlerReturns: the upgrade's handler returns once the
+// connection runs on a goroutine of its own, so that net/http lets go of
+// what it kept for the request (target P6 of docs/PERFORMANCE.md), and the
+// connection goes on being served until it closes.
+func TestUpgradeHandlerReturns(t *testing.T) {
+	t.Parallel()
+	b := newTestDB(t).setup(t, nil)
+	returned := make(chan struct{}, 1)
+	wrapped := *b
+	wrapped.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.srv.ServeHTTP(w, r)
+		returned <- struct{}{}
+	}))
+	t.Cleanup(wrapped.ts.Close)
+
+	c := wrapped.dial(t)
+	c.auth(t) // authenticated, so no deadline closes it
+	select {
+	case <-returned:
+	case <-time.After(waitFor):
+		t.Fatal("the upgrade's handler did not return while its connection was open")
+	}
+	require.Equal(t, 1, b.srv.Connections())
+	c.send(t, "CLOSE", "after-return")
+	c.expect(t, "CLOSED", "after-return", "")
+	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, ""))
+	eventually(t, func() bool { return b.srv.Connections() == 0 }, "the closed connection is untracked")
 }
 
 // The send queue keeps order, refuses beyond its bound, and gives its

@@ -150,6 +150,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusTooManyRequests, wire.MsgConnectRate)
 		return
 	}
+	releaseAddr := func() {}
 	if s.perAddr != nil {
 		release, ok := s.perAddr.take(r)
 		if !ok {
@@ -161,16 +162,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			plain(w, http.StatusTooManyRequests, wire.MsgConnectRate)
 			return
 		}
-		defer release()
+		releaseAddr = release
 	}
 	if msg := s.reserve(); msg != "" {
+		releaseAddr()
 		plain(w, http.StatusServiceUnavailable, msg)
 		return
 	}
-	defer s.release()
 	cork := &corkWriter{writes: s.m.WSSocketWrites}
 	ws, err := websocket.Accept(&corkingResponse{ResponseWriter: w, cork: cork}, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
+		s.release()
+		releaseAddr()
 		s.log.Debug("websocket upgrade failed", slog.String("community", t.Host), slog.Any("err", err))
 		return
 	}
@@ -178,8 +181,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newConn(s, ws, t)
 	c.cork = cork
 	s.track(c)
-	defer s.untrack(c)
-	c.serve()
+	// The connection runs on a goroutine of its own and the handler
+	// returns: net/http then lets go of what it kept for the request (its
+	// own buffers, the request, the handler's stack), which would otherwise
+	// live as long as the socket (P6, docs/PERFORMANCE.md "Idle
+	// connections: what net/http kept").
+	go func() {
+		defer releaseAddr()
+		defer s.release()
+		defer s.untrack(c)
+		c.serve()
+	}()
 }
 
 func plain(w http.ResponseWriter, status int, body string) {
