@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -185,8 +186,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// returns: net/http then lets go of what it kept for the request (its
 	// own buffers, the request, the handler's stack), which would otherwise
 	// live as long as the socket (P6, docs/PERFORMANCE.md "Idle
-	// connections: what net/http kept").
+	// connections: what net/http kept"). A panic in its read loop ends
+	// that connection alone, logged with its stack, as net/http did while
+	// the loop ran in its handler.
 	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				c.log.Error("websocket connection panicked", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				_ = ws.CloseNow()
+			}
+		}()
 		defer releaseAddr()
 		defer s.release()
 		defer s.untrack(c)
