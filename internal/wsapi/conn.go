@@ -39,9 +39,11 @@ type closeReq struct {
 
 // conn is one WebSocket. The read loop runs on a goroutine of its own,
 // started by ServeHTTP, which then returns (docs/ARCHITECTURE.md
-// "WebSocket writes"); writeLoop is the only goroutine writing data frames (ping and pong control
-// frames are written by the library between data frames, so they never wait
-// behind the queue); the heartbeat timer pings.
+// "WebSocket writes"). writeLoop is the only goroutine writing data frames,
+// and it runs only while the queue holds messages or a close is asked for:
+// an idle connection holds one stack, the read loop's (ping and pong
+// control frames are written by the library between data frames, so they
+// never wait behind the queue); the heartbeat timer pings.
 type conn struct {
 	srv *Server
 	ws  *websocket.Conn
@@ -66,7 +68,7 @@ type conn struct {
 	hb         heartbeat
 
 	// counted is set by the writer once the challenge is written; read
-	// after writerDone.
+	// after writerDone. Writers follow one another through send.mu.
 	counted bool
 	// quietUntil is when the read loop may read again after a frame was
 	// refused for the WebSocket quota (quota.go), zero when it may now.
@@ -96,7 +98,7 @@ func newConn(s *Server, ws *websocket.Conn, t tenant.Tenant) *conn {
 		challenge:  auth.NewChallenge(),
 		ctx:        ctx,
 		cancel:     cancel,
-		send:       sendQueue{max: s.set.SendBuffer, maxBytes: s.set.Bytes.SendBufferBytes, ready: make(chan struct{}, 1)},
+		send:       sendQueue{max: s.set.SendBuffer, maxBytes: s.set.Bytes.SendBufferBytes},
 		ctrl:       make(chan closeReq, 1),
 		writerDone: make(chan struct{}),
 		subs:       make(map[string]*subscription),
@@ -119,7 +121,7 @@ func newConnID() string {
 // serve runs the connection until it closes, then tears it down.
 func (c *conn) serve() {
 	c.send.push(wire.AuthChallenge(c.challenge)) // first frame; the queue is empty
-	go c.writeLoop()
+	go c.writeLoop()                             // the push found no writer
 	c.startHeartbeat()
 	c.log.Debug("websocket connected")
 
@@ -278,8 +280,11 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 	if c.closing.Load() {
 		return false
 	}
-	if c.send.push(msg) {
+	if ok, start := c.send.push(msg); ok {
 		c.strikes = 0
+		if start {
+			go c.writeLoop()
+		}
 		return true
 	}
 	if ephemeral {
@@ -298,11 +303,14 @@ func (c *conn) enqueueLocked(msg []byte, ephemeral bool) bool {
 // sendQueue is a connection's outbound queue of at most max messages and,
 // when maxBytes is above 0, at most maxBytes bytes (BUZZ_SEND_BUFFER_BYTES;
 // a message larger than that still goes into an empty queue). It holds
-// memory only while it holds messages, so an idle connection costs no
-// buffer (target P6 of docs/PERFORMANCE.md); ready is signalled after each push. Like a channel
-// whose receiver is waiting, a message pushed while the writer is parked
-// is handed to the writer rather than counted against max or maxBytes:
-// the writer takes one message out of the queue before it writes it.
+// memory only while it holds messages, and a writer goroutine only while
+// there is something to write, so an idle connection costs no buffer and
+// no second stack (target P6 of docs/PERFORMANCE.md). A push that finds
+// no writer tells its caller to start one; the writer ends when it finds
+// the queue empty. Like a channel whose receiver is waiting, a message
+// pushed with no writer running is handed to the writer it starts rather
+// than counted against max or maxBytes: the writer takes one message out
+// of the queue before it writes it.
 type sendQueue struct {
 	mu       sync.Mutex
 	items    [][]byte
@@ -310,26 +318,28 @@ type sendQueue struct {
 	max      int
 	maxBytes int
 	bytes    int  // the bytes of the counted messages
-	parked   bool // the writer found the queue empty and waits for ready
-	handed   bool // items[head] was pushed to the parked writer: not counted
-	ready    chan struct{}
+	writing  bool // a writer runs, or ended for good (done)
+	kicked   bool // a close was asked for while the writer ran
+	done     bool // the writer closed the connection: none starts again
+	handed   bool // items[head] was pushed with no writer running: not counted
 }
 
 // push queues msg unless the queue is full, in messages or in bytes; it
-// never blocks.
-func (q *sendQueue) push(msg []byte) bool {
+// never blocks. start reports that no writer was running: the caller starts
+// one (go c.writeLoop()).
+func (q *sendQueue) push(msg []byte) (ok, start bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	queued := len(q.items) - q.head
 	if q.handed {
 		queued--
 	}
 	full := queued >= q.max || (q.maxBytes > 0 && q.bytes > 0 && q.bytes+len(msg) > q.maxBytes)
-	if full && !q.parked {
-		q.mu.Unlock()
-		return false
+	if full && q.writing {
+		return false, false
 	}
-	if q.parked {
-		q.parked, q.handed = false, true
+	if !q.writing {
+		q.writing, q.handed, start = true, true, true
 	} else {
 		q.bytes += len(msg)
 	}
@@ -339,21 +349,14 @@ func (q *sendQueue) push(msg []byte) bool {
 		q.items, q.head = q.items[:n], 0
 	}
 	q.items = append(q.items, msg)
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-	return true
+	return true, start
 }
 
-// pop returns the oldest queued message, if any. Finding none, the caller
-// parks until ready.
+// pop returns the oldest queued message, if any.
 func (q *sendQueue) pop() ([]byte, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.head == len(q.items) {
-		q.parked = true
 		return nil, false
 	}
 	msg := q.items[q.head]
@@ -369,51 +372,95 @@ func (q *sendQueue) pop() ([]byte, bool) {
 	return msg, true
 }
 
+// park ends the writer if the queue is empty and no close was asked for
+// since it last looked; it reports whether the writer must return.
+func (q *sendQueue) park() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head < len(q.items) || q.kicked {
+		q.kicked = false
+		return false
+	}
+	q.writing = false
+	return true
+}
+
+// kick makes sure a writer will look at the close request just sent: it
+// reports true when none runs, and the caller starts one.
+func (q *sendQueue) kick() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.writing {
+		q.kicked = true
+		return false
+	}
+	q.writing = true
+	return true
+}
+
+// end marks the writer as gone for good.
+func (q *sendQueue) end() {
+	q.mu.Lock()
+	q.done, q.writing = true, true
+	q.mu.Unlock()
+}
+
 // closeWith asks the writer to close the connection. Only the first request
 // counts; it reports whether this one was it. It never blocks.
 func (c *conn) closeWith(code websocket.StatusCode, reason string, notice []byte, flush bool) bool {
 	if !c.closing.CompareAndSwap(false, true) {
 		return false
 	}
-	c.ctrl <- closeReq{code: code, reason: reason, notice: notice, flush: flush}
+	c.requestClose(closeReq{code: code, reason: reason, notice: notice, flush: flush})
 	return true
 }
 
-// writeLoop is the only writer of data frames. Close requests are drained
+// requestClose hands req to the writer, starting one if none runs. The
+// caller has claimed c.closing, so this runs once a connection.
+func (c *conn) requestClose(req closeReq) {
+	c.ctrl <- req
+	if c.send.kick() {
+		go c.writeLoop()
+	}
+}
+
+// writeLoop is the only writer of data frames while it runs, and only one
+// runs at a time (sendQueue). It returns when the queue is empty, ending
+// for good once it has closed the connection. Close requests are drained
 // before queued messages.
 func (c *conn) writeLoop() {
-	defer close(c.writerDone)
 	for {
 		select {
 		case req := <-c.ctrl:
 			c.finish(req)
+			c.writerEnded()
 			return
 		default:
 		}
 		msg, ok := c.send.pop()
-		if ok {
-			if err := c.drain(msg); err != nil {
-				c.closing.Store(true)
-				_ = c.ws.CloseNow()
+		if !ok {
+			if c.send.park() {
 				return
-			}
-			if !c.counted {
-				c.counted = true
-				c.challengeWritten()
 			}
 			continue
 		}
-		select {
-		case req := <-c.ctrl:
-			c.finish(req)
-			return
-		case <-c.send.ready:
-		case <-c.ctx.Done():
+		if err := c.drain(msg); err != nil {
 			c.closing.Store(true)
 			_ = c.ws.CloseNow()
+			c.writerEnded()
 			return
 		}
+		if !c.counted {
+			c.counted = true
+			c.challengeWritten()
+		}
 	}
+}
+
+// writerEnded records that the connection is closed on the writer's side.
+func (c *conn) writerEnded() {
+	c.send.end()
+	close(c.writerDone)
 }
 
 // drain writes msg and what else the queue holds with the socket corked
@@ -483,7 +530,7 @@ func (c *conn) authTimeout() {
 	if c.closing.CompareAndSwap(false, true) {
 		c.srv.m.WSAuthTimeouts.Inc()
 		c.srv.m.AuthFailures.WithLabelValues("timeout").Inc()
-		c.ctrl <- closeReq{code: websocket.StatusPolicyViolation, reason: "auth timeout"}
+		c.requestClose(closeReq{code: websocket.StatusPolicyViolation, reason: "auth timeout"})
 		c.log.Debug("auth timeout")
 	}
 }

@@ -48,7 +48,7 @@ func TestDrainCorked(t *testing.T) {
 				}
 				ws.SetReadLimit(1 << 20)
 				c := &conn{srv: &Server{m: m}, ws: ws, cork: cork,
-					send: sendQueue{max: 1000, maxBytes: 1 << 30, ready: make(chan struct{}, 1)}}
+					send: sendQueue{max: 1000, maxBytes: 1 << 30, writing: true}}
 				accepted <- c // hijacked: the connection outlives the handler
 			}))
 			t.Cleanup(ts.Close)
@@ -66,7 +66,8 @@ func TestDrainCorked(t *testing.T) {
 				return []byte(p + strings.Repeat("x", tc.size-len(p)))
 			}
 			for i := 1; i < tc.messages; i++ {
-				require.True(t, c.send.push(msg(i)))
+				ok, _ := c.send.push(msg(i))
+				require.True(t, ok)
 			}
 			before := testutil.ToFloat64(m.WSSocketWrites)
 			// As writeLoop does: a drain, then another while the queue holds more.

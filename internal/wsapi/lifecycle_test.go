@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -115,7 +116,7 @@ func TestSlowClient(t *testing.T) {
 	t.Run("EphemeralStrikes", func(t *testing.T) {
 		t.Parallel()
 		srv := New(Config{Settings: settings(func(s *config.Config) { s.SendBuffer = 1 })})
-		c := &conn{srv: srv, send: sendQueue{max: 1, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
+		c := &conn{srv: srv, send: sendQueue{max: 1, writing: true}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		require.True(t, c.enqueueLocked([]byte("typing"), true))
@@ -123,7 +124,7 @@ func TestSlowClient(t *testing.T) {
 			require.False(t, c.enqueueLocked([]byte("typing"), true))
 			require.False(t, c.closing.Load())
 		}
-		_, popped := c.send.pop()
+		_, popped := c.send.pop() // the busy writer takes one
 		require.True(t, popped)
 		require.True(t, c.enqueueLocked([]byte("typing"), true), "a successful enqueue resets the strikes")
 		for range config.DefaultSlowClientGraceLimit - 1 {
@@ -140,7 +141,7 @@ func TestSlowClient(t *testing.T) {
 	t.Run("StoredOnFullQueue", func(t *testing.T) {
 		t.Parallel()
 		srv := New(Config{Settings: settings(func(s *config.Config) { s.SendBuffer = 1 })})
-		c := &conn{srv: srv, send: sendQueue{max: 1, ready: make(chan struct{}, 1)}, ctrl: make(chan closeReq, 1), log: srv.log}
+		c := &conn{srv: srv, send: sendQueue{max: 1, writing: true}, ctrl: make(chan closeReq, 1), log: srv.log}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		require.True(t, c.enqueueLocked([]byte("a"), false))
@@ -234,18 +235,21 @@ func TestUpgradeHandlerReturns(t *testing.T) {
 // memory back once empty (target P6 of docs/PERFORMANCE.md: an idle connection holds no buffer).
 func TestSendQueue(t *testing.T) {
 	t.Parallel()
-	q := sendQueue{max: 3, ready: make(chan struct{}, 1)}
+	q := sendQueue{max: 3, writing: true} // a writer is busy
 	require.Nil(t, q.items, "a new queue holds no buffer")
 	for i := range 3 {
-		require.True(t, q.push([]byte{byte(i)}))
+		ok, start := q.push([]byte{byte(i)})
+		require.True(t, ok)
+		require.False(t, start, "a writer runs")
 	}
-	require.False(t, q.push([]byte{9}), "full at max")
-	<-q.ready
+	ok, _ := q.push([]byte{9})
+	require.False(t, ok, "full at max")
 	for round := range 100 { // a writer that keeps up with one message in hand
 		msg, ok := q.pop()
 		require.True(t, ok)
 		require.Equal(t, []byte{byte(round)}, msg, "first in, first out")
-		require.True(t, q.push([]byte{byte(round + 3)}))
+		ok, _ = q.push([]byte{byte(round + 3)})
+		require.True(t, ok)
 		require.LessOrEqual(t, len(q.items), 6, "the written part is dropped before the queue grows")
 	}
 	for i := range 3 {
@@ -253,20 +257,93 @@ func TestSendQueue(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, []byte{byte(100 + i)}, msg)
 	}
-	_, ok := q.pop()
+	_, ok = q.pop()
 	require.False(t, ok)
 	require.Nil(t, q.items, "empty again: the backing array is released")
+	require.True(t, q.park(), "the writer ends on an empty queue")
 
-	// The writer is parked: as with a channel whose receiver waits, the
-	// first message is handed to it, and max more fit behind it.
+	// No writer runs: as with a channel whose receiver waits, the first
+	// message is handed to the writer its push starts, and max more fit
+	// behind it.
 	for i := range 4 {
-		require.True(t, q.push([]byte{byte(i)}), "message %d", i)
+		ok, start := q.push([]byte{byte(i)})
+		require.True(t, ok, "message %d", i)
+		require.Equal(t, i == 0, start, "only the first push starts a writer")
 	}
-	require.False(t, q.push([]byte{9}), "full: one in the writer's hands, max queued")
+	ok, _ = q.push([]byte{9})
+	require.False(t, ok, "full: one in the writer's hands, max queued")
 	msg, ok := q.pop()
 	require.True(t, ok)
 	require.Equal(t, []byte{0}, msg)
-	require.False(t, q.push([]byte{9}), "max queued while the writer writes")
+	ok, _ = q.push([]byte{9})
+	require.False(t, ok, "max queued while the writer writes")
 	q.pop()
-	require.True(t, q.push([]byte{4}))
+	ok, _ = q.push([]byte{4})
+	require.True(t, ok)
+	require.False(t, q.park(), "the writer goes on while the queue holds messages")
+}
+
+// TestSendQueueWriter: a close asked for while the writer runs keeps it
+// from ending unseen, one asked for with no writer starts one, and once
+// the writer has closed the connection nothing starts another.
+func TestSendQueueWriter(t *testing.T) {
+	t.Parallel()
+	var q sendQueue
+	ok, start := q.push([]byte("a"))
+	require.True(t, ok)
+	require.True(t, start)
+	require.False(t, q.kick(), "a writer runs: it is told, none is started")
+	q.pop()
+	require.False(t, q.park(), "the writer looks again before it ends")
+	require.True(t, q.park())
+	require.True(t, q.kick(), "no writer runs: one is to be started")
+	q.end()
+	require.False(t, q.kick())
+	_, start = q.push([]byte("b"))
+	require.False(t, start, "no writer after the connection closed")
+	require.False(t, q.park(), "the ended writer stays ended")
+}
+
+// TestIdleConnectionHasNoWriter: once an authenticated connection has been
+// answered, no writer goroutine waits on it (P6); a live event then starts
+// one and arrives, and a close of the idle connection is carried out.
+func TestIdleConnectionHasNoWriter(t *testing.T) {
+	b := newTestDB(t).setup(t, nil)
+	const n = 5
+	clients := make([]*client, n)
+	for i := range clients {
+		clients[i] = b.dial(t)
+		clients[i].auth(t)
+		clients[i].send(t, "REQ", "live", map[string]any{"kinds": []int{1}, "limit": 0})
+		clients[i].expect(t, "EOSE", "live")
+	}
+	eventually(t, func() bool { return goroutinesIn("wsapi.(*conn).writeLoop") == 0 }, "no writer on idle connections")
+	require.GreaterOrEqual(t, goroutinesIn("wsapi.(*conn).readLoop"), n, "each connection still reads")
+
+	ev := eventtest.NewKey().Signed(t, 1)
+	b.srv.Broadcast(ingest.Delivery{CommunityID: b.communityA, Event: &ev, JSON: ev.AppendJSON(nil)})
+	for _, c := range clients {
+		require.Equal(t, ev.ID, eventID(t, c.expect(t, "EVENT", "live")))
+	}
+	eventually(t, func() bool { return goroutinesIn("wsapi.(*conn).writeLoop") == 0 }, "the writers end once the queues are empty")
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	b.srv.Shutdown(ctx)
+	for _, c := range clients {
+		require.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(c.closed(t)), "an idle connection is closed with 1012")
+	}
+	require.Zero(t, b.srv.Connections())
+}
+
+// goroutinesIn counts the goroutines whose stack holds fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), fn+"(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
