@@ -317,11 +317,12 @@ type sendQueue struct {
 	head     int
 	max      int
 	maxBytes int
-	bytes    int  // the bytes of the counted messages
-	writing  bool // a writer runs, or ended for good (done)
-	kicked   bool // a close was asked for while the writer ran
-	done     bool // the writer closed the connection: none starts again
-	handed   bool // items[head] was pushed with no writer running: not counted
+	bytes    int // the bytes of the counted messages
+	// writing is set while a writer runs, and for good once a writer has
+	// closed the connection, so that none starts again.
+	writing bool
+	kicked  bool // a close was asked for while the writer ran
+	handed  bool // items[head] was pushed with no writer running: not counted
 }
 
 // push queues msg unless the queue is full, in messages or in bytes; it
@@ -398,10 +399,10 @@ func (q *sendQueue) kick() bool {
 	return true
 }
 
-// end marks the writer as gone for good.
+// end keeps any writer from starting again: the connection is closed.
 func (q *sendQueue) end() {
 	q.mu.Lock()
-	q.done, q.writing = true, true
+	q.writing = true
 	q.mu.Unlock()
 }
 
