@@ -120,8 +120,9 @@ func newConnID() string {
 
 // serve runs the connection until it closes, then tears it down.
 func (c *conn) serve() {
-	c.send.push(wire.AuthChallenge(c.challenge)) // first frame; the queue is empty
-	go c.writeLoop()                             // the push found no writer
+	if _, start := c.send.push(wire.AuthChallenge(c.challenge)); start { // the first frame
+		go c.writeLoop()
+	}
 	c.startHeartbeat()
 	c.log.Debug("websocket connected")
 
