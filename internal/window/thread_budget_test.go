@@ -280,9 +280,9 @@ func TestPayloadChargedBeforeLoad(t *testing.T) {
 
 // 201 replies of 256 KiB, limit 200, exceed the payload budget
 // in the reply scan; limit 4 is served with has_more. The served page is
-// kept to 1 MiB: the race detector slows the escaping of its content
-// about eightfold, and a 5 MiB page on a loaded machine was seen to meet
-// the relay's 8 s batch deadline, which would say nothing of the budget.
+// kept to 1 MiB: the race detector makes a 5 MiB page about eight times
+// slower to serve (1.6 s against 0.2 s alone), and on a loaded machine
+// one met the relay's 8 s batch deadline, which says nothing of the budget.
 func TestReplyPayloadBudget(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
